@@ -1,0 +1,132 @@
+/* Block layouts of every weight and activation format liblowbit speaks.
+ *
+ * One struct per format, C order exactly as stored in GGUF files (see FORMATS.md in the project
+ * docs).  Scales `d` are IEEE fp16 stored as uint16_t unless the comment says fp32.  Every struct
+ * size is asserted at compile time: a layout change that alters the byte size cannot slip in.
+ */
+#ifndef LOWBIT_FORMATS_H
+#define LOWBIT_FORMATS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GGUF tensor type ids.  34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is upstream Q2_0
+ * (group 64); 142/143 are PrismML's PQ2_0 / PTQ1_0. */
+typedef enum lowbit_type {
+    LOWBIT_TYPE_F32 = 0,
+    LOWBIT_TYPE_F16 = 1,
+    LOWBIT_TYPE_Q8_0 = 8,
+    LOWBIT_TYPE_Q8_K = 15,
+    LOWBIT_TYPE_TQ1_0 = 34,
+    LOWBIT_TYPE_TQ2_0 = 35,
+    LOWBIT_TYPE_I2_S = 36,
+    LOWBIT_TYPE_Q1_0 = 41,
+    LOWBIT_TYPE_Q2_0 = 42,
+    LOWBIT_TYPE_PQ2_0 = 142,
+    LOWBIT_TYPE_PTQ1_0 = 143,
+} lowbit_type;
+
+#define LOWBIT_QK_TQ1_0 256
+#define LOWBIT_QK_TQ2_0 256
+#define LOWBIT_QK_I2_S 128
+#define LOWBIT_QK_Q1_0 128
+#define LOWBIT_QK_Q2_0 64
+#define LOWBIT_QK_PQ2_0 128
+#define LOWBIT_QK_PTQ1_0 128
+#define LOWBIT_QK_Q8_0 32
+#define LOWBIT_QK_Q8_K 256
+
+/* TQ1_0: base-3, 5 trits per qs byte, 4 per qh byte; value (t - 1) * d. */
+typedef struct {
+    uint8_t qs[48];
+    uint8_t qh[4];
+    uint16_t d;
+} lowbit_block_tq1_0;
+
+/* TQ2_0: code q in {0,1,2} -> (q - 1) * d; element (j/32)*128 + n*32 + m in qs[j + m] bits 2n. */
+typedef struct {
+    uint8_t qs[64];
+    uint16_t d;
+} lowbit_block_tq2_0;
+
+/* I2_S (bitnet.cpp x86 layout): 128 weights in 32 bytes; byte p holds weights p, p+32, p+64, p+96
+ * at shifts 6, 4, 2, 0.  No per-block scale: one fp32 scale follows the codes of the whole tensor,
+ * and the tensor occupies n/4 + 32 bytes on disk. */
+typedef struct {
+    uint8_t qs[32];
+} lowbit_block_i2_s;
+
+/* Q1_0: bit set -> +d, clear -> -d. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} lowbit_block_q1_0;
+
+/* Q2_0 (group 64): weight j is (qs[j/4] >> 2*(j%4)) & 3, value (q - 1) * d. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} lowbit_block_q2_0;
+
+/* PQ2_0: PrismML's group-128 sibling of Q2_0, same code mapping. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[32];
+} lowbit_block_pq2_0;
+
+/* PTQ1_0: the TQ1_0 base-3 codec on 128-weight blocks, scale last. */
+typedef struct {
+    uint8_t qs[24];
+    uint8_t qh[2];
+    uint16_t d;
+} lowbit_block_ptq1_0;
+
+/* Q8_0: value qs[i] * d. */
+typedef struct {
+    uint16_t d;
+    int8_t qs[32];
+} lowbit_block_q8_0;
+
+/* Q8_K: fp32 scale; bsums[k] = sum of qs[16k .. 16k+15]. */
+typedef struct {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+} lowbit_block_q8_k;
+
+#if defined(__cplusplus)
+#define LOWBIT_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define LOWBIT_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_tq1_0) == 54, "TQ1_0 block is 54 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_tq2_0) == 66, "TQ2_0 block is 66 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_i2_s) == 32, "I2_S group is 32 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q1_0) == 18, "Q1_0 block is 18 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q2_0) == 18, "Q2_0 block is 18 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_pq2_0) == 34, "PQ2_0 block is 34 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_ptq1_0) == 28, "PTQ1_0 block is 28 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes");
+
+/* Activations (pylowbit's own layout, "A8"): a float vector of n elements is cut into groups of G
+ * (G = lowbit_act_group(weight type): min(weight block, 128)).  Group g has one fp32 scale
+ * d[g] = max|x| / 127, codes q[i] = round-half-away(x[i] / d[g]) in [-127, 127], and the code sum
+ * s[g] = sum of q over the group, which kernels use to undo the +1 offset of ternary/2-bit codes
+ * (sum (c - 1) * a = sum c * a - s) once per group instead of once per weight.  Codes, scales and
+ * sums are three separate arrays so SIMD loads stay aligned and dense. */
+typedef struct {
+    const int8_t *q;  /* n codes */
+    const float *d;   /* n / group scales */
+    const int32_t *s; /* n / group code sums */
+    int64_t n;
+    int64_t group;
+} lowbit_act;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOWBIT_FORMATS_H */

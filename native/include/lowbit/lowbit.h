@@ -1,0 +1,141 @@
+/* liblowbit: ternary and 2-bit LLM kernels with run-time ISA dispatch.
+ *
+ * Every entry point returns a lowbit_status (0 on success, negative on error) unless it returns a
+ * value by nature.  No entry point aborts or prints: bad arguments give LOWBIT_EINVAL & co.
+ * Arrays are C-contiguous.  Block data needs only the alignment of its struct (2 bytes).
+ */
+#ifndef LOWBIT_H
+#define LOWBIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lowbit/formats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#if defined(LOWBIT_BUILDING)
+#define LOWBIT_API __declspec(dllexport)
+#else
+#define LOWBIT_API __declspec(dllimport)
+#endif
+#else
+#define LOWBIT_API __attribute__((visibility("default")))
+#endif
+
+#define LOWBIT_VERSION_MAJOR 0
+#define LOWBIT_VERSION_MINOR 1
+#define LOWBIT_VERSION_PATCH 0
+/* Bumped whenever a struct in formats.h or a signature here changes incompatibly. */
+#define LOWBIT_ABI_VERSION 1
+
+typedef enum lowbit_status {
+    LOWBIT_OK = 0,
+    LOWBIT_EINVAL = -1, /* bad argument: null pointer, negative size, ... */
+    LOWBIT_ETYPE = -2,  /* unknown or unsupported tensor type for this operation */
+    LOWBIT_ESIZE = -3,  /* a size is not a multiple of the block / group size */
+    LOWBIT_ENOMEM = -4,
+    LOWBIT_EISA = -5, /* requested ISA not compiled in or not supported by this CPU */
+} lowbit_status;
+
+LOWBIT_API const char *lowbit_version(void);
+LOWBIT_API int lowbit_abi_version(void);
+LOWBIT_API const char *lowbit_status_str(int status);
+
+/* ---- type traits ---------------------------------------------------------------------------- */
+
+LOWBIT_API int lowbit_type_known(int type);
+LOWBIT_API const char *lowbit_type_name(int type); /* "tq2_0", ...; NULL if unknown */
+LOWBIT_API int lowbit_type_from_name(const char *name); /* type id, or LOWBIT_ETYPE */
+LOWBIT_API int64_t lowbit_type_block_size(int type);  /* weights per block (1 for F32/F16) */
+LOWBIT_API int64_t lowbit_type_block_bytes(int type); /* bytes per block */
+/* Bytes of one row of n weights, or a negative status if n does not fit the block size.
+ * (For I2_S this excludes the per-tensor scale tail.) */
+LOWBIT_API int64_t lowbit_row_bytes(int type, int64_t n);
+/* Bytes of a whole tensor of nelem weights as stored in GGUF (I2_S: nelem/4 + 32). */
+LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
+/* Activation group size used with this weight type: min(block size, 128). */
+LOWBIT_API int64_t lowbit_act_group(int type);
+
+/* ---- codecs (scalar reference; not on the hot path) ----------------------------------------- */
+
+/* Quantize n floats (a whole tensor, row-major) into `out` (lowbit_tensor_bytes(type, n) bytes).
+ * Ternary/2-bit types follow their owners' rule: d = max|w| per block (per tensor for I2_S),
+ * code = round-half-away(w / d) + 1 clamped to the code range.  NaN inputs give LOWBIT_EINVAL. */
+LOWBIT_API int lowbit_quantize(int type, const float *x, int64_t n, void *out);
+/* Dequantize a whole tensor of n weights. */
+LOWBIT_API int lowbit_dequantize(int type, const void *w, int64_t n, float *out);
+
+/* ---- activations ---------------------------------------------------------------------------- */
+
+/* Quantize x[n] into the A8 layout of formats.h: q[n], d[n/group], s[n/group]. */
+LOWBIT_API int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+                                   int32_t *s);
+
+/* ---- matrix-vector / matrix-matrix on the file layout ---------------------------------------- */
+
+/* y[rows] = W[rows, cols] . x[cols], W in `type` (row-major, as stored in GGUF).  x is quantized
+ * to A8 internally (F32/F16 weights use x as float).  threads <= 0: the library default. */
+LOWBIT_API int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x,
+                           float *y, int threads);
+/* y[batch, rows] = X[batch, cols] . W^T. */
+LOWBIT_API int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float *x,
+                           int64_t batch, float *y, int threads);
+/* Same, with activations already quantized (a: `batch` A8 vectors, group lowbit_act_group(type)). */
+LOWBIT_API int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols,
+                               const lowbit_act *a, int64_t batch, float *y, int threads);
+
+/* ---- Walsh-Hadamard transform --------------------------------------------------------------- */
+
+enum { LOWBIT_FWHT_SIGNS_THEN_ROTATE = 0, LOWBIT_FWHT_ROTATE_THEN_SIGNS = 1 };
+
+/* In place: for each of `rows` vectors of length n (contiguous), for each block-wide slice,
+ * apply the Sylvester-order Walsh-Hadamard transform (scaled by 1/sqrt(block) if normalize).
+ * block is a power of two >= 2, or m * 2^k with m in {12, 20, 28}; n % block == 0.
+ * signs (length n, values +-1, may be NULL) are applied before (order 0) or after (order 1). */
+LOWBIT_API int lowbit_fwht_f32(float *x, int64_t rows, int64_t n, int64_t block, int normalize,
+                               const float *signs, int order, int threads);
+LOWBIT_API int lowbit_fwht_f64(double *x, int64_t rows, int64_t n, int64_t block, int normalize,
+                               const double *signs, int order, int threads);
+/* Decoder hot path in one pass: x' = H(signs * x) blockwise (normalized), then A8-quantize x'.
+ * x is not modified. */
+LOWBIT_API int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block,
+                                        const float *signs, int64_t group, int8_t *q, float *d,
+                                        int32_t *s);
+
+/* ---- ISA dispatch --------------------------------------------------------------------------- */
+
+typedef enum lowbit_isa {
+    LOWBIT_ISA_SCALAR = 0,
+    LOWBIT_ISA_AVX2 = 1,
+    LOWBIT_ISA_AVX512VNNI = 2,
+    LOWBIT_ISA_NEON = 3,
+    LOWBIT_ISA_DOTPROD = 4,
+    LOWBIT_ISA_COUNT = 5,
+} lowbit_isa;
+
+LOWBIT_API const char *lowbit_isa_name(int isa);      /* "scalar", "avx2", ... */
+LOWBIT_API int lowbit_isa_from_name(const char *name); /* isa id or LOWBIT_EISA */
+LOWBIT_API unsigned lowbit_isa_compiled(void);        /* bit i set: variant i built in */
+LOWBIT_API unsigned lowbit_isa_supported(void);       /* bit i set: CPU + OS can run variant i */
+LOWBIT_API int lowbit_isa_active(void);
+/* Force a variant (tests, bug reports).  LOWBIT_EISA if not compiled or not supported.
+ * The first call into the library honours the PYLOWBIT_ISA environment variable the same way;
+ * if that names an unusable variant, lowbit_isa_env_error() says why and the best one is used. */
+LOWBIT_API int lowbit_set_isa(int isa);
+LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was fine or unset */
+
+/* ---- threads -------------------------------------------------------------------------------- */
+
+/* Default thread count for calls that pass threads <= 0 (initially PYLOWBIT_THREADS, else the
+ * number of online CPUs). */
+LOWBIT_API int lowbit_get_threads(void);
+LOWBIT_API int lowbit_set_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOWBIT_H */

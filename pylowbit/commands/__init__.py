@@ -1,0 +1,1 @@
+"""CLI subcommands; each module has add_parser(subparsers) and main(args)."""

@@ -1,0 +1,68 @@
+"""`pylowbit run`: generate text from a GGUF model, streaming it, then print tokens/s."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="generate text from a GGUF model",
+                       description="Generate text from a GGUF model (llama, qwen3, bitnet-b1.58, gemma3).")
+    p.add_argument("-m", "--model", required=True, help="GGUF file")
+    p.add_argument("-p", "--prompt", default="", help="prompt text")
+    p.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)")
+    p.add_argument("-t", "--threads", type=int, default=None, help="kernel threads (default: all cores)")
+    p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length (default: min(train, 4096))")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the file's chat template")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
+    p.add_argument("--top-k", type=int, default=0, help="top-k (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="top-p (1 = off)")
+    p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (1 = off)")
+    p.add_argument("--repeat-last-n", type=int, default=64, help="tokens the penalty looks back over")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--foreign", choices=("q8_0", "f16", "f32"), default="q8_0",
+                   help="keep tensors of types without a pylowbit kernel as this (default q8_0)")
+    p.add_argument("--no-eos-stop", action="store_true", help="keep generating past end-of-sequence tokens")
+    return p
+
+
+def main(args) -> int:
+    from ..model import Model, Sampler, SamplerConfig, StreamDecoder, TextTokenizer, generate
+
+    if args.n_predict < 0:
+        raise ValueError("-n must be >= 0")
+    sampler = Sampler(SamplerConfig(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
+                                    repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
+                                    seed=args.seed))
+    model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
+    tok = TextTokenizer(model.file)
+    text = args.prompt
+    add_special = True
+    if args.chat:
+        text = tok.apply_chat_template([{"role": "user", "content": text}])
+        bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else None
+        add_special = not (bos and text.startswith(bos))  # the template wrote the BOS already
+    ids = tok.encode(text, add_special=add_special)
+    if not ids:
+        raise ValueError("the prompt is empty and the model adds no BOS token: give -p")
+    if len(ids) + args.n_predict > model.ctx:
+        raise ValueError(f"prompt ({len(ids)} tokens) + -n {args.n_predict} exceed the context {model.ctx} (use -c)")
+
+    out = sys.stdout
+    out.write(args.prompt if not args.chat else text)
+    out.flush()
+    stream = StreamDecoder(tok)
+
+    def on_token(t):
+        out.write(stream.push(t))
+        out.flush()
+
+    gen, t_prompt, t_gen, n_eval = generate(model, tok, ids, args.n_predict, sampler, on_token,
+                                            stop_at_eos=not args.no_eos_stop)
+    out.write("\n")
+    out.flush()
+    pp = len(ids) / t_prompt if t_prompt > 0 else float("inf")
+    tg = n_eval / t_gen if t_gen > 0 and n_eval else float("nan")
+    print(f"prompt: {len(ids)} tokens in {t_prompt:.2f} s, {pp:.2f} tokens/s | "
+          f"generation: {n_eval} tokens in {t_gen:.2f} s, {tg:.2f} tokens/s", file=sys.stderr)
+    return 0

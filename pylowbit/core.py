@@ -1,0 +1,215 @@
+"""The numpy-facing API: formats, QTensor, quantize / dequantize / gemv / gemm.
+
+Arrays are checked here (dtype, shape, contiguity, sizes) so that errors name the problem in
+pylowbit's terms; pylowbit._lowbit then releases the GIL and calls liblowbit without copies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pylowbit import _lowbit
+
+__all__ = [
+    "FormatInfo", "FORMATS", "format_info", "QTensor", "quantize", "dequantize", "gemv", "gemm",
+    "quantize_act", "tensor_nbytes",
+]
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    name: str
+    type_id: int  # GGUF tensor type id
+    block_size: int  # weights per block
+    type_size: int  # bytes per block (I2_S: per 128-weight group; the tensor adds a 32-byte tail)
+
+    @property
+    def bits_per_weight(self) -> float:
+        return 8.0 * self.type_size / self.block_size
+
+
+_WEIGHT_TYPE_IDS = (0, 1, 8, 34, 35, 36, 41, 42, 142, 143)
+FORMATS: dict[str, FormatInfo] = {
+    info.name: info for info in (FormatInfo(*_lowbit.type_info(t)) for t in _WEIGHT_TYPE_IDS)
+}
+_BY_ID = {f.type_id: f for f in FORMATS.values()}
+
+
+def format_info(fmt) -> FormatInfo:
+    """FormatInfo for a format name ("tq2_0"), a GGUF type id (35) or a FormatInfo."""
+    if isinstance(fmt, FormatInfo):
+        return fmt
+    if isinstance(fmt, (int, np.integer)) and not isinstance(fmt, bool):
+        try:
+            return _BY_ID[int(fmt)]
+        except KeyError:
+            raise ValueError(f"unknown tensor type id {int(fmt)}; pylowbit knows "
+                             f"{sorted(_BY_ID)}") from None
+    if isinstance(fmt, str):
+        try:
+            return FORMATS[fmt.lower()]
+        except KeyError:
+            raise ValueError(f"unknown format {fmt!r}; known formats: "
+                             f"{', '.join(FORMATS)}") from None
+    raise TypeError(f"format must be a name, a GGUF type id or FormatInfo, not {type(fmt).__name__}")
+
+
+def tensor_nbytes(fmt, n: int) -> int:
+    """Bytes of a tensor of n weights in this format as stored in GGUF (I2_S adds its 32-byte tail)."""
+    info = format_info(fmt)
+    if n % info.block_size:
+        raise ValueError(f"{info.name}: {n} weights is not a multiple of the block size "
+                         f"{info.block_size}")
+    return _lowbit.tensor_nbytes(info.type_id, n)
+
+
+def _float32_array(x, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype != np.float32:
+        if x.dtype.kind not in "fiu":
+            raise TypeError(f"{what} must be a float32 array, got dtype {x.dtype}")
+        raise TypeError(f"{what} must be float32, got {x.dtype} (convert with .astype(np.float32))")
+    return x
+
+
+def _byte_view(data, what: str) -> np.ndarray:
+    """A flat uint8 view of `data` without copying; refuses what cannot be viewed as such."""
+    if isinstance(data, QTensor):
+        return data.data
+    arr = np.asarray(data) if not isinstance(data, (bytes, bytearray, memoryview)) else \
+        np.frombuffer(data, dtype=np.uint8)
+    if arr.dtype != np.uint8:
+        raise TypeError(f"{what} must be uint8 bytes, got dtype {arr.dtype}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{what} must be C-contiguous")
+    return arr.reshape(-1)
+
+
+class QTensor:
+    """A weight matrix (or vector) in a GGUF format: raw bytes + format + shape (numpy order).
+
+    Wraps the bytes without copying (e.g. a view of a memory-mapped GGUF file).
+    """
+
+    __slots__ = ("data", "info", "shape")
+
+    def __init__(self, data, fmt, shape):
+        self.info = format_info(fmt)
+        self.shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+        self.data = _byte_view(data, "QTensor data")
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        row = self.shape[-1] if self.shape else 1
+        if row % self.info.block_size:
+            raise ValueError(f"{self.info.name}: row length {row} is not a multiple of the block "
+                             f"size {self.info.block_size}")
+        need = tensor_nbytes(self.info, n)
+        if self.data.nbytes != need:
+            raise ValueError(f"{self.info.name} tensor of shape {self.shape} needs {need} bytes, "
+                             f"got {self.data.nbytes}")
+
+    fmt = property(lambda self: self.info.name)
+    type_id = property(lambda self: self.info.type_id)
+    nbytes = property(lambda self: self.data.nbytes)
+
+    def __repr__(self):
+        return f"QTensor({self.fmt}, shape={self.shape}, {self.nbytes} bytes)"
+
+    def dequantize(self) -> np.ndarray:
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return _lowbit.dequantize(self.data, self.type_id, n).reshape(self.shape)
+
+    def _matrix_shape(self):
+        if len(self.shape) != 2:
+            raise ValueError(f"a matrix product needs a 2-D weight, this one has shape {self.shape}")
+        return self.shape
+
+    def gemv(self, x, out=None, threads: int | None = None) -> np.ndarray:
+        """W @ x for x of shape (cols,): returns (rows,)."""
+        rows, cols = self._matrix_shape()
+        x = _float32_array(x, "x")
+        if x.ndim != 1 or x.shape[0] != cols:
+            raise ValueError(f"x must have shape ({cols},), got {x.shape}")
+        res = out if out is not None else np.empty(rows, dtype=np.float32)
+        _check_out(res, (rows,))
+        self._gemm(x.reshape(1, cols), res.reshape(1, rows), threads)
+        return res
+
+    def gemm(self, x, out=None, threads: int | None = None) -> np.ndarray:
+        """x @ W.T for x of shape (batch, cols): returns (batch, rows)."""
+        rows, cols = self._matrix_shape()
+        x = _float32_array(x, "x")
+        if x.ndim != 2 or x.shape[1] != cols:
+            raise ValueError(f"x must have shape (batch, {cols}), got {x.shape}")
+        res = out if out is not None else np.empty((x.shape[0], rows), dtype=np.float32)
+        _check_out(res, (x.shape[0], rows))
+        self._gemm(x, res, threads)
+        return res
+
+    def _gemm(self, x, out, threads):
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        rows, cols = self.shape
+        _lowbit.gemm(self.data, self.type_id, rows, cols, np.ascontiguousarray(x), out,
+                     threads or 0)
+
+
+def _check_out(out, shape):
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32:
+        raise TypeError("out must be a float32 numpy array")
+    if out.shape != shape:
+        raise ValueError(f"out must have shape {shape}, got {out.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writeable")
+
+
+def quantize(x, fmt) -> QTensor:
+    """Quantize a float32 array whose last axis is a multiple of the format's block size.
+
+    Ternary and 2-bit formats use their owners' rule (scale = max|w| per block, per tensor for
+    I2_S; codes round-half-away(w / scale) + 1).  NaN or infinity raises ValueError.
+    """
+    info = format_info(fmt)
+    x = _float32_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("quantize needs at least a 1-D array")
+    if x.shape[-1] % info.block_size:
+        raise ValueError(f"{info.name}: row length {x.shape[-1]} is not a multiple of the block "
+                         f"size {info.block_size}")
+    flat = np.ascontiguousarray(x).reshape(-1)
+    return QTensor(_lowbit.quantize(flat, info.type_id), info, x.shape)
+
+
+def dequantize(data, fmt=None, shape=None) -> np.ndarray:
+    """Decode a QTensor, or raw GGUF bytes given with their format and shape, to float32."""
+    if isinstance(data, QTensor):
+        return data.dequantize()
+    if fmt is None or shape is None:
+        raise TypeError("dequantize(bytes, fmt, shape): format and shape are required for raw bytes")
+    return QTensor(data, fmt, shape).dequantize()
+
+
+def _as_qtensor(w) -> QTensor:
+    if not isinstance(w, QTensor):
+        raise TypeError(f"weights must be a pylowbit.QTensor, not {type(w).__name__}")
+    return w
+
+
+def gemv(w: QTensor, x, out=None, threads: int | None = None) -> np.ndarray:
+    """y = W @ x with W a QTensor (rows, cols) and x float32 (cols,)."""
+    return _as_qtensor(w).gemv(x, out=out, threads=threads)
+
+
+def gemm(w: QTensor, x, out=None, threads: int | None = None) -> np.ndarray:
+    """Y = X @ W.T with W a QTensor (rows, cols) and X float32 (batch, cols)."""
+    return _as_qtensor(w).gemm(x, out=out, threads=threads)
+
+
+def quantize_act(x, group: int):
+    """The A8 activation quantizer: (codes int8, per-group scales float32, per-group sums int32)."""
+    x = _float32_array(x, "x")
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-D, got shape {x.shape}")
+    return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))

@@ -1,0 +1,600 @@
+"""GGUF v2/v3 reading (mmap, zero-copy numpy views) and writing (atomic), validated against hostile input.
+
+Every count, length, offset and span read from a file is checked against the file size before it is
+used, so a malformed file gives a `GGUFError` naming the problem instead of a crash or a giant
+allocation.  The type table covers what gguf-py 0.19.0 knows plus the low-bit ids it does not
+(36 I2_S, 42 Q2_0, 142 PQ2_0, 143 PTQ1_0).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+__all__ = [
+    "GGUFError",
+    "GGUFFile",
+    "TensorInfo",
+    "TensorSpec",
+    "MetaValue",
+    "ValueType",
+    "TYPES",
+    "type_id",
+    "type_name",
+    "tensor_nbytes",
+    "write_gguf",
+    "open_gguf",
+]
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4
+MAX_ARRAY_NESTING = 4
+# Names and strings longer than this are refused: no real key, token or tensor name comes close, and
+# it keeps a corrupt length from turning into a multi-gigabyte decode.
+MAX_STRING_BYTES = 1 << 24
+
+
+class GGUFError(ValueError):
+    """A GGUF file (or data given to the writer) is malformed; the message names the problem."""
+
+
+class ValueType(IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+# Scalar value types -> little-endian numpy dtype.
+_SCALAR_DTYPES = {
+    ValueType.UINT8: np.dtype("<u1"),
+    ValueType.INT8: np.dtype("<i1"),
+    ValueType.UINT16: np.dtype("<u2"),
+    ValueType.INT16: np.dtype("<i2"),
+    ValueType.UINT32: np.dtype("<u4"),
+    ValueType.INT32: np.dtype("<i4"),
+    ValueType.FLOAT32: np.dtype("<f4"),
+    ValueType.BOOL: np.dtype("<u1"),
+    ValueType.UINT64: np.dtype("<u8"),
+    ValueType.INT64: np.dtype("<i8"),
+    ValueType.FLOAT64: np.dtype("<f8"),
+}
+# struct codes with standard sizes ("<" + numpy's char would make uint64 'L', only 4 bytes)
+_STRUCT = {ValueType.UINT8: "B", ValueType.INT8: "b", ValueType.UINT16: "H", ValueType.INT16: "h",
+           ValueType.UINT32: "I", ValueType.INT32: "i", ValueType.FLOAT32: "f", ValueType.BOOL: "B",
+           ValueType.UINT64: "Q", ValueType.INT64: "q", ValueType.FLOAT64: "d"}
+_INT_TYPES = {ValueType.UINT8, ValueType.INT8, ValueType.UINT16, ValueType.INT16, ValueType.UINT32,
+              ValueType.INT32, ValueType.UINT64, ValueType.INT64}
+_FLOAT_TYPES = {ValueType.FLOAT32, ValueType.FLOAT64}
+
+
+@dataclass(frozen=True)
+class TypeInfo:
+    type_id: int
+    name: str  # lower case, as pylowbit's kernels spell it ("tq2_0")
+    block_size: int  # weights per block
+    type_size: int  # bytes per block
+
+
+def _build_type_table() -> dict[int, TypeInfo]:
+    table: dict[int, TypeInfo] = {}
+    try:  # gguf-py's table, for the many types we only need to size (and dequantize through gguf)
+        from gguf.constants import GGML_QUANT_SIZES
+
+        for t, (bs, ts) in GGML_QUANT_SIZES.items():
+            table[int(t)] = TypeInfo(int(t), t.name.lower(), bs, ts)
+    except Exception:  # pragma: no cover - gguf is a dependency; keep the core types anyway
+        pass
+    for tid, name, bs, ts in [
+        (0, "f32", 1, 4), (1, "f16", 1, 2), (8, "q8_0", 32, 34), (15, "q8_k", 256, 292),
+        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66),
+        # I2_S: 2-bit codes for the whole tensor then a 32-byte tail holding the fp32 scale.  The
+        # "block" here is the 128-weight group of the x86 layout (32 bytes); the tail is added
+        # by tensor_nbytes.
+        (36, "i2_s", 128, 32),
+        (41, "q1_0", 128, 18), (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
+    ]:
+        table[tid] = TypeInfo(tid, name, bs, ts)
+    return table
+
+
+TYPES: dict[int, TypeInfo] = _build_type_table()
+_TYPES_BY_NAME = {t.name: t for t in TYPES.values()}
+I2_S_TAIL = 32
+
+
+def type_id(name_or_id: str | int) -> int:
+    if isinstance(name_or_id, (int, np.integer)):
+        if int(name_or_id) not in TYPES:
+            raise GGUFError(f"unknown GGML type id {int(name_or_id)}")
+        return int(name_or_id)
+    t = _TYPES_BY_NAME.get(str(name_or_id).lower())
+    if t is None:
+        raise GGUFError(f"unknown GGML type name {name_or_id!r}")
+    return t.type_id
+
+
+def type_name(tid: int) -> str:
+    return TYPES[type_id(tid)].name
+
+
+def tensor_nbytes(tid: int, shape: Iterable[int]) -> int:
+    """Bytes of a tensor of this type and shape (numpy order: the last axis is the row)."""
+    t = TYPES[type_id(tid)]
+    shape = [int(s) for s in shape]
+    if not shape or any(s <= 0 for s in shape):
+        raise GGUFError(f"tensor shape {tuple(shape)} must have 1..{MAX_DIMS} positive dims")
+    if shape[-1] % t.block_size:
+        raise GGUFError(f"row length {shape[-1]} is not a multiple of the {t.name} block size {t.block_size}")
+    n = 1
+    for s in shape:
+        n *= s
+    nbytes = n // t.block_size * t.type_size
+    if t.type_id == 36:
+        nbytes += I2_S_TAIL
+    return nbytes
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+# ------------------------------------------------------------------------------------------------
+# reading
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    type_id: int  # as resolved (a legacy group-128 tensor under id 42 reads as 142)
+    file_type_id: int  # as stored in the file
+    shape: tuple[int, ...]  # numpy order (rows, cols): GGUF ne reversed
+    offset: int  # absolute file offset of the data
+    nbytes: int
+    data: np.ndarray = field(repr=False)  # uint8 view into the mapped file (read-only)
+
+    @property
+    def fmt(self) -> str:
+        return TYPES[self.type_id].name
+
+    @property
+    def ne(self) -> tuple[int, ...]:
+        return tuple(reversed(self.shape))
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads from a buffer."""
+
+    def __init__(self, buf: memoryview, size: int):
+        self.buf = buf
+        self.size = size
+        self.pos = 0
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise GGUFError(f"truncated file: {what} needs {n} bytes at offset {self.pos}, file has {self.size}")
+
+    def scalar(self, vt: ValueType, what: str):
+        dt = _SCALAR_DTYPES[vt]
+        self.need(dt.itemsize, what)
+        (v,) = struct.unpack_from("<" + _STRUCT[vt], self.buf, self.pos)
+        self.pos += dt.itemsize
+        if vt == ValueType.BOOL:
+            if v not in (0, 1):
+                raise GGUFError(f"{what}: bool value {v} is neither 0 nor 1")
+            return bool(v)
+        return v
+
+    def u32(self, what: str) -> int:
+        return self.scalar(ValueType.UINT32, what)
+
+    def u64(self, what: str) -> int:
+        return self.scalar(ValueType.UINT64, what)
+
+    def string(self, what: str) -> str:
+        n = self.u64(f"{what} length")
+        if n > MAX_STRING_BYTES:
+            raise GGUFError(f"{what}: string length {n} is absurd (limit {MAX_STRING_BYTES})")
+        self.need(n, what)
+        raw = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # Tokenizer vocabularies occasionally hold invalid UTF-8; keep the bytes recoverable.
+            return raw.decode("utf-8", errors="surrogateescape")
+
+    def array(self, what: str, depth: int = 0):
+        if depth >= MAX_ARRAY_NESTING:
+            raise GGUFError(f"{what}: arrays nested deeper than {MAX_ARRAY_NESTING}")
+        et = self.u32(f"{what} element type")
+        try:
+            et = ValueType(et)
+        except ValueError:
+            raise GGUFError(f"{what}: unknown array element type {et}") from None
+        n = self.u64(f"{what} array length")
+        # Every element takes at least this many bytes, so the count is checked before anything
+        # is allocated for it.
+        min_size = {ValueType.STRING: 8, ValueType.ARRAY: 12}.get(et) or _SCALAR_DTYPES[et].itemsize
+        if n > (self.size - self.pos) // min_size:
+            raise GGUFError(f"{what}: array length {n} is absurd for the {self.size - self.pos} bytes left in the file")
+        if et in _SCALAR_DTYPES:
+            dt = _SCALAR_DTYPES[et]
+            arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos).copy()
+            self.pos += n * dt.itemsize
+            if et == ValueType.BOOL:
+                if arr.size and arr.max() > 1:
+                    raise GGUFError(f"{what}: bool array holds a value that is neither 0 nor 1")
+                arr = arr.astype(bool)
+            return et, arr
+        if et == ValueType.STRING:
+            return et, [self.string(f"{what}[{i}]") for i in range(n)]
+        return et, [self.array(f"{what}[{i}]", depth + 1)[1] for i in range(n)]
+
+    def value(self, vt: ValueType, what: str):
+        if vt == ValueType.STRING:
+            return None, self.string(what)
+        if vt == ValueType.ARRAY:
+            return self.array(what)
+        return None, self.scalar(vt, what)
+
+
+class GGUFFile:
+    """A GGUF file mapped read-only.  `metadata` holds python values (numeric arrays as numpy);
+    `tensors` maps names to `TensorInfo` whose `.data` is a zero-copy uint8 view of the mapping."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        try:
+            self._fd = open(self.path, "rb")
+        except OSError as e:
+            raise GGUFError(f"cannot open {self.path}: {e.strerror}") from e
+        size = os.fstat(self._fd.fileno()).st_size
+        if size < 24:
+            self._fd.close()
+            raise GGUFError(f"{self.path}: truncated header ({size} bytes; a GGUF header needs at least 24)")
+        self._mm = mmap.mmap(self._fd.fileno(), 0, access=mmap.ACCESS_READ)
+        self.size = size
+        self._buf = np.frombuffer(self._mm, dtype=np.uint8)
+        try:
+            self._parse()
+        except GGUFError as e:
+            self.close()
+            raise GGUFError(f"{self.path}: {e}") from None
+
+    # -- parsing --------------------------------------------------------------------------------
+    def _parse(self) -> None:
+        c = _Cursor(memoryview(self._mm), self.size)
+        c.need(4, "magic")
+        magic = bytes(self._mm[0:4])
+        if magic != GGUF_MAGIC:
+            raise GGUFError(f"not a GGUF file (magic {magic!r}, expected b'GGUF')")
+        c.pos = 4
+        self.version = c.u32("version")
+        if self.version not in (2, 3):
+            if self.version & 0xFFFF == 0 and self.version:
+                raise GGUFError(f"big-endian GGUF (version field {self.version:#x}) is not supported")
+            raise GGUFError(f"unsupported GGUF version {self.version} (2 and 3 are)")
+        n_tensors = c.u64("tensor count")
+        n_kv = c.u64("metadata count")
+        # Each key/value needs >= 13 bytes (8 length + 1 char + 4 type + >=0 value), each tensor
+        # info >= 8+1+4+8+4+8 bytes: a count beyond that cannot be honest.
+        if n_kv > (self.size - c.pos) // 13:
+            raise GGUFError(f"metadata count {n_kv} is absurd for a {self.size}-byte file")
+        if n_tensors > (self.size - c.pos) // 33:
+            raise GGUFError(f"tensor count {n_tensors} is absurd for a {self.size}-byte file")
+
+        self.metadata: dict[str, Any] = {}
+        self.metadata_types: dict[str, tuple[ValueType, ValueType | None]] = {}
+        for i in range(n_kv):
+            key = c.string(f"metadata key #{i}")
+            if key in self.metadata:
+                raise GGUFError(f"duplicate metadata key {key!r}")
+            vt = c.u32(f"type of metadata {key!r}")
+            try:
+                vt = ValueType(vt)
+            except ValueError:
+                raise GGUFError(f"metadata {key!r} has unknown value type {vt}") from None
+            et, value = c.value(vt, f"metadata {key!r}")
+            self.metadata[key] = value
+            self.metadata_types[key] = (vt, et)
+
+        self.alignment = DEFAULT_ALIGNMENT
+        if "general.alignment" in self.metadata:
+            a = self.get("general.alignment", int)
+            if self.metadata_types["general.alignment"][0] != ValueType.UINT32:
+                raise GGUFError("general.alignment must be a uint32")
+            if a <= 0 or a & (a - 1):
+                raise GGUFError(f"general.alignment {a} is not a positive power of two")
+            self.alignment = a
+
+        raw = []
+        for i in range(n_tensors):
+            name = c.string(f"tensor name #{i}")
+            n_dims = c.u32(f"dims of tensor {name!r}")
+            if not 1 <= n_dims <= MAX_DIMS:
+                raise GGUFError(f"tensor {name!r} has {n_dims} dims (1..{MAX_DIMS} allowed)")
+            ne = [c.u64(f"dim {d} of tensor {name!r}") for d in range(n_dims)]
+            tid = c.u32(f"type of tensor {name!r}")
+            off = c.u64(f"offset of tensor {name!r}")
+            raw.append((name, ne, tid, off))
+        self.data_offset = _align(c.pos, self.alignment)
+        if self.data_offset > self.size and n_tensors:
+            raise GGUFError(f"truncated file: tensor data would start at {self.data_offset}, file has {self.size} bytes")
+
+        self.tensors: dict[str, TensorInfo] = {}
+        spans = sorted((off for _, _, _, off in raw))
+        next_off = {}
+        for a, b in zip(spans, spans[1:] + [None]):
+            next_off.setdefault(a, b)
+        for name, ne, tid, off in raw:
+            if name in self.tensors:
+                raise GGUFError(f"duplicate tensor name {name!r}")
+            if any(d == 0 for d in ne):
+                raise GGUFError(f"tensor {name!r} has a zero dimension {ne}")
+            n = 1
+            for d in ne:
+                n *= d
+                if n > self.size * 8:  # no type stores more than 8 weights per byte (and 2^63 is far)
+                    raise GGUFError(f"tensor {name!r}: dims {ne} overflow / exceed what the file can hold")
+            if tid not in TYPES:
+                raise GGUFError(f"tensor {name!r} has unknown type id {tid}")
+            if off % self.alignment:
+                raise GGUFError(f"tensor {name!r}: offset {off} is not a multiple of the alignment {self.alignment}")
+            start = self.data_offset + off
+            end_limit = self.data_offset + next_off[off] if next_off[off] is not None else self.size
+            shape = tuple(reversed(ne))
+            rid = tid
+            if tid == 42:
+                rid = self._resolve_q2_0(name, shape, end_limit - start)
+            try:
+                nbytes = tensor_nbytes(rid, shape)
+            except GGUFError as e:
+                raise GGUFError(f"tensor {name!r}: {e}") from None
+            if start + nbytes > self.size:
+                raise GGUFError(f"tensor {name!r} runs past the end of the file "
+                                f"(data {start}..{start + nbytes}, file has {self.size} bytes)")
+            if start + nbytes > end_limit:
+                raise GGUFError(f"tensor {name!r} overlaps the next tensor's data")
+            view = self._buf[start:start + nbytes]
+            self.tensors[name] = TensorInfo(name, rid, tid, shape, start, nbytes, view)
+
+    def _resolve_q2_0(self, name: str, shape: tuple[int, ...], span: int) -> int:
+        """Type id 42 holds group-64 Q2_0, or legacy group-128 data (PQ2_0 layout) in older Bonsai
+        files: the byte span up to the next tensor (or EOF) tells them apart."""
+        n = int(np.prod(shape, dtype=object))
+        cands = []
+        for rid, g, bsz in ((42, 64, 18), (142, 128, 34)):
+            if shape[-1] % g:
+                continue
+            need = n // g * bsz
+            if need <= span < need + self.alignment:  # exact size plus at most the padding
+                cands.append(rid)
+        if not cands:
+            raise GGUFError(f"tensor {name!r} (type 42, shape {shape}) spans {span} bytes: fits neither "
+                            f"group-64 Q2_0 ({n // 64 * 18} bytes) nor legacy group-128 ({n // 128 * 34} bytes)")
+        return cands[0]  # both fit only for tiny tensors: prefer the upstream group-64 type
+
+    # -- access ---------------------------------------------------------------------------------
+    _PYTYPE_CHECK = {
+        int: lambda vt, et: vt in _INT_TYPES,
+        float: lambda vt, et: vt in _FLOAT_TYPES or vt in _INT_TYPES,
+        bool: lambda vt, et: vt == ValueType.BOOL,
+        str: lambda vt, et: vt == ValueType.STRING,
+        list: lambda vt, et: vt == ValueType.ARRAY,
+    }
+
+    def get(self, key: str, kind: type | None = None, default: Any = ...):
+        """Metadata value; `kind` (int, float, bool, str, list) checks its type.  A missing key
+        returns `default` or raises GGUFError."""
+        if key not in self.metadata:
+            if default is ...:
+                raise GGUFError(f"missing metadata key {key!r}")
+            return default
+        v = self.metadata[key]
+        if kind is not None:
+            vt, et = self.metadata_types[key]
+            if not self._PYTYPE_CHECK[kind](vt, et):
+                raise GGUFError(f"metadata {key!r} has type {vt.name.lower()}"
+                                f"{'[' + et.name.lower() + ']' if et is not None else ''}, expected {kind.__name__}")
+            if kind is float:
+                v = float(v)
+            elif kind is int:
+                v = int(v)
+        return v
+
+    def tensor(self, name: str) -> TensorInfo:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise GGUFError(f"{self.path}: missing tensor {name!r}") from None
+
+    def close(self) -> None:
+        self.tensors = {}
+        self._buf = None
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # numpy views still alive: the mapping goes when they do
+        self._fd.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_gguf(path: str | os.PathLike) -> GGUFFile:
+    return GGUFFile(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# writing
+
+
+@dataclass
+class MetaValue:
+    """A metadata value with an explicit GGUF type (arrays: `type=ARRAY`, `elem=` element type)."""
+
+    type: ValueType
+    value: Any
+    elem: ValueType | None = None
+
+
+@dataclass
+class TensorSpec:
+    """A tensor to write: raw bytes (or a zero-argument callable returning them, called once when
+    the tensor's turn comes so that generation can stream) in GGML type `type_id`, numpy-order shape."""
+
+    name: str
+    type_id: int
+    shape: tuple[int, ...]
+    data: Any
+
+
+_NP_TO_VT = {np.dtype(v): k for k, v in _SCALAR_DTYPES.items() if k != ValueType.BOOL}
+_NP_TO_VT[np.dtype(bool)] = ValueType.BOOL
+
+
+def _infer(value) -> MetaValue:
+    if isinstance(value, MetaValue):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return MetaValue(ValueType.BOOL, bool(value))
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if 0 <= v < 2**32:
+            return MetaValue(ValueType.UINT32, v)
+        if -(2**31) <= v < 0:
+            return MetaValue(ValueType.INT32, v)
+        return MetaValue(ValueType.INT64 if v < 0 else ValueType.UINT64, v)
+    if isinstance(value, (float, np.floating)):
+        return MetaValue(ValueType.FLOAT32, float(value))
+    if isinstance(value, str):
+        return MetaValue(ValueType.STRING, value)
+    if isinstance(value, np.ndarray):
+        dt = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
+        if np.dtype(dt) not in _NP_TO_VT:
+            raise GGUFError(f"no GGUF array type for numpy dtype {value.dtype}")
+        return MetaValue(ValueType.ARRAY, value, _NP_TO_VT[np.dtype(dt)])
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return MetaValue(ValueType.ARRAY, [], ValueType.INT32)
+        first = _infer(value[0])
+        return MetaValue(ValueType.ARRAY, list(value), first.type)
+    raise GGUFError(f"cannot store {type(value).__name__} as GGUF metadata")
+
+
+def _pack_string(s: str) -> bytes:
+    b = s.encode("utf-8", errors="surrogateescape")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _pack_value(mv: MetaValue) -> bytes:
+    vt = ValueType(mv.type)
+    if vt == ValueType.STRING:
+        return _pack_string(mv.value)
+    if vt == ValueType.ARRAY:
+        et = ValueType(mv.elem)
+        items = mv.value
+        head = struct.pack("<IQ", et, len(items))
+        if et in _SCALAR_DTYPES:
+            arr = np.asarray(items)
+            if et == ValueType.BOOL:
+                arr = arr.astype(bool)
+            return head + arr.astype(_SCALAR_DTYPES[et]).tobytes()
+        if et == ValueType.STRING:
+            return head + b"".join(_pack_string(s) for s in items)
+        # a nested array element is element type + count + data, exactly a top-level array value
+        return head + b"".join(_pack_value(_infer(x)) for x in items)
+    dt = _SCALAR_DTYPES[vt]
+    return np.array(mv.value).astype(dt).tobytes()
+
+
+def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: Iterable[TensorSpec],
+               alignment: int = DEFAULT_ALIGNMENT, version: int = 3,
+               progress: Callable[[int, int, str], None] | None = None) -> Path:
+    """Write a GGUF file atomically (temp file in the same directory, fsync, rename).
+
+    metadata values: python scalars/str/lists/numpy arrays (types inferred: int -> uint32 when it
+    fits) or `MetaValue` for an explicit type.  progress(done_bytes, total_bytes, tensor_name) is
+    called after each tensor."""
+    path = Path(path)
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise GGUFError(f"alignment {alignment} is not a positive power of two")
+    tensors = list(tensors)
+    meta = dict(metadata)
+    if alignment != DEFAULT_ALIGNMENT or "general.alignment" in meta:
+        meta["general.alignment"] = MetaValue(ValueType.UINT32, alignment)
+
+    header = bytearray(GGUF_MAGIC + struct.pack("<IQQ", version, len(tensors), len(meta)))
+    for k, v in meta.items():
+        mv = _infer(v)
+        header += _pack_string(k) + struct.pack("<I", mv.type) + _pack_value(mv)
+    offsets, off, seen = [], 0, set()
+    for t in tensors:
+        if t.name in seen:
+            raise GGUFError(f"duplicate tensor name {t.name!r}")
+        seen.add(t.name)
+        nb = tensor_nbytes(t.type_id, t.shape)
+        offsets.append((off, nb))
+        header += _pack_string(t.name) + struct.pack("<I", len(t.shape))
+        header += struct.pack(f"<{len(t.shape)}Q", *reversed([int(s) for s in t.shape]))
+        header += struct.pack("<IQ", type_id(t.type_id), off)
+        off = _align(off + nb, alignment)
+    total = off
+    header += b"\0" * (_align(len(header), alignment) - len(header))
+
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file ordinary permissions
+        with os.fdopen(fd, "wb") as f:
+            f.write(header)
+            done = 0
+            for t, (o, nb) in zip(tensors, offsets):
+                data = t.data() if callable(t.data) else t.data
+                mv = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B")
+                if mv.nbytes != nb:
+                    raise GGUFError(f"tensor {t.name!r}: got {mv.nbytes} bytes, type {type_name(t.type_id)} "
+                                    f"shape {tuple(t.shape)} needs {nb}")
+                f.write(mv)
+                del mv, data
+                f.write(b"\0" * (_align(nb, alignment) - nb))
+                done += nb
+                if progress is not None:
+                    progress(done, total, t.name)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

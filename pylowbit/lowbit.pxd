@@ -1,0 +1,53 @@
+# cython: language_level=3
+# Declarations of the public C API (native/include/lowbit/lowbit.h) for Cython code.
+# Other extensions can `from pylowbit.lowbit cimport *` and call these functions `nogil`,
+# compiling with pylowbit.get_include() and linking pylowbit.get_library_dirs() / -llowbit.
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+
+cdef extern from "lowbit/lowbit.h" nogil:
+    ctypedef struct lowbit_act:
+        const int8_t *q
+        const float *d
+        const int32_t *s
+        int64_t n
+        int64_t group
+
+    int LOWBIT_ABI_VERSION
+    int LOWBIT_OK, LOWBIT_EINVAL, LOWBIT_ETYPE, LOWBIT_ESIZE, LOWBIT_ENOMEM, LOWBIT_EISA
+    int LOWBIT_ISA_COUNT
+
+    const char *lowbit_version()
+    int lowbit_abi_version()
+    const char *lowbit_status_str(int status)
+
+    int lowbit_type_known(int type)
+    const char *lowbit_type_name(int type)
+    int lowbit_type_from_name(const char *name)
+    int64_t lowbit_type_block_size(int type)
+    int64_t lowbit_type_block_bytes(int type)
+    int64_t lowbit_row_bytes(int type, int64_t n)
+    int64_t lowbit_tensor_bytes(int type, int64_t nelem)
+    int64_t lowbit_act_group(int type)
+
+    int lowbit_quantize(int type, const float *x, int64_t n, void *out)
+    int lowbit_dequantize(int type, const void *w, int64_t n, float *out)
+    int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s)
+
+    int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x, float *y, int threads)
+    int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float *x, int64_t batch, float *y, int threads)
+    int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const lowbit_act *a, int64_t batch, float *y, int threads)
+
+    int lowbit_fwht_f32(float *x, int64_t rows, int64_t n, int64_t block, int normalize, const float *signs, int order, int threads)
+    int lowbit_fwht_f64(double *x, int64_t rows, int64_t n, int64_t block, int normalize, const double *signs, int order, int threads)
+    int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const float *signs, int64_t group, int8_t *q, float *d, int32_t *s)
+
+    const char *lowbit_isa_name(int isa)
+    int lowbit_isa_from_name(const char *name)
+    unsigned lowbit_isa_compiled()
+    unsigned lowbit_isa_supported()
+    int lowbit_isa_active()
+    int lowbit_set_isa(int isa)
+    const char *lowbit_isa_env_error()
+
+    int lowbit_get_threads()
+    int lowbit_set_threads(int threads)

@@ -1,0 +1,55 @@
+"""Next-token sampling: greedy, temperature, top-k, top-p, repetition penalty, seeded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class SamplerConfig:
+    temperature: float = 0.0  # <= 0: greedy
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0  # 1: off
+    repeat_penalty: float = 1.0  # 1: off
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.repeat_penalty <= 0:
+            raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
+
+
+class Sampler:
+    def __init__(self, cfg: SamplerConfig | None = None):
+        self.cfg = cfg or SamplerConfig()
+        self.rng = np.random.default_rng(self.cfg.seed)
+
+    def __call__(self, logits: np.ndarray, history=()) -> int:
+        c = self.cfg
+        logits = np.asarray(logits, dtype=np.float64)
+        if c.repeat_penalty != 1.0 and len(history) and c.repeat_last_n:
+            logits = logits.copy()
+            recent = np.unique(np.asarray(history[-c.repeat_last_n:], dtype=np.int64))
+            v = logits[recent]
+            # llama.cpp's rule: shrink positive logits, push negative ones further down
+            logits[recent] = np.where(v > 0, v / c.repeat_penalty, v * c.repeat_penalty)
+        if c.temperature <= 0:
+            return int(np.argmax(logits))
+        idx = np.arange(len(logits))
+        if c.top_k and c.top_k < len(logits):
+            idx = np.argpartition(-logits, c.top_k - 1)[: c.top_k]
+        z = logits[idx] / c.temperature
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        if c.top_p < 1.0:
+            order = np.argsort(-p, kind="stable")
+            cum = np.cumsum(p[order])
+            keep = order[: int(np.searchsorted(cum, c.top_p) + 1)]  # smallest set reaching top_p
+            idx, p = idx[keep], p[keep] / p[keep].sum()
+        return int(idx[self.rng.choice(len(idx), p=p)])

@@ -1,0 +1,169 @@
+"""Tokenizers built from GGUF metadata with the `tokenizers` package.
+
+- tokenizer.ggml.model == "gpt2": byte-level BPE (llama3, qwen, BitNet) with the pre-split regex
+  named by tokenizer.ggml.pre.
+- tokenizer.ggml.model == "llama": SentencePiece-style (gemma3).  SentencePiece merges the adjacent
+  pair whose concatenation is the highest-scoring vocabulary piece; that is BPE whose merge ranks
+  are the merged pieces ordered by score, so the merges are derived from the vocabulary once.
+  Spaces become U+2581, unknown characters fall back to <0xXX> byte tokens.
+Control tokens (type 3) and user-defined tokens (type 4) are matched in the text before the model
+runs, as llama.cpp does.
+"""
+
+from __future__ import annotations
+
+from ..gguf import GGUFFile
+from .config import ModelError
+
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
+
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# tokenizer.ggml.pre -> (split regex, ignore_merges)
+PRE = {
+    "default": (_GPT2, False), "gpt-2": (_GPT2, False), "gpt2": (_GPT2, False),
+    "llama3": (_LLAMA3, True), "llama-bpe": (_LLAMA3, True), "llama-v3": (_LLAMA3, True),
+    "smaug-bpe": (_LLAMA3, True), "dbrx": (_LLAMA3, True),
+    "qwen2": (_QWEN2, False), "qwen35": (_QWEN2, False), "deepseek-r1-qwen": (_QWEN2, False),
+}
+SPACE = "\u2581"
+# End-of-turn tokens that stop generation besides EOS, when the vocabulary has them.
+STOP_TEXTS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>")
+
+
+class TextTokenizer:
+    def __init__(self, f: GGUFFile):
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+        kind = f.get("tokenizer.ggml.model", str, None)
+        if kind is None:
+            raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
+        tokens = f.get("tokenizer.ggml.tokens", list)
+        n = len(tokens)
+        types = f.metadata.get("tokenizer.ggml.token_type")
+        types = [TOKEN_NORMAL] * n if types is None else [int(t) for t in types]
+        if len(types) != n:
+            raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
+        vocab: dict[str, int] = {}
+        for i, t in enumerate(tokens):
+            vocab.setdefault(t, i)
+        self.kind = kind
+        self.tokens = tokens
+        self.n_vocab = n
+
+        if kind == "gpt2":
+            pre = f.get("tokenizer.ggml.pre", str, "default")
+            if pre not in PRE:
+                raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
+            regex, ignore_merges = PRE[pre]
+            merges = f.get("tokenizer.ggml.merges", list, [])
+            pairs = []
+            for m in merges:
+                a, sep, b = m.partition(" ")
+                if not sep:
+                    raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
+                pairs.append((a, b))
+            tok = Tokenizer(models.BPE(vocab, pairs, ignore_merges=ignore_merges))
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(regex), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ])
+            tok.decoder = decoders.ByteLevel()
+            default_bos = False
+        elif kind == "llama":
+            scores = f.get("tokenizer.ggml.scores", list)
+            if len(scores) != n:
+                raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
+            normal = {t: i for i, t in enumerate(tokens) if types[i] == TOKEN_NORMAL and vocab[t] == i}
+            merges = []
+            for t, i in normal.items():
+                for cut in range(1, len(t)):
+                    a, b = t[:cut], t[cut:]
+                    if a in normal and b in normal:
+                        merges.append((-float(scores[i]), i, normal[a], (a, b)))
+            merges.sort()
+            unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
+            tok = Tokenizer(models.BPE(vocab, [m[3] for m in merges], byte_fallback=True, fuse_unk=True,
+                                       unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
+            self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
+            norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []
+            tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
+            decs = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+            if self.add_space_prefix:
+                decs.append(decoders.Strip(" ", 1, 0))
+            tok.decoder = decoders.Sequence(decs)
+            default_bos = True
+        else:
+            raise ModelError(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 and llama are)")
+
+        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)
+                 for i, t in enumerate(tokens) if types[i] in (TOKEN_CONTROL, TOKEN_USER) and vocab[t] == i]
+        tok.add_tokens(added)
+        self.tok = tok
+
+        def tid(key):
+            v = f.get(key, int, None)
+            if v is not None and not 0 <= v < n:
+                raise ModelError(f"{key} = {v} is outside the vocabulary (0..{n - 1})")
+            return v
+
+        self.bos_id = tid("tokenizer.ggml.bos_token_id")
+        self.eos_id = tid("tokenizer.ggml.eos_token_id")
+        self.add_bos = f.get("tokenizer.ggml.add_bos_token", bool, default_bos) and self.bos_id is not None
+        self.add_eos = f.get("tokenizer.ggml.add_eos_token", bool, False) and self.eos_id is not None
+        stops = {self.eos_id, tid("tokenizer.ggml.eot_token_id")}
+        stops |= {vocab[s] for s in STOP_TEXTS if s in vocab}
+        self.stop_ids = frozenset(s for s in stops if s is not None)
+        self.chat_template = f.get("tokenizer.chat_template", str, None)
+
+    def encode(self, text: str, add_special: bool = True) -> list[int]:
+        ids = self.tok.encode(text, add_special_tokens=False).ids
+        if add_special and self.add_bos:
+            ids = [self.bos_id] + ids
+        if add_special and self.add_eos:
+            ids = ids + [self.eos_id]
+        return ids
+
+    def decode(self, ids) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        if not self.chat_template:
+            raise ModelError("--chat: this file has no tokenizer.chat_template")
+        try:
+            import jinja2
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError:
+            raise ModelError("--chat needs the jinja2 package (pip install jinja2)") from None
+
+        def raise_exception(msg):
+            raise ModelError(f"chat template: {msg}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        try:
+            tmpl = env.from_string(self.chat_template)
+            return tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                               bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
+                               eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "")
+        except jinja2.TemplateError as e:
+            raise ModelError(f"chat template failed to render: {e}") from None
+
+
+class StreamDecoder:
+    """Turns a growing list of ids into text pieces, holding back incomplete UTF-8 sequences."""
+
+    def __init__(self, tok: TextTokenizer):
+        self.tok, self.ids, self.text = tok, [], ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(int(token))
+        full = self.tok.decode(self.ids)
+        if full.endswith("\ufffd"):  # a multi-byte character is not complete yet
+            return ""
+        piece = full[len(self.text):] if full.startswith(self.text) else full
+        self.text = full
+        return piece

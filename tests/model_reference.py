@@ -1,0 +1,191 @@
+"""A plain numpy float64 forward pass, written separately from pylowbit.model, to check it.
+
+Weights are decoded here from the byte layouts of FORMATS.md (gguf-py for the types it knows), not
+through pylowbit's codecs.  Activation quantization of the kernels (int8 per group of
+min(block, 128), scale absmax/127, round half away from zero) is emulated where the kernels do it,
+so the remaining difference is float rounding.
+"""
+
+import math
+
+import numpy as np
+
+from pylowbit.gguf import GGUFFile
+
+_GROUP = {"q8_0": 32, "q2_0": 64, "q1_0": 128, "pq2_0": 128, "ptq1_0": 128, "tq1_0": 128, "tq2_0": 128, "i2_s": 128}
+
+
+def _f16(b):
+    return np.ascontiguousarray(b).view("<f2").astype(np.float64)
+
+
+def _trits(b, n):
+    """Trits 0..n-1 of each byte: ((uint8)(b * 3^k) * 3) >> 8."""
+    b = b.astype(np.uint16)
+    return np.stack([(((b * 3 ** k) & 0xFF) * 3) >> 8 for k in range(n)], axis=-2)  # (..., n, bytes)
+
+
+def decode(t) -> np.ndarray:
+    raw = np.asarray(t.data)
+    n = t.n_elements
+    if t.fmt == "f32":
+        return raw.view("<f4").astype(np.float64).reshape(t.shape)
+    if t.fmt == "f16":
+        return raw.view("<f2").astype(np.float64).reshape(t.shape)
+    if t.fmt in ("q8_0", "tq1_0", "tq2_0", "q4_k", "q5_0", "q6_k"):
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        return dequantize(raw.reshape(-1), GGMLQuantizationType(t.type_id)).astype(np.float64).reshape(t.shape)
+    if t.fmt in ("q2_0", "pq2_0"):
+        g = 64 if t.fmt == "q2_0" else 128
+        blk = raw.reshape(-1, 2 + g // 4)
+        d = _f16(blk[:, :2])
+        qs = blk[:, 2:]
+        codes = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=-1).reshape(-1, g)  # j -> qs[j/4] >> 2(j%4)
+        return ((codes.astype(np.float64) - 1) * d).reshape(t.shape)
+    if t.fmt == "ptq1_0":
+        blk = raw.reshape(-1, 28)
+        d = _f16(blk[:, 26:28])
+        w = np.empty((blk.shape[0], 128))
+        w[:, 0:80] = _trits(blk[:, 0:16], 5).reshape(-1, 80)  # weight 16n + m
+        w[:, 80:120] = _trits(blk[:, 16:24], 5).reshape(-1, 40)  # 80 + 8n + m
+        w[:, 120:128] = _trits(blk[:, 24:26], 4).reshape(-1, 8)  # 120 + 2n + h
+        return ((w - 1) * d).reshape(t.shape)
+    if t.fmt == "i2_s":
+        codes = raw[: n // 4].reshape(-1, 32)
+        scale = float(raw[n // 4: n // 4 + 4].view("<f4")[0])
+        c = np.stack([(codes >> s) & 3 for s in (6, 4, 2, 0)], axis=1).reshape(-1, 128)  # p + 32k
+        v = np.where(c == 3, 0.0, c.astype(np.float64) - 1.0)
+        return (v * scale).reshape(t.shape)
+    raise NotImplementedError(t.fmt)
+
+
+def quantize_act(x: np.ndarray, group: int) -> np.ndarray:
+    """The kernels' A8 activation rounding, done in float32 like the C reference, returned as float64."""
+    x32 = x.astype(np.float32).reshape(-1, group)
+    amax = np.abs(x32).max(axis=1, keepdims=True)
+    d = amax / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    prod = x32 * inv
+    q = np.clip(np.sign(prod) * np.floor(np.abs(prod) + np.float32(0.5)), -127, 127)  # roundf: half away
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
+
+
+class Ref:
+    def __init__(self, path):
+        self.f = f = GGUFFile(path)
+        self.arch = a = f.get("general.architecture")
+        m = lambda k, d=None: f.metadata.get(f"{a}.{k}", d)  # noqa: E731
+        self.L, self.d, self.H = m("block_count"), m("embedding_length"), m("attention.head_count")
+        self.Hkv, self.hd = m("attention.head_count_kv", self.H), m("attention.key_length", self.d // self.H)
+        self.eps, self.base = m("attention.layer_norm_rms_epsilon"), m("rope.freq_base", 10000.0)
+        self.window, self.pattern = m("attention.sliding_window", 0), m("attention.sliding_window_pattern", 6)
+        self.hadamard = None
+        if "prism.hadamard.block_size" in f.metadata:
+            B = f.metadata["prism.hadamard.block_size"]
+            signs = {}
+            if f.metadata["prism.hadamard.sign_mode"] == "explicit":
+                off = 0
+                for w in f.metadata["prism.hadamard.sign_widths"]:
+                    signs[int(w)] = np.asarray(f.metadata["prism.hadamard.sign_values"][off:off + w], np.float64)
+                    off += w
+            self.hadamard = (B, signs, set(f.metadata["prism.hadamard.weight_names"]),
+                             set(f.metadata.get("prism.hadamard.inverse_weight_names", [])))
+
+    def W(self, name):
+        return decode(self.f.tensor(name))
+
+    def _rot(self, x):
+        """x' = H(s * x) with H the dense normalized Sylvester matrix (no fast transform here)."""
+        B, signs, _, _ = self.hadamard
+        s = signs.get(x.shape[-1], np.ones(x.shape[-1]))
+        Hm = np.array([[1.0]])
+        while Hm.shape[0] < B:
+            Hm = np.block([[Hm, Hm], [Hm, -Hm]])
+        Hm /= math.sqrt(B)
+        y = (x * s).reshape(x.shape[0], -1, B) @ Hm.T
+        return y.reshape(x.shape)
+
+    def mm(self, x, name, tensor_name=None):
+        t = self.f.tensor(tensor_name or name)
+        if self.hadamard and (name in self.hadamard[2] or (tensor_name == "token_embd.weight"
+                                                           and "token_embd.weight" in self.hadamard[3])):
+            x = self._rot(x)
+        if t.fmt in _GROUP:
+            x = np.stack([quantize_act(r, _GROUP[t.fmt]) for r in x])
+        return x @ self.W(t.name).T
+
+    def norm(self, x, name):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * self.W(name)
+
+    def rope(self, x, pos, base, neox):
+        # x (T, heads, hd)
+        hd = x.shape[-1]
+        inv = base ** (-np.arange(0, hd, 2) / hd)
+        ang = pos[:, None, None] * inv[None, None, :]
+        c, s = np.cos(ang), np.sin(ang)
+        y = x.copy()
+        if neox:
+            a, b = x[..., : hd // 2], x[..., hd // 2:]
+            y[..., : hd // 2], y[..., hd // 2:] = a * c - b * s, a * s + b * c
+        else:
+            a, b = x[..., 0::2], x[..., 1::2]
+            y[..., 0::2], y[..., 1::2] = a * c - b * s, a * s + b * c
+        return y
+
+    def logits(self, tokens):
+        a, T = self.arch, len(tokens)
+        x = self.W("token_embd.weight")[tokens]
+        if self.hadamard and "token_embd.weight" in self.hadamard[3]:
+            B, signs, _, _ = self.hadamard
+            x = self._rot(x) * signs.get(self.d, 1.0)  # H symmetric: s * (H z)
+        if a == "gemma3":
+            x = x * math.sqrt(self.d)
+        neox = a != "llama"
+        pos = np.arange(T, dtype=np.float64)
+        for il in range(self.L):
+            p = f"blk.{il}."
+            h = self.norm(x, p + "attn_norm.weight")
+            q = self.mm(h, p + "attn_q.weight").reshape(T, self.H, self.hd)
+            k = self.mm(h, p + "attn_k.weight").reshape(T, self.Hkv, self.hd)
+            v = self.mm(h, p + "attn_v.weight").reshape(T, self.Hkv, self.hd)
+            if a in ("qwen3", "gemma3"):
+                q, k = self.norm(q, p + "attn_q_norm.weight"), self.norm(k, p + "attn_k_norm.weight")
+            swa = a == "gemma3" and self.window and il % self.pattern < self.pattern - 1
+            base = 10000.0 if swa else self.base
+            q, k = self.rope(q, pos, base, neox), self.rope(k, pos, base, neox)
+            out = np.zeros((T, self.H, self.hd))
+            g = self.H // self.Hkv
+            for hh in range(self.H):
+                sc = q[:, hh] @ k[:, hh // g].T / math.sqrt(self.hd)
+                i, j = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+                ok = (j <= i) & ((i - j < self.window) if swa else True)
+                sc = np.where(ok, sc, -np.inf)
+                pr = np.exp(sc - sc.max(axis=1, keepdims=True))
+                out[:, hh] = (pr / pr.sum(axis=1, keepdims=True)) @ v[:, hh // g]
+            o = out.reshape(T, -1)
+            if a == "bitnet-b1.58":
+                o = self.norm(o, p + "attn_sub_norm.weight")
+            o = self.mm(o, p + "attn_output.weight")
+            if a == "gemma3":
+                o = self.norm(o, p + "post_attention_norm.weight")
+            x = x + o
+            h = self.norm(x, p + "ffn_norm.weight")
+            gt, up = self.mm(h, p + "ffn_gate.weight"), self.mm(h, p + "ffn_up.weight")
+            if a == "bitnet-b1.58":
+                m = np.maximum(gt, 0) ** 2 * up
+                m = self.norm(m, p + "ffn_sub_norm.weight")
+            elif a == "gemma3":
+                m = 0.5 * gt * (1 + np.tanh(math.sqrt(2 / math.pi) * (gt + 0.044715 * gt ** 3))) * up
+            else:
+                m = gt / (1 + np.exp(-gt)) * up
+            o = self.mm(m, p + "ffn_down.weight")
+            if a == "gemma3":
+                o = self.norm(o, p + "post_ffw_norm.weight")
+            x = x + o
+        x = self.norm(x, "output_norm.weight")
+        if "output.weight" in self.f.tensors:
+            return self.mm(x, "output.weight")
+        return self.mm(x, "output.weight", tensor_name="token_embd.weight")
