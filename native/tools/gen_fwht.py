@@ -26,9 +26,9 @@ HEADER = """\
  * Structure of one 2^L transform (W = lanes per vector, R = registers per tile):
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
- *   - n > 2^LB: phase A runs the L1 transform on each 2^LB block; phase B does the remaining
- *     stages (strides >= 2^LB) on column strips of SW elements copied to a dense buffer, so each
- *     strip stays in L1/L2 across its passes: 2 sweeps over memory instead of log2(n).
+ *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
+ *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
+ *     memory for n = 2^20 instead of log2(n) / GMAX.
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 """
@@ -39,7 +39,7 @@ BODY = r"""
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_$S($V *a, $V *b) {
-    const $V s = VADD_$S(*a, *b), d = VSUB_$S(*a, *b);
+    const $V s = VADD_$S(*a, *b), d = VDIFF_$S(*a, *b);
     *a = s;
     *b = d;
 }
@@ -79,27 +79,35 @@ AI void first_pass_$S(const $T *src, $T *dst, int64_t n, const $T *pre, const $T
     }
 }
 
-/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G vectors R-strided by s.  Offsets
- * r0 + c inside a tile run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range
- * (colblk = s, c0 = 0, cw = s) or one column strip of a large transform (colblk = 2^LB). */
+/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G rows s apart, FWHT_COLS vectors per
+ * row (a whole 64-byte line where registers allow: rows a power of two apart share L1 sets, so a
+ * half-used line would be evicted before the next tile comes back for its other half).  Offsets
+ * r0 + c run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range (colblk = s,
+ * c0 = 0, cw = s). */
 AI void mid_pass_$S($T *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const $T *post, $T scale, const int G, const int LAST, const int POST) {
     const $V vs = VSET1_$S(scale);
+    const int U = (s >= FWHT_COLS * $W) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
-            for (int64_t c = c0; c < c0 + cw; c += $W) {
+            for (int64_t c = c0; c < c0 + cw; c += U * $W) {
                 const int64_t o = base + r0 + c;
-                $V r[32];
+                $V r[FWHT_COLS][32];
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++) {
 #pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) r[t] = VLD_$S(x + o + t * s);
-                regstages_$S(r, G);
-#pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) {
-                    $V v = r[t];
-                    if (LAST) v = VMUL_$S(v, vs);
-                    if (POST) v = VMUL_$S(v, VLD_$S(post + o + t * s));
-                    VST_$S(x + o + t * s, v);
+                    for (int t = 0; t < (1 << G); t++) r[u][t] = VLD_$S(x + o + t * s + u * $W);
+                    regstages_$S(r[u], G);
                 }
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++)
+#pragma GCC unroll 32
+                    for (int t = 0; t < (1 << G); t++) {
+                        $V v = r[u][t];
+                        if (LAST) v = VMUL_$S(v, vs);
+                        if (POST) v = VMUL_$S(v, VLD_$S(post + o + t * s + u * $W));
+                        VST_$S(x + o + t * s + u * $W, v);
+                    }
             }
 }
 
@@ -175,6 +183,24 @@ static void in_cache_$S(const $T *src, $T *dst, int64_t n, int L, const $T *pre,
     if (done < L) mid_range_$S(dst, n, done, L, -1, 0, 0, post, scale, last);
 }
 
+/* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
+ * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
+ * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
+ * of log2(n) / GMAX. */
+static void rec_$S(const $T *src, $T *dst, int64_t n, int L, const $T *pre, const $T *post,
+                   $T scale, int last) {
+    if (L <= FWHT_LB_$S) {
+        in_cache_$S(src, dst, n, L, pre, post, scale, last);
+        return;
+    }
+    int g = L - FWHT_LB_$S;
+    if (g > FWHT_GMAX) g = FWHT_GMAX;
+    const int64_t sub = n >> g;
+    for (int64_t b = 0; b < n; b += sub)
+        rec_$S(src + b, dst + b, sub, L - g, pre ? pre + b : NULL, NULL, ($T)1, 0);
+    mid_$S(dst, n, sub, sub, 0, sub, post, scale, g, last);
+}
+
 static void pow2_$S(const $T *src, $T *dst, int64_t n, const $T *pre, const $T *post, $T scale) {
     if (n < $W) {
         lowbit_fwht_pow2_$S_ref(src, dst, n, pre, post, scale);
@@ -182,47 +208,7 @@ static void pow2_$S(const $T *src, $T *dst, int64_t n, const $T *pre, const $T *
     }
     int L = 0;
     while (((int64_t)1 << L) < n) L++;
-    const int last = scale != ($T)1 || post != NULL;
-    if (L <= FWHT_LB_$S) {
-        in_cache_$S(src, dst, n, L, pre, post, scale, last);
-        return;
-    }
-    /* Phase A: every 2^LB block through all its low stages. */
-    const int64_t B = (int64_t)1 << FWHT_LB_$S;
-    for (int64_t b = 0; b < n; b += B)
-        in_cache_$S(src + b, dst + b, B, FWHT_LB_$S, pre ? pre + b : NULL, NULL, ($T)1, 0);
-    /* Phase B: strides >= 2^LB, one column strip at a time.  The strip (rows x SW elements, rows
-     * 2^LB apart in x) is copied to a dense buffer first: rows of x are a power-of-two distance
-     * apart and would all land in the same L1/L2 sets, evicting each other between passes. */
-    const int64_t rows = n >> FWHT_LB_$S;
-    int64_t sw = FWHT_BUF_$S / rows;
-    if (sw < FWHT_SWMIN_$S) sw = FWHT_SWMIN_$S;
-    if (sw > B) sw = B;
-    int lsw = 0;
-    while (((int64_t)1 << lsw) < sw) lsw++;
-    $T stackbuf[FWHT_BUF_$S] __attribute__((aligned(64)));
-    $T *buf = rows * sw <= FWHT_BUF_$S ? stackbuf : ($T *)malloc((size_t)(rows * sw) * sizeof($T));
-    if (!buf) { /* no memory for the buffer: work in place, slower but correct */
-        for (int64_t c0 = 0; c0 < B; c0 += $W)
-            mid_range_$S(dst, n, FWHT_LB_$S, L, FWHT_LB_$S, c0, $W, post, scale, last);
-        return;
-    }
-    const $V vs = VSET1_$S(scale);
-    for (int64_t c0 = 0; c0 < B; c0 += sw) {
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += $W) VST_$S(buf + r * sw + c, VLD_$S(dst + r * B + c0 + c));
-        mid_range_$S(buf, rows * sw, lsw, lsw + (L - FWHT_LB_$S), -1, 0, 0, NULL, ($T)1, 0);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += $W) {
-                $V v = VLD_$S(buf + r * sw + c);
-                if (last) {
-                    v = VMUL_$S(v, vs);
-                    if (post) v = VMUL_$S(v, VLD_$S(post + r * B + c0 + c));
-                }
-                VST_$S(dst + r * B + c0 + c, v);
-            }
-    }
-    if (buf != stackbuf) free(buf);
+    rec_$S(src, dst, n, L, pre, post, scale, scale != ($T)1 || post != NULL);
 }
 
 /* m-point stage of an m * 2^k transform; the same accumulation order as the reference. */
@@ -265,26 +251,21 @@ void lowbit_fill_fwht_$NAME(lowbit_fwht_kernels *k) {
 #   FWHT_LOGR_FIRST  log2(vectors per first-pass tile)
 #   FWHT_GMAX        max stages per mid pass (2^GMAX vectors live)
 #   FWHT_LB_*        log2(elements of an L1 block) for large transforms
-#   FWHT_SW_*        column strip width (elements) in phase B
+#   FWHT_COLS        vectors per row in a mid-pass tile
 # ---------------------------------------------------------------------------------------------
 
 AVX2 = r"""
 #include <immintrin.h>
 
-#include <stdlib.h>
-
 #include "../fwht_kernels.h"
 
 #define FWHT_LOGR_FIRST 4
-#define FWHT_GMAX 4
+#define FWHT_GMAX 3
+#define FWHT_COLS 2
 #define FWHT_LOGW_f32 3
 #define FWHT_LOGW_f64 2
 #define FWHT_LB_f32 12
 #define FWHT_LB_f64 11
-#define FWHT_BUF_f32 4096 /* phase-B strip buffer (elements) */
-#define FWHT_BUF_f64 2048
-#define FWHT_SWMIN_f32 16 /* one 64-byte line per row at least */
-#define FWHT_SWMIN_f64 8
 
 #define VLD_f32(p) _mm256_loadu_ps(p)
 #define VST_f32(p, v) _mm256_storeu_ps(p, v)
@@ -298,6 +279,10 @@ AVX2 = r"""
 #define VSUB_f64 _mm256_sub_pd
 #define VMUL_f64 _mm256_mul_pd
 #define VSET1_f64 _mm256_set1_pd
+/* a - b as fma(b, -1, a): exact the same rounding, but it issues on the FMA pipes and leaves the
+ * add pipes to the sums (Zen 4 and recent Intel: separate FADD and FMA ports). */
+#define VDIFF_f32(a, b) _mm256_fnmadd_ps(b, _mm256_set1_ps(1.0f), a)
+#define VDIFF_f64(a, b) _mm256_fnmadd_pd(b, _mm256_set1_pd(1.0), a)
 
 /* Strides 1, 2, 4 inside a vector: y = v * (+1|-1) + partner, the partner from a lane swap. */
 static inline __m256 vinreg_f32(__m256 v) {
@@ -369,20 +354,15 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
 AVX512 = r"""
 #include <immintrin.h>
 
-#include <stdlib.h>
-
 #include "../fwht_kernels.h"
 
 #define FWHT_LOGR_FIRST 4
 #define FWHT_GMAX 4
+#define FWHT_COLS 1
 #define FWHT_LOGW_f32 4
 #define FWHT_LOGW_f64 3
 #define FWHT_LB_f32 12
 #define FWHT_LB_f64 11
-#define FWHT_BUF_f32 4096 /* phase-B strip buffer (elements) */
-#define FWHT_BUF_f64 2048
-#define FWHT_SWMIN_f32 16 /* one 64-byte line per row at least */
-#define FWHT_SWMIN_f64 8
 
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
@@ -396,6 +376,8 @@ AVX512 = r"""
 #define VSUB_f64 _mm512_sub_pd
 #define VMUL_f64 _mm512_mul_pd
 #define VSET1_f64 _mm512_set1_pd
+#define VDIFF_f32(a, b) _mm512_fnmadd_ps(b, _mm512_set1_ps(1.0f), a) /* see the AVX2 variant */
+#define VDIFF_f64(a, b) _mm512_fnmadd_pd(b, _mm512_set1_pd(1.0), a)
 
 /* Strides 1, 2 (in-lane permutes), 4, 8 (128-bit lane shuffles) inside one zmm. */
 static inline __m512 vinreg_f32(__m512 v) {
@@ -456,20 +438,15 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
 NEON = r"""
 #include <arm_neon.h>
 
-#include <stdlib.h>
-
 #include "../fwht_kernels.h"
 
 #define FWHT_LOGR_FIRST 4
-#define FWHT_GMAX 4
+#define FWHT_GMAX 3
+#define FWHT_COLS 2
 #define FWHT_LOGW_f32 2
 #define FWHT_LOGW_f64 1
 #define FWHT_LB_f32 12
 #define FWHT_LB_f64 11
-#define FWHT_BUF_f32 4096 /* phase-B strip buffer (elements) */
-#define FWHT_BUF_f64 2048
-#define FWHT_SWMIN_f32 16 /* one 64-byte line per row at least */
-#define FWHT_SWMIN_f64 8
 
 #define VLD_f32(p) vld1q_f32(p)
 #define VST_f32(p, v) vst1q_f32(p, v)
@@ -483,6 +460,8 @@ NEON = r"""
 #define VSUB_f64 vsubq_f64
 #define VMUL_f64 vmulq_f64
 #define VSET1_f64 vdupq_n_f64
+#define VDIFF_f32 vsubq_f32
+#define VDIFF_f64 vsubq_f64
 
 /* Strides 1 (vrev64) and 2 (vext by 2) inside a q register: y = partner + v * (+1|-1). */
 static inline float32x4_t vinreg_f32(float32x4_t v) {

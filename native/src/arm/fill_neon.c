@@ -1,4 +1,100 @@
-/* Registers the neon kernels in the dispatch table (entries left unset keep the fallback). */
-#include "../internal.h"
+/* Baseline AArch64 Advanced SIMD kernels (no extra -march flags): every quantized GEMV/GEMM with
+ * int16 multiply + pairwise widening adds, the A8 activation quantizer and the float GEMVs.
+ * The dotprod variant starts from this table and replaces the quantized dots. */
+#define LOWBIT_ARM_DOTPROD 0
+#include "kernels_arm.h"
 
-void lowbit_fill_kernels_neon(lowbit_kernels *k) { (void)k; }
+/* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref ----------------------- */
+
+/* Same arithmetic as the reference, lane by lane: max|x| is exact in any order (vmaxnm ignores
+ * NaN like fmaxf), the scale and its inverse are computed in scalar exactly as there, and
+ * FCVTAS (vcvtaq) rounds half away from zero like roundf. */
+static void quantize_act_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+                              int32_t *s) {
+    if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
+        lowbit_quantize_act_ref(x, n, group, q, d, s);
+        return;
+    }
+    const int32x4_t lo = vdupq_n_s32(-127), hi = vdupq_n_s32(127);
+    for (int64_t g = 0; g < n / group; g++) {
+        const float *xg = x + g * group;
+        int8_t *qg = q + g * group;
+        float32x4_t m0 = vdupq_n_f32(0.0f), m1 = m0;
+        for (int64_t j = 0; j < group; j += 8) {
+            m0 = vmaxnmq_f32(m0, vabsq_f32(vld1q_f32(xg + j)));
+            m1 = vmaxnmq_f32(m1, vabsq_f32(vld1q_f32(xg + j + 4)));
+        }
+        const float amax = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+        const float dg = amax / 127.0f;
+        const float id = dg ? 127.0f / amax : 0.0f;
+        const float32x4_t vid = vdupq_n_f32(id);
+        int32x4_t sum = vdupq_n_s32(0);
+        for (int64_t j = 0; j < group; j += 16) {
+            int32x4_t v[4];
+            for (int i = 0; i < 4; i++) {
+                v[i] = vcvtaq_s32_f32(vmulq_f32(vld1q_f32(xg + j + 4 * i), vid));
+                v[i] = vminq_s32(vmaxq_s32(v[i], lo), hi);
+                sum = vaddq_s32(sum, v[i]);
+            }
+            const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));
+            const int16x8_t h1 = vcombine_s16(vmovn_s32(v[2]), vmovn_s32(v[3]));
+            vst1q_s8(qg + j, vcombine_s8(vmovn_s16(h0), vmovn_s16(h1)));
+        }
+        d[g] = dg;
+        s[g] = vaddvq_s32(sum);
+    }
+}
+
+/* ---- float GEMV (F32 / F16 weights: the tied-embedding LM head) ---------------------------- */
+
+/* Four independent accumulators hide the FMA latency; the tail runs in scalar.  The summation
+ * order differs from the reference's sequential loop, so results agree within rounding only. */
+static void gemv_f32_neon(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                          float *y) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float *row = w + r * cols;
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        int64_t j = 0;
+        for (; j + 16 <= cols; j += 16) {
+            a0 = vfmaq_f32(a0, vld1q_f32(row + j), vld1q_f32(x + j));
+            a1 = vfmaq_f32(a1, vld1q_f32(row + j + 4), vld1q_f32(x + j + 4));
+            a2 = vfmaq_f32(a2, vld1q_f32(row + j + 8), vld1q_f32(x + j + 8));
+            a3 = vfmaq_f32(a3, vld1q_f32(row + j + 12), vld1q_f32(x + j + 12));
+        }
+        for (; j + 4 <= cols; j += 4) a0 = vfmaq_f32(a0, vld1q_f32(row + j), vld1q_f32(x + j));
+        float acc = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+        for (; j < cols; j++) acc += row[j] * x[j];
+        y[r - r0] = acc;
+    }
+}
+
+/* fp16 -> fp32 by FCVTL (part of baseline AArch64, exact for every finite half incl. subnormals). */
+static void gemv_f16_neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                          float *y) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *row = w + r * cols;
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        int64_t j = 0;
+        for (; j + 16 <= cols; j += 16) {
+            const float16x8_t h0 = vreinterpretq_f16_u16(vld1q_u16(row + j));
+            const float16x8_t h1 = vreinterpretq_f16_u16(vld1q_u16(row + j + 8));
+            a0 = vfmaq_f32(a0, vcvt_f32_f16(vget_low_f16(h0)), vld1q_f32(x + j));
+            a1 = vfmaq_f32(a1, vcvt_high_f32_f16(h0), vld1q_f32(x + j + 4));
+            a2 = vfmaq_f32(a2, vcvt_f32_f16(vget_low_f16(h1)), vld1q_f32(x + j + 8));
+            a3 = vfmaq_f32(a3, vcvt_high_f32_f16(h1), vld1q_f32(x + j + 12));
+        }
+        for (; j + 4 <= cols; j += 4)
+            a0 = vfmaq_f32(a0, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(row + j))),
+                           vld1q_f32(x + j));
+        float acc = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+        for (; j < cols; j++) acc += lowbit_fp16_to_fp32(row[j]) * x[j];
+        y[r - r0] = acc;
+    }
+}
+
+void lowbit_fill_kernels_neon(lowbit_kernels *k) {
+    fill_quant_kernels(k);
+    k->quantize_act = quantize_act_neon;
+    k->gemv_f32 = gemv_f32_neon;
+    k->gemv_f16 = gemv_f16_neon;
+}

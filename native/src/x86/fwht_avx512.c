@@ -9,28 +9,23 @@
  * Structure of one 2^L transform (W = lanes per vector, R = registers per tile):
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
- *   - n > 2^LB: phase A runs the L1 transform on each 2^LB block; phase B does the remaining
- *     stages (strides >= 2^LB) on column strips of SW elements copied to a dense buffer, so each
- *     strip stays in L1/L2 across its passes: 2 sweeps over memory instead of log2(n).
+ *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
+ *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
+ *     memory for n = 2^20 instead of log2(n) / GMAX.
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 
 #include <immintrin.h>
 
-#include <stdlib.h>
-
 #include "../fwht_kernels.h"
 
 #define FWHT_LOGR_FIRST 4
 #define FWHT_GMAX 4
+#define FWHT_COLS 1
 #define FWHT_LOGW_f32 4
 #define FWHT_LOGW_f64 3
 #define FWHT_LB_f32 12
 #define FWHT_LB_f64 11
-#define FWHT_BUF_f32 4096 /* phase-B strip buffer (elements) */
-#define FWHT_BUF_f64 2048
-#define FWHT_SWMIN_f32 16 /* one 64-byte line per row at least */
-#define FWHT_SWMIN_f64 8
 
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
@@ -44,6 +39,8 @@
 #define VSUB_f64 _mm512_sub_pd
 #define VMUL_f64 _mm512_mul_pd
 #define VSET1_f64 _mm512_set1_pd
+#define VDIFF_f32(a, b) _mm512_fnmadd_ps(b, _mm512_set1_ps(1.0f), a) /* see the AVX2 variant */
+#define VDIFF_f64(a, b) _mm512_fnmadd_pd(b, _mm512_set1_pd(1.0), a)
 
 /* Strides 1, 2 (in-lane permutes), 4, 8 (128-bit lane shuffles) inside one zmm. */
 static inline __m512 vinreg_f32(__m512 v) {
@@ -105,7 +102,7 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f32(__m512 *a, __m512 *b) {
-    const __m512 s = VADD_f32(*a, *b), d = VSUB_f32(*a, *b);
+    const __m512 s = VADD_f32(*a, *b), d = VDIFF_f32(*a, *b);
     *a = s;
     *b = d;
 }
@@ -145,27 +142,35 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
     }
 }
 
-/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G vectors R-strided by s.  Offsets
- * r0 + c inside a tile run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range
- * (colblk = s, c0 = 0, cw = s) or one column strip of a large transform (colblk = 2^LB). */
+/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G rows s apart, FWHT_COLS vectors per
+ * row (a whole 64-byte line where registers allow: rows a power of two apart share L1 sets, so a
+ * half-used line would be evicted before the next tile comes back for its other half).  Offsets
+ * r0 + c run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range (colblk = s,
+ * c0 = 0, cw = s). */
 AI void mid_pass_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const float *post, float scale, const int G, const int LAST, const int POST) {
     const __m512 vs = VSET1_f32(scale);
+    const int U = (s >= FWHT_COLS * 16) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
-            for (int64_t c = c0; c < c0 + cw; c += 16) {
+            for (int64_t c = c0; c < c0 + cw; c += U * 16) {
                 const int64_t o = base + r0 + c;
-                __m512 r[32];
+                __m512 r[FWHT_COLS][32];
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++) {
 #pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) r[t] = VLD_f32(x + o + t * s);
-                regstages_f32(r, G);
-#pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) {
-                    __m512 v = r[t];
-                    if (LAST) v = VMUL_f32(v, vs);
-                    if (POST) v = VMUL_f32(v, VLD_f32(post + o + t * s));
-                    VST_f32(x + o + t * s, v);
+                    for (int t = 0; t < (1 << G); t++) r[u][t] = VLD_f32(x + o + t * s + u * 16);
+                    regstages_f32(r[u], G);
                 }
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++)
+#pragma GCC unroll 32
+                    for (int t = 0; t < (1 << G); t++) {
+                        __m512 v = r[u][t];
+                        if (LAST) v = VMUL_f32(v, vs);
+                        if (POST) v = VMUL_f32(v, VLD_f32(post + o + t * s + u * 16));
+                        VST_f32(x + o + t * s + u * 16, v);
+                    }
             }
 }
 
@@ -241,6 +246,24 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
     if (done < L) mid_range_f32(dst, n, done, L, -1, 0, 0, post, scale, last);
 }
 
+/* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
+ * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
+ * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
+ * of log2(n) / GMAX. */
+static void rec_f32(const float *src, float *dst, int64_t n, int L, const float *pre, const float *post,
+                   float scale, int last) {
+    if (L <= FWHT_LB_f32) {
+        in_cache_f32(src, dst, n, L, pre, post, scale, last);
+        return;
+    }
+    int g = L - FWHT_LB_f32;
+    if (g > FWHT_GMAX) g = FWHT_GMAX;
+    const int64_t sub = n >> g;
+    for (int64_t b = 0; b < n; b += sub)
+        rec_f32(src + b, dst + b, sub, L - g, pre ? pre + b : NULL, NULL, (float)1, 0);
+    mid_f32(dst, n, sub, sub, 0, sub, post, scale, g, last);
+}
+
 static void pow2_f32(const float *src, float *dst, int64_t n, const float *pre, const float *post, float scale) {
     if (n < 16) {
         lowbit_fwht_pow2_f32_ref(src, dst, n, pre, post, scale);
@@ -248,47 +271,7 @@ static void pow2_f32(const float *src, float *dst, int64_t n, const float *pre, 
     }
     int L = 0;
     while (((int64_t)1 << L) < n) L++;
-    const int last = scale != (float)1 || post != NULL;
-    if (L <= FWHT_LB_f32) {
-        in_cache_f32(src, dst, n, L, pre, post, scale, last);
-        return;
-    }
-    /* Phase A: every 2^LB block through all its low stages. */
-    const int64_t B = (int64_t)1 << FWHT_LB_f32;
-    for (int64_t b = 0; b < n; b += B)
-        in_cache_f32(src + b, dst + b, B, FWHT_LB_f32, pre ? pre + b : NULL, NULL, (float)1, 0);
-    /* Phase B: strides >= 2^LB, one column strip at a time.  The strip (rows x SW elements, rows
-     * 2^LB apart in x) is copied to a dense buffer first: rows of x are a power-of-two distance
-     * apart and would all land in the same L1/L2 sets, evicting each other between passes. */
-    const int64_t rows = n >> FWHT_LB_f32;
-    int64_t sw = FWHT_BUF_f32 / rows;
-    if (sw < FWHT_SWMIN_f32) sw = FWHT_SWMIN_f32;
-    if (sw > B) sw = B;
-    int lsw = 0;
-    while (((int64_t)1 << lsw) < sw) lsw++;
-    float stackbuf[FWHT_BUF_f32] __attribute__((aligned(64)));
-    float *buf = rows * sw <= FWHT_BUF_f32 ? stackbuf : (float *)malloc((size_t)(rows * sw) * sizeof(float));
-    if (!buf) { /* no memory for the buffer: work in place, slower but correct */
-        for (int64_t c0 = 0; c0 < B; c0 += 16)
-            mid_range_f32(dst, n, FWHT_LB_f32, L, FWHT_LB_f32, c0, 16, post, scale, last);
-        return;
-    }
-    const __m512 vs = VSET1_f32(scale);
-    for (int64_t c0 = 0; c0 < B; c0 += sw) {
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += 16) VST_f32(buf + r * sw + c, VLD_f32(dst + r * B + c0 + c));
-        mid_range_f32(buf, rows * sw, lsw, lsw + (L - FWHT_LB_f32), -1, 0, 0, NULL, (float)1, 0);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += 16) {
-                __m512 v = VLD_f32(buf + r * sw + c);
-                if (last) {
-                    v = VMUL_f32(v, vs);
-                    if (post) v = VMUL_f32(v, VLD_f32(post + r * B + c0 + c));
-                }
-                VST_f32(dst + r * B + c0 + c, v);
-            }
-    }
-    if (buf != stackbuf) free(buf);
+    rec_f32(src, dst, n, L, pre, post, scale, scale != (float)1 || post != NULL);
 }
 
 /* m-point stage of an m * 2^k transform; the same accumulation order as the reference. */
@@ -319,7 +302,7 @@ static void mstage_f32(float *x, int m, int64_t len, const float *post, float sc
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f64(__m512d *a, __m512d *b) {
-    const __m512d s = VADD_f64(*a, *b), d = VSUB_f64(*a, *b);
+    const __m512d s = VADD_f64(*a, *b), d = VDIFF_f64(*a, *b);
     *a = s;
     *b = d;
 }
@@ -359,27 +342,35 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
     }
 }
 
-/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G vectors R-strided by s.  Offsets
- * r0 + c inside a tile run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range
- * (colblk = s, c0 = 0, cw = s) or one column strip of a large transform (colblk = 2^LB). */
+/* Mid pass: stages s, 2s, .., s * 2^(G-1) on tiles of R = 2^G rows s apart, FWHT_COLS vectors per
+ * row (a whole 64-byte line where registers allow: rows a power of two apart share L1 sets, so a
+ * half-used line would be evicted before the next tile comes back for its other half).  Offsets
+ * r0 + c run over r0 in [0, s) step colblk and c in [c0, c0 + cw): the whole range (colblk = s,
+ * c0 = 0, cw = s). */
 AI void mid_pass_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const double *post, double scale, const int G, const int LAST, const int POST) {
     const __m512d vs = VSET1_f64(scale);
+    const int U = (s >= FWHT_COLS * 8) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
-            for (int64_t c = c0; c < c0 + cw; c += 8) {
+            for (int64_t c = c0; c < c0 + cw; c += U * 8) {
                 const int64_t o = base + r0 + c;
-                __m512d r[32];
+                __m512d r[FWHT_COLS][32];
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++) {
 #pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) r[t] = VLD_f64(x + o + t * s);
-                regstages_f64(r, G);
-#pragma GCC unroll 32
-                for (int t = 0; t < (1 << G); t++) {
-                    __m512d v = r[t];
-                    if (LAST) v = VMUL_f64(v, vs);
-                    if (POST) v = VMUL_f64(v, VLD_f64(post + o + t * s));
-                    VST_f64(x + o + t * s, v);
+                    for (int t = 0; t < (1 << G); t++) r[u][t] = VLD_f64(x + o + t * s + u * 8);
+                    regstages_f64(r[u], G);
                 }
+#pragma GCC unroll 4
+                for (int u = 0; u < U; u++)
+#pragma GCC unroll 32
+                    for (int t = 0; t < (1 << G); t++) {
+                        __m512d v = r[u][t];
+                        if (LAST) v = VMUL_f64(v, vs);
+                        if (POST) v = VMUL_f64(v, VLD_f64(post + o + t * s + u * 8));
+                        VST_f64(x + o + t * s + u * 8, v);
+                    }
             }
 }
 
@@ -455,6 +446,24 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
     if (done < L) mid_range_f64(dst, n, done, L, -1, 0, 0, post, scale, last);
 }
 
+/* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
+ * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
+ * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
+ * of log2(n) / GMAX. */
+static void rec_f64(const double *src, double *dst, int64_t n, int L, const double *pre, const double *post,
+                   double scale, int last) {
+    if (L <= FWHT_LB_f64) {
+        in_cache_f64(src, dst, n, L, pre, post, scale, last);
+        return;
+    }
+    int g = L - FWHT_LB_f64;
+    if (g > FWHT_GMAX) g = FWHT_GMAX;
+    const int64_t sub = n >> g;
+    for (int64_t b = 0; b < n; b += sub)
+        rec_f64(src + b, dst + b, sub, L - g, pre ? pre + b : NULL, NULL, (double)1, 0);
+    mid_f64(dst, n, sub, sub, 0, sub, post, scale, g, last);
+}
+
 static void pow2_f64(const double *src, double *dst, int64_t n, const double *pre, const double *post, double scale) {
     if (n < 8) {
         lowbit_fwht_pow2_f64_ref(src, dst, n, pre, post, scale);
@@ -462,47 +471,7 @@ static void pow2_f64(const double *src, double *dst, int64_t n, const double *pr
     }
     int L = 0;
     while (((int64_t)1 << L) < n) L++;
-    const int last = scale != (double)1 || post != NULL;
-    if (L <= FWHT_LB_f64) {
-        in_cache_f64(src, dst, n, L, pre, post, scale, last);
-        return;
-    }
-    /* Phase A: every 2^LB block through all its low stages. */
-    const int64_t B = (int64_t)1 << FWHT_LB_f64;
-    for (int64_t b = 0; b < n; b += B)
-        in_cache_f64(src + b, dst + b, B, FWHT_LB_f64, pre ? pre + b : NULL, NULL, (double)1, 0);
-    /* Phase B: strides >= 2^LB, one column strip at a time.  The strip (rows x SW elements, rows
-     * 2^LB apart in x) is copied to a dense buffer first: rows of x are a power-of-two distance
-     * apart and would all land in the same L1/L2 sets, evicting each other between passes. */
-    const int64_t rows = n >> FWHT_LB_f64;
-    int64_t sw = FWHT_BUF_f64 / rows;
-    if (sw < FWHT_SWMIN_f64) sw = FWHT_SWMIN_f64;
-    if (sw > B) sw = B;
-    int lsw = 0;
-    while (((int64_t)1 << lsw) < sw) lsw++;
-    double stackbuf[FWHT_BUF_f64] __attribute__((aligned(64)));
-    double *buf = rows * sw <= FWHT_BUF_f64 ? stackbuf : (double *)malloc((size_t)(rows * sw) * sizeof(double));
-    if (!buf) { /* no memory for the buffer: work in place, slower but correct */
-        for (int64_t c0 = 0; c0 < B; c0 += 8)
-            mid_range_f64(dst, n, FWHT_LB_f64, L, FWHT_LB_f64, c0, 8, post, scale, last);
-        return;
-    }
-    const __m512d vs = VSET1_f64(scale);
-    for (int64_t c0 = 0; c0 < B; c0 += sw) {
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += 8) VST_f64(buf + r * sw + c, VLD_f64(dst + r * B + c0 + c));
-        mid_range_f64(buf, rows * sw, lsw, lsw + (L - FWHT_LB_f64), -1, 0, 0, NULL, (double)1, 0);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < sw; c += 8) {
-                __m512d v = VLD_f64(buf + r * sw + c);
-                if (last) {
-                    v = VMUL_f64(v, vs);
-                    if (post) v = VMUL_f64(v, VLD_f64(post + r * B + c0 + c));
-                }
-                VST_f64(dst + r * B + c0 + c, v);
-            }
-    }
-    if (buf != stackbuf) free(buf);
+    rec_f64(src, dst, n, L, pre, post, scale, scale != (double)1 || post != NULL);
 }
 
 /* m-point stage of an m * 2^k transform; the same accumulation order as the reference. */

@@ -1,0 +1,191 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Walsh-Hadamard transform over liblowbit (native/src/ref/fwht.c and the SIMD variants).
+
+Sizes: any power of two n >= 2, and m * 2^k for m in {12, 20, 28} (H_m (x) H_{2^k}, with the order-12,
+20 and 28 matrices of Sloane's library -- the same matrices and Kronecker order as MLX's
+``mx.hadamard_transform``).  Sylvester (natural) order: H[r][c] = (-1)^popcount(r & c).
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int8_t, int32_t, int64_t
+
+from pylowbit.lowbit cimport *
+
+cnp.import_array()
+
+_ORDERS = {"signs-then-rotate": 0, "rotate-then-signs": 1}
+_MS = (12, 20, 28)
+
+
+cpdef bint is_supported_size(int64_t n):
+    """True if n is a transform size: a power of two >= 2, or m * 2^k with m in {12, 20, 28}."""
+    cdef int64_t p
+    cdef int m
+    if n >= 2 and (n & (n - 1)) == 0:
+        return True
+    for m in (12, 20, 28):
+        if n % m == 0:
+            p = n // m
+            if p >= 1 and (p & (p - 1)) == 0:
+                return True
+    return False
+
+
+cdef str _size_msg(int64_t n, str what):
+    return (f"{what}={n} is not a supported Hadamard size (a power of two >= 2, or m * 2^k "
+            f"with m in {{12, 20, 28}})")
+
+
+cdef int _raise(int status, str what) except -1:
+    if status == LOWBIT_OK:
+        return 0
+    msg = f"{what}: {lowbit_status_str(status).decode()}"
+    if status == LOWBIT_ENOMEM:
+        raise MemoryError(msg)
+    raise ValueError(msg)
+
+
+cdef inline int _check_float_array(object a, str what) except -1:
+    if not cnp.PyArray_Check(a):
+        raise TypeError(f"{what} must be a numpy array of float32 or float64, got {type(a).__name__}")
+    t = cnp.PyArray_TYPE(<cnp.ndarray>a)
+    if t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64:
+        raise TypeError(f"{what} must be float32 or float64, got {(<cnp.ndarray>a).dtype}")
+    return 0
+
+
+cdef cnp.ndarray _signs_array(object signs, int64_t n, object dtype):
+    s = np.ascontiguousarray(signs, dtype=dtype)
+    if s.ndim != 1 or s.shape[0] != n:
+        raise ValueError(f"signs must be a 1-D vector of length {n} (the last dimension), "
+                         f"got shape {np.shape(signs)}")
+    return s
+
+
+def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-rotate", out=None,
+         threads=None):
+    """Walsh-Hadamard transform along the last axis of a float32/float64 array.
+
+    x       array (..., n).  Not modified unless ``out is x`` (in place).
+    block   transform each block-wide slice of the last axis (n must be a multiple); default n.
+            A power of two >= 2 or m * 2^k with m in {12, 20, 28}.
+    normalize  scale by 1/sqrt(block), which makes the transform its own inverse.
+    signs   optional +-1 vector of length n, fused with the transform.
+    order   "signs-then-rotate": y = H(s * x) (before a Hadamard-folded matmul);
+            "rotate-then-signs": y = s * H(x) (its inverse, after an embedding lookup).
+    out     output array (same shape and dtype, C-contiguous); may be x itself.
+    threads worker threads for batches (default: pylowbit.get_threads()).
+    """
+    cdef cnp.ndarray xa, oa, sa
+    cdef int64_t n, rows, blk
+    cdef int st, ordv, nthreads = 0, norm = normalize
+    cdef const void *sp = NULL
+    _check_float_array(x, "x")
+    xa = <cnp.ndarray>x
+    if cnp.PyArray_NDIM(xa) == 0:
+        raise ValueError("x must have at least one dimension")
+    n = cnp.PyArray_DIM(xa, cnp.PyArray_NDIM(xa) - 1)
+    rows = cnp.PyArray_SIZE(xa) // n if n else 0
+    if block is None:
+        blk = n
+        if not is_supported_size(n):
+            raise ValueError(_size_msg(n, "last dimension"))
+    else:
+        blk = block
+        if not is_supported_size(blk):
+            raise ValueError(_size_msg(blk, "block"))
+        if n % blk:
+            raise ValueError(f"last dimension {n} is not a multiple of block={blk}")
+    try:
+        ordv = _ORDERS[order]
+    except (KeyError, TypeError):
+        raise ValueError(f"order must be 'signs-then-rotate' or 'rotate-then-signs', got {order!r}")
+    if threads is not None:
+        nthreads = threads
+        if nthreads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+    if out is None:
+        oa = np.array(xa, order="C", copy=True)
+    else:
+        if not cnp.PyArray_Check(out):
+            raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+        oa = <cnp.ndarray>out
+        if oa.dtype != xa.dtype:
+            raise TypeError(f"out has dtype {oa.dtype}, expected {xa.dtype}")
+        if (<object>oa).shape != (<object>xa).shape:
+            raise ValueError(f"out has shape {(<object>oa).shape}, expected {(<object>xa).shape}")
+        if not cnp.PyArray_IS_C_CONTIGUOUS(oa) or not cnp.PyArray_ISWRITEABLE(oa):
+            raise ValueError("out must be a writeable C-contiguous array")
+        if oa is not xa:
+            np.copyto(oa, xa)
+    if signs is not None:
+        sa = _signs_array(signs, n, xa.dtype)
+        sp = cnp.PyArray_DATA(sa)
+    if cnp.PyArray_TYPE(oa) == cnp.NPY_FLOAT32:
+        with nogil:
+            st = lowbit_fwht_f32(<float *>cnp.PyArray_DATA(oa), rows, n, blk, norm,
+                                 <const float *>sp, ordv, nthreads)
+    else:
+        with nogil:
+            st = lowbit_fwht_f64(<double *>cnp.PyArray_DATA(oa), rows, n, blk, norm,
+                                 <const double *>sp, ordv, nthreads)
+    if st == LOWBIT_EINVAL and signs is not None:
+        raise ValueError("signs must contain only +1 and -1")
+    _raise(st, "fwht")
+    return oa
+
+
+def fwht_quantize_act(x, block, signs, int64_t group):
+    """Decoder hot path in one pass: y = H(signs * x) blockwise (normalized), then A8-quantize y.
+
+    x is float32 (..., n); returns (q int8 (..., n), d float32 (..., n/group), s int32 (..., n/group))
+    with d = max|y| / 127 per group, q = round-half-away(y * 127 / max|y|), s = sum of q per group:
+    exactly pylowbit.quantize_act(fwht(x, block=block, signs=signs), group).
+    signs may be None (no flip).
+    """
+    cdef cnp.ndarray xa, sa, q, d, s
+    cdef int64_t n, rows, blk, r, ng
+    cdef int st = 0
+    cdef const float *sp = NULL
+    cdef const float *xp
+    cdef int8_t *qp
+    cdef float *dp
+    cdef int32_t *spp
+    if not cnp.PyArray_Check(x):
+        raise TypeError(f"x must be a numpy float32 array, got {type(x).__name__}")
+    if cnp.PyArray_TYPE(<cnp.ndarray>x) != cnp.NPY_FLOAT32:
+        raise TypeError(f"x must be float32, got {(<cnp.ndarray>x).dtype}")
+    xa = np.ascontiguousarray(x)
+    if xa.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    n = xa.shape[xa.ndim - 1]
+    rows = xa.size // n if n else 0
+    blk = n if block is None else block
+    if not is_supported_size(blk):
+        raise ValueError(_size_msg(blk, "block"))
+    if n % blk:
+        raise ValueError(f"last dimension {n} is not a multiple of block={blk}")
+    if group <= 0 or n % group:
+        raise ValueError(f"last dimension {n} is not a multiple of group={group}")
+    if signs is not None:
+        sa = _signs_array(signs, n, np.float32)
+        sp = <const float *>cnp.PyArray_DATA(sa)
+    ng = n // group
+    shape = (<object>xa).shape
+    q = np.empty(shape, dtype=np.int8)
+    d = np.empty(shape[:len(shape) - 1] + (ng,), dtype=np.float32)
+    s = np.empty(shape[:len(shape) - 1] + (ng,), dtype=np.int32)
+    xp = <const float *>cnp.PyArray_DATA(xa)
+    qp = <int8_t *>cnp.PyArray_DATA(q)
+    dp = <float *>cnp.PyArray_DATA(d)
+    spp = <int32_t *>cnp.PyArray_DATA(s)
+    with nogil:
+        for r in range(rows):
+            st = lowbit_fwht_quantize_act(xp + r * n, n, blk, sp, group, qp + r * n, dp + r * ng,
+                                          spp + r * ng)
+            if st != LOWBIT_OK:
+                break
+    if st == LOWBIT_EINVAL and signs is not None:
+        raise ValueError("signs must contain only +1 and -1")
+    _raise(st, "fwht_quantize_act")
+    return q, d, s

@@ -1,0 +1,292 @@
+"""Tokens/s of the decoder, side by side with llama.cpp, against the machine's bandwidth roofline.
+
+Everything is measured in one run: the read bandwidth (for the roofline), pylowbit, and - with
+`--vs llama.cpp` - llama-cpp-python on the same GGUF file, interleaved repetition by repetition so
+that drift on a shared machine hits both engines alike.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# Synthetic model shapes: (architecture, synthetic base preset, overrides).  The 2B shape is BitNet
+# b1.58 2B4T's; it is written as a `llama` file (same matrices and bytes per token; llama.cpp reads
+# that architecture, so `--vs llama.cpp` runs the very same file).
+PRESETS = {
+    "bitnet-2b": ("llama", "bitnet-2b", {}),
+    "bonsai-1.7b": ("qwen3", "bitnet-2b", dict(n_layer=28, d_model=2048, n_ff=6144, n_head=16,
+                                               n_head_kv=8, head_dim=128, vocab_size=151936,
+                                               rope_base=1e6, eps=1e-6)),
+    "bonsai-8b": ("qwen3", "bitnet-2b", dict(n_layer=36, d_model=4096, n_ff=12288, n_head=32,
+                                             n_head_kv=8, head_dim=128, vocab_size=151936,
+                                             rope_base=1e6, eps=1e-6)),
+    "tiny": ("llama", "tiny", {}),
+}
+BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
+LLAMA_CPP_TYPES = ("tq1_0", "tq2_0", "q2_0")  # what upstream llama.cpp reads of BENCH_TYPES
+EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
+GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
+
+
+class BenchError(RuntimeError):
+    """A user-facing problem (bad path, missing peer): reported as one line."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PYLOWBIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pylowbit")
+    return Path(base)
+
+
+def synthetic_model(preset: str, fmt: str, console=None) -> Path:
+    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar."""
+    from pylowbit.model.synthetic import write_synthetic_model
+
+    if preset not in PRESETS:
+        raise BenchError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    if fmt not in BENCH_TYPES:
+        raise BenchError(f"unknown type {fmt!r} (known: {', '.join(BENCH_TYPES)})")
+    arch, base, overrides = PRESETS[preset]
+    path = cache_dir() / f"synthetic-{preset}-{fmt}-v{GENERATOR_VERSION}.gguf"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("writing {task.description}"), BarColumn(),
+                  TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(path.name, total=1)
+
+        def progress(done, total, name):
+            bar.update(task, completed=done, total=total)
+
+        write_synthetic_model(path, arch=arch, fmt=fmt, preset=base, embed_fmt=EMBED_TYPE,
+                              progress=progress, **overrides)
+    return path
+
+
+# ---- machine read bandwidth ------------------------------------------------------------------
+
+def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5) -> float:
+    """Best-of-reps bytes/s streaming a buffer much larger than the caches on `threads` threads."""
+    from pylowbit._membw import read_words
+
+    buf = np.ones(nbytes // 8, dtype=np.uint64)  # ones, not empty: every page really mapped
+    parts = np.array_split(buf, threads)
+    best = 0.0
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            list(pool.map(read_words, parts))
+            best = max(best, nbytes / (time.perf_counter() - t0))
+    return best
+
+
+def weight_bytes_per_token(path: Path) -> int:
+    """Bytes of weights a generated token reads: every matrix except the embedding table (one row),
+    which is read whole when it doubles as the LM head."""
+    from pylowbit.gguf import GGUFFile
+
+    with GGUFFile(path) as f:
+        tensors = f.tensors
+        total = sum(t.nbytes for t in tensors.values() if len(t.shape) == 2)
+        if "output.weight" in tensors and "token_embd.weight" in tensors:
+            total -= tensors["token_embd.weight"].nbytes
+    return total
+
+
+# ---- engines ---------------------------------------------------------------------------------
+
+class PylowbitEngine:
+    name = "pylowbit"
+
+    def __init__(self, path: Path, threads: int, ctx: int):
+        from pylowbit.model import load_model
+
+        self.model = load_model(path, ctx=ctx, threads=threads)
+
+    def prompt(self, tokens) -> None:
+        self.model.reset()
+        self.model.forward(tokens, pos=0)
+
+    def generate(self, first: int, n: int) -> None:
+        self.model.reset()
+        self.model.forward([first], pos=0)
+        for i in range(n):
+            self.model.forward([(first + i + 1) % self.model.vocab_size])
+
+    def close(self):
+        self.model = None
+
+
+class LlamaCppEngine:
+    name = "llama.cpp"
+
+    def __init__(self, path: Path, threads: int, ctx: int):
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise BenchError("--vs llama.cpp needs llama-cpp-python: pip install "
+                             "llama-cpp-python==0.3.36") from None
+        self.llm = Llama(model_path=str(path), n_ctx=ctx, n_batch=ctx, n_ubatch=ctx,
+                         n_threads=threads, n_threads_batch=threads, verbose=False)
+
+    def prompt(self, tokens) -> None:
+        self.llm.reset()
+        self.llm.eval(list(tokens))
+
+    def generate(self, first: int, n: int) -> None:
+        self.llm.reset()
+        self.llm.eval([first])
+        for i in range(n):
+            self.llm.eval([(first + i + 1) % self.llm.n_vocab()])
+
+    def close(self):
+        self.llm.close()
+
+
+# ---- measuring -------------------------------------------------------------------------------
+
+def _reset_peak_rss() -> None:
+    try:  # Linux: writing 5 to clear_refs resets VmHWM to the current RSS
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+
+@dataclass
+class Row:
+    model: str
+    format: str
+    size_bytes: int
+    engine: str
+    threads: int
+    test: str
+    tokens_per_s: float
+    stdev: float
+    samples: list = field(default_factory=list)
+    roofline_share: float | None = None  # generation only
+    vs_llama_cpp: float | None = None  # pylowbit t/s / llama.cpp t/s, same file, same run
+    peak_rss_bytes: int = 0
+
+
+def _timed(fn, *args) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen: int, reps: int,
+        vs_llama: bool, console=None) -> tuple[list[Row], dict]:
+    """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved."""
+    info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
+    rows: list[Row] = []
+    ctx = max(n_prompt, 1) + n_gen + 16
+    tokens = [(7 * i + 11) % 1000 + 10 for i in range(n_prompt)]
+    for t in threads:
+        info["bandwidth_bytes_per_s"][t] = read_bandwidth(t)
+    for label, path in paths:
+        size = path.stat().st_size
+        per_token = weight_bytes_per_token(path)
+        fmt = _file_format(path)
+        for t in threads:
+            engines = [PylowbitEngine(path, t, ctx)]
+            if vs_llama:
+                if fmt not in LLAMA_CPP_TYPES and fmt != "other":
+                    console and console.print(f"[yellow]llama.cpp does not read {fmt}: "
+                                              f"no comparison for {label}[/yellow]")
+                else:
+                    engines.append(LlamaCppEngine(path, t, ctx))
+            tests = []
+            if n_prompt > 0:
+                tests.append((f"pp{n_prompt}", n_prompt, lambda e: e.prompt(tokens)))
+            if n_gen > 0:
+                tests.append((f"tg{n_gen}", n_gen, lambda e: e.generate(tokens[0], n_gen)))
+            for test, n_tok, fn in tests:
+                for e in engines:  # warm-up: first-touch page faults, packing, caches
+                    fn(e)
+                samples = {e.name: [] for e in engines}
+                peaks = {e.name: 0 for e in engines}
+                for _ in range(reps):
+                    for e in engines:  # interleaved: one repetition of each engine in turn
+                        _reset_peak_rss()
+                        samples[e.name].append(n_tok / _timed(fn, e))
+                        peaks[e.name] = max(peaks[e.name], _peak_rss())
+                ours = None
+                for e in engines:
+                    s = samples[e.name]
+                    row = Row(label, fmt, size, e.name, t, test, statistics.mean(s),
+                              statistics.stdev(s) if len(s) > 1 else 0.0, s,
+                              peak_rss_bytes=peaks[e.name])
+                    if test.startswith("tg"):
+                        roof = info["bandwidth_bytes_per_s"][t] / per_token
+                        row.roofline_share = row.tokens_per_s / roof
+                    if e.name == "pylowbit":
+                        ours = row
+                    elif ours is not None:
+                        ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
+                    rows.append(row)
+            for e in engines:
+                e.close()
+    info["weight_bytes_per_token"] = {label: weight_bytes_per_token(p) for label, p in paths}
+    return rows, info
+
+
+def _file_format(path: Path) -> str:
+    """The dominant matrix format of a file (by bytes), for the table."""
+    from pylowbit.core import format_info
+    from pylowbit.gguf import GGUFFile
+
+    by_type: dict[int, int] = {}
+    with GGUFFile(path) as f:
+        for t in f.tensors.values():
+            if len(t.shape) == 2 and t.name != "token_embd.weight":
+                by_type[t.type_id] = by_type.get(t.type_id, 0) + t.nbytes
+    if not by_type:
+        return "other"
+    tid = max(by_type, key=by_type.get)
+    try:
+        return format_info(tid).name
+    except ValueError:
+        return f"type{tid}"
+
+
+def to_json(rows: list[Row], info: dict) -> str:
+    return json.dumps({"info": info, "rows": [asdict(r) for r in rows]}, indent=2)
+
+
+def to_csv(rows: list[Row]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    fields = [f for f in asdict(rows[0]) if f != "samples"] if rows else []
+    w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow(asdict(r))
+    return out.getvalue()

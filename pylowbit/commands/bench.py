@@ -1,0 +1,105 @@
+"""`pylowbit bench`: tokens/s (prompt and generation) on a built-in synthetic model or any GGUF,
+with the share of the memory-bandwidth roofline and, with --vs llama.cpp, the ratio to llama.cpp
+measured in the same run on the same file."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _int_list(s: str) -> list[int]:
+    try:
+        vals = [int(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"expected a comma-separated list of integers, got {s!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise ValueError(f"expected positive integers, got {s!r}")
+    return vals
+
+
+def add_parser(sub):
+    from pylowbit.benchmark import BENCH_TYPES, PRESETS
+
+    p = sub.add_parser("bench", help="tokens/s on a synthetic model or a GGUF file",
+                       description=__doc__)
+    p.add_argument("-m", "--model", metavar="FILE", help="GGUF file to benchmark (default: a "
+                   "synthetic model of --preset, written once into the cache directory)")
+    p.add_argument("--preset", default="bitnet-2b", choices=list(PRESETS),
+                   help="shape of the synthetic model (default: bitnet-2b = BitNet b1.58 2B4T)")
+    p.add_argument("--type", default="tq2_0", metavar="LIST",
+                   help=f"comma-separated weight formats of synthetic models ({', '.join(BENCH_TYPES)}); "
+                        "default tq2_0")
+    ncpu = os.cpu_count() or 1
+    p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(ncpu)}, key=int)),
+                   metavar="LIST", help="comma-separated thread counts (default: 1 and all cores)")
+    p.add_argument("-p", "--n-prompt", type=int, default=64, metavar="N",
+                   help="prompt test: N tokens in one batch (0 skips it; default 64)")
+    p.add_argument("-n", "--n-gen", type=int, default=16, metavar="N",
+                   help="generation test: N tokens one by one (0 skips it; default 16)")
+    p.add_argument("-r", "--repetitions", type=int, default=3, metavar="N",
+                   help="repetitions of each test (default 3)")
+    p.add_argument("--vs", choices=["llama.cpp"], help="also run llama-cpp-python on the same file, "
+                   "interleaved, and add a ratio column")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    return p
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    from pylowbit import benchmark as B
+
+    err = Console(stderr=True)
+    threads = _int_list(args.threads)
+    if args.n_prompt < 0 or args.n_gen < 0 or args.repetitions < 1:
+        raise ValueError("-p and -n must be >= 0 and -r >= 1")
+    if args.vs:  # fail before spending minutes on model files
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise B.BenchError("--vs llama.cpp needs llama-cpp-python "
+                               "(pip install llama-cpp-python==0.3.36)") from None
+    if args.model:
+        if not os.path.isfile(args.model):
+            raise B.BenchError(f"no such file: {args.model}")
+        if not os.access(args.model, os.R_OK):
+            raise B.BenchError(f"cannot read {args.model}")
+        paths = [(os.path.basename(args.model), __import__("pathlib").Path(args.model))]
+    else:
+        types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
+        paths = [(f"{args.preset} {t}", B.synthetic_model(args.preset, t, console=err)) for t in types]
+    with err.status("measuring (memory bandwidth, then each test)..."):
+        rows, info = B.run(paths, threads, args.n_prompt, args.n_gen, args.repetitions,
+                           bool(args.vs), console=err)
+    if args.json:
+        print(B.to_json(rows, info))
+    elif args.csv:
+        print(B.to_csv(rows), end="")
+    else:
+        print_table(rows, info)
+    return 0
+
+
+def print_table(rows, info) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="pylowbit bench", title_justify="left")
+    for col, just in [("model", "left"), ("format", "left"), ("size", "right"), ("engine", "left"),
+                      ("threads", "right"), ("test", "left"), ("t/s", "right"),
+                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right")]:
+        t.add_column(col, justify=just)
+    for r in rows:
+        t.add_row(r.model, r.format, f"{r.size_bytes / 2**30:.2f} GiB", r.engine, str(r.threads),
+                  r.test, f"{r.tokens_per_s:.2f} ± {r.stdev:.2f}",
+                  "-" if r.roofline_share is None else f"{100 * r.roofline_share:.0f} %",
+                  "-" if r.vs_llama_cpp is None else f"{r.vs_llama_cpp:.2f}x",
+                  f"{r.peak_rss_bytes / 2**30:.2f} GiB")
+    c = Console(width=None if sys.stdout.isatty() else 160)
+    c.print(t)
+    bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s"
+                   for k, v in info["bandwidth_bytes_per_s"].items())
+    c.print(f"read bandwidth measured in this run: {bw}; roofline = bandwidth / weight bytes per "
+            f"token; {info['reps']} repetitions, mean ± stdev")
