@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os as _os
 
+from pylowbit import _capi  # noqa: F401  (makes the capsule pylowbit._capi.CAPI importable)
 from pylowbit import _lowbit
 from pylowbit.core import (FORMATS, FormatInfo, QTensor, dequantize, format_info, gemm, gemv,
                            quantize, quantize_act, tensor_nbytes)
@@ -39,6 +40,11 @@ def get_include() -> str:
 def get_library_dirs() -> list[str]:
     """Directories holding the liblowbit shared library."""
     return [_os.path.dirname(__file__)]
+
+
+def get_pkgconfig_dir() -> str:
+    """Directory holding lowbit.pc (PKG_CONFIG_PATH=$(python -c ...) pkg-config --cflags --libs lowbit)."""
+    return _os.path.join(_os.path.dirname(__file__), "pkgconfig")
 
 
 def show_runtime() -> dict:

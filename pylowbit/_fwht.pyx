@@ -4,6 +4,8 @@
 Sizes: any power of two n >= 2, and m * 2^k for m in {12, 20, 28} (H_m (x) H_{2^k}, with the order-12,
 20 and 28 matrices of Sloane's library -- the same matrices and Kronecker order as MLX's
 ``mx.hadamard_transform``).  Sylvester (natural) order: H[r][c] = (-1)^popcount(r & c).
+Normalized (1/sqrt(n)) the transform is orthogonal; it is its own inverse for powers of two and for
+m = 12, but H_20 and H_28 are not symmetric: there the inverse is the transpose (not offered here).
 """
 import numpy as np
 cimport numpy as cnp
@@ -69,10 +71,12 @@ def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-ro
     x       array (..., n).  Not modified unless ``out is x`` (in place).
     block   transform each block-wide slice of the last axis (n must be a multiple); default n.
             A power of two >= 2 or m * 2^k with m in {12, 20, 28}.
-    normalize  scale by 1/sqrt(block), which makes the transform its own inverse.
+    normalize  scale by 1/sqrt(block), which makes the transform orthogonal (its own inverse for
+            powers of two and m = 12).
     signs   optional +-1 vector of length n, fused with the transform.
     order   "signs-then-rotate": y = H(s * x) (before a Hadamard-folded matmul);
-            "rotate-then-signs": y = s * H(x) (its inverse, after an embedding lookup).
+            "rotate-then-signs": y = s * H(x) (its inverse for symmetric H, after an embedding
+            lookup).
     out     output array (same shape and dtype, C-contiguous); may be x itself.
     threads worker threads for batches (default: pylowbit.get_threads()).
     """

@@ -13,7 +13,7 @@ from pylowbit import _lowbit
 
 __all__ = [
     "FormatInfo", "FORMATS", "format_info", "QTensor", "quantize", "dequantize", "gemv", "gemm",
-    "quantize_act", "tensor_nbytes",
+    "quantize_act", "tensor_nbytes", "PackedTensor", "pack",
 ]
 
 
@@ -155,6 +155,45 @@ class QTensor:
         _lowbit.gemm(self.data, self.type_id, rows, cols, np.ascontiguousarray(x), out,
                      threads or 0)
 
+    def pack(self, threads: int | None = None) -> "PackedTensor":
+        """Repack once into the row-interleaved layout the decode path streams fastest.
+
+        Ternary / 2-bit formats are copied (see PackedTensor.nbytes; the file bytes may then be
+        released); Q8_0, Q1_0, F16 and F32 keep using these bytes, which the result references.
+        """
+        return PackedTensor(self, threads)
+
+
+class PackedTensor(QTensor):
+    """A QTensor's matrix repacked for fast GEMV / GEMM: the same .gemv / .gemm, same results.
+
+    Built by QTensor.pack().  `.data`, `.dequantize()` still refer to the original bytes when the
+    source QTensor is alive; `packed_nbytes` is the memory of the packed copy."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, src: QTensor, threads: int | None = None):
+        rows, cols = src._matrix_shape()
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.info, self.shape, self.data = src.info, src.shape, src.data
+        self._m = _lowbit.PackedMatrix(src.data, src.type_id, rows, cols, threads or 0)
+
+    packed_nbytes = property(lambda self: self._m.nbytes)
+    is_packed = property(lambda self: self._m.is_packed)
+
+    def __repr__(self):
+        return (f"PackedTensor({self.fmt}, shape={self.shape}, "
+                f"{self.packed_nbytes if self.is_packed else self.nbytes} bytes)")
+
+    def pack(self, threads: int | None = None) -> "PackedTensor":
+        return self
+
+    def _gemm(self, x, out, threads):
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self._m.gemm(np.ascontiguousarray(x), out, threads or 0)
+
 
 def _check_out(out, shape):
     if not isinstance(out, np.ndarray) or out.dtype != np.float32:
@@ -213,3 +252,8 @@ def quantize_act(x, group: int):
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}")
     return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))
+
+
+def pack(w: QTensor, threads: int | None = None) -> PackedTensor:
+    """Repack a 2-D QTensor once for fast products (see QTensor.pack)."""
+    return _as_qtensor(w).pack(threads)

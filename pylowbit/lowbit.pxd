@@ -2,7 +2,7 @@
 # Declarations of the public C API (native/include/lowbit/lowbit.h) for Cython code.
 # Other extensions can `from pylowbit.lowbit cimport *` and call these functions `nogil`,
 # compiling with pylowbit.get_include() and linking pylowbit.get_library_dirs() / -llowbit.
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
 cdef extern from "lowbit/lowbit.h" nogil:
     ctypedef struct lowbit_act:
@@ -36,6 +36,21 @@ cdef extern from "lowbit/lowbit.h" nogil:
     int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x, float *y, int threads)
     int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float *x, int64_t batch, float *y, int threads)
     int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const lowbit_act *a, int64_t batch, float *y, int threads)
+
+    ctypedef struct lowbit_matrix:
+        pass
+    lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols, int threads, int *status)
+    void lowbit_matrix_free(lowbit_matrix *m)
+    int64_t lowbit_matrix_nbytes(const lowbit_matrix *m)
+    int lowbit_matrix_is_packed(const lowbit_matrix *m)
+    int lowbit_matrix_type(const lowbit_matrix *m)
+    int64_t lowbit_matrix_rows(const lowbit_matrix *m)
+    int64_t lowbit_matrix_cols(const lowbit_matrix *m)
+    int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int threads)
+    int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, float *y, int threads)
+    int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t batch, float *y, int threads)
+
+    uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads)
 
     int lowbit_fwht_f32(float *x, int64_t rows, int64_t n, int64_t block, int normalize, const float *signs, int order, int threads)
     int lowbit_fwht_f64(double *x, int64_t rows, int64_t n, int64_t block, int normalize, const double *signs, int order, int threads)

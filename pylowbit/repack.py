@@ -1,44 +1,257 @@
 """Lossless repacking between block formats that hold the same codes.
 
-A PQ2_0 block (fp16 d, 32 bytes = 128 two-bit codes) is two Q2_0 blocks (fp16 d, 16 bytes = 64
-codes) sharing one scale: weight j of a PQ2_0 block sits in qs[j/4], so its first 16 code bytes
-are the first Q2_0 block and the last 16 the second.  The reverse holds only when each pair of
-Q2_0 blocks has one scale.
+Every low-bit format here stores `value = code * scale` with a small signed code and one scale per
+block (FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),
+Q8_0 (32, fp16, int8 codes) and I2_S (one fp32 scale for the whole tensor).  A repack unpacks the
+codes and per-block scales (vectorized, numpy), checks that the target can hold them exactly, and
+packs them again:
+
+- codes: the target's code range (ternary formats hold -1..1; Q2_0/PQ2_0 also +2; Q1_0 only -1/+1;
+  Q8_0 anything up to +-127).  I2_S and TQ2_0 are written ternary only, as their owners define them
+  (bitnet.cpp reads I2_S code 3 as 0), although this library reads a stored code 3 as +2.
+- scales: every source block inside one target block must carry the same scale (blocks whose codes
+  are all zero are free: any scale gives zeros), and the scale must be representable (an I2_S fp32
+  scale going to an fp16 format must round-trip through fp16 exactly).
+
+What would be lost is reported per property and block count (`LossyError`), never silently done.
+Each repack is verified by decoding source and result with liblowbit's dequantizers and comparing
+the float32 values exactly.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from pylowbit.core import QTensor, format_info
 
-
-def _blocks(t: QTensor, fmt: str) -> np.ndarray:
-    if t.fmt != fmt:
-        raise ValueError(f"expected a {fmt} tensor, got {t.fmt}")
-    return t.data.reshape(-1, t.info.type_size)
+__all__ = ["CODE_FORMATS", "LOW_BIT", "LossyError", "unpack_codes", "pack_codes", "repack",
+           "repack_problems", "pq2_0_to_q2_0", "q2_0_to_pq2_0"]
 
 
+@dataclass(frozen=True)
+class CodeFormat:
+    name: str
+    block: int  # weights per scale (I2_S: the whole tensor, given as 0)
+    scale_off: int  # byte offset of the fp16 scale in a block (-1: I2_S's fp32 tail)
+    cmin: int  # code range the target may hold
+    cmax: int
+    nonzero: bool = False  # Q1_0: no zero code
+
+
+CODE_FORMATS = {f.name: f for f in (
+    CodeFormat("tq1_0", 256, 52, -1, 1),
+    CodeFormat("tq2_0", 256, 64, -1, 1),
+    CodeFormat("ptq1_0", 128, 26, -1, 1),
+    CodeFormat("q2_0", 64, 0, -1, 2),
+    CodeFormat("pq2_0", 128, 0, -1, 2),
+    CodeFormat("q1_0", 128, 0, -1, 1, nonzero=True),
+    CodeFormat("i2_s", 0, -1, -1, 1),
+    CodeFormat("q8_0", 32, 0, -127, 127),
+)}
+# Formats whose conversion to anything else must not lose silently (Q8_0 is a "float-like" source).
+LOW_BIT = ("tq1_0", "tq2_0", "ptq1_0", "q2_0", "pq2_0", "q1_0", "i2_s")
+
+
+class LossyError(ValueError):
+    """A conversion would change values; `problems` lists (property, blocks affected, blocks total)."""
+
+    def __init__(self, what: str, problems: list[tuple[str, int, int]]):
+        self.what = what
+        self.problems = problems
+        super().__init__(f"{what} would lose information: " +
+                         "; ".join(f"{n} of {t} blocks {p}" for p, n, t in problems))
+
+
+# ---- base-3 packing (TQ1_0 / PTQ1_0) --------------------------------------------------------------
+# A block is three runs: n0 bytes of 5 trits (trit n of byte m is weight n*n0 + m), n1 more bytes of
+# 5 trits (weight 5*n0 + n*n1 + m), nh qh bytes of 4 trits.  Bytes hold ceil(q * 256 / 243) for q the
+# trits read most-significant first (a 4-trit byte is scaled as if it had 5).
+_BASE3 = {"tq1_0": (32, 16, 4), "ptq1_0": (16, 8, 2)}
+_POW3 = np.array([81, 27, 9, 3, 1], dtype=np.int32)
+# Trit n of every byte value: ((uint8)(b * 3^n) * 3) >> 8, as the decoders compute it.
+_TRITS = ((((np.arange(256)[:, None] * np.array([1, 3, 9, 27, 81])) & 0xFF) * 3) >> 8).astype(np.int8)
+
+
+def _base3_pack(t: np.ndarray) -> np.ndarray:
+    """t: (..., k, m) unsigned trits, k = 5 or 4 -> (..., m) bytes."""
+    q = np.tensordot(np.moveaxis(t.astype(np.int32), -2, -1), _POW3[:t.shape[-2]], axes=1)
+    if t.shape[-2] == 4:
+        q *= 3
+    return ((q * 256 + 242) // 243).astype(np.uint8)
+
+
+def _base3_unpack(b: np.ndarray, k: int) -> np.ndarray:
+    """b: (..., m) bytes -> (..., k, m) trits."""
+    return np.moveaxis(_TRITS[b][..., :k], -1, -2)
+
+
+# ---- unpack / pack -----------------------------------------------------------------------------
+
+def unpack_codes(t: QTensor) -> tuple[np.ndarray, np.ndarray, int]:
+    """Signed codes (int8, flat, weight order), scales (float32, one per block) and the block size
+    (the tensor size for I2_S) of a tensor in a CODE_FORMATS format."""
+    f = CODE_FORMATS.get(t.fmt)
+    if f is None:
+        raise ValueError(f"{t.fmt} is not a block format with codes ({', '.join(CODE_FORMATS)})")
+    n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
+    raw = np.asarray(t.data)
+    if f.name == "i2_s":
+        g = raw[: n // 4].reshape(-1, 32)
+        # byte p of a 128-group holds weights p, p+32, p+64, p+96 at shifts 6, 4, 2, 0
+        c = np.stack([(g >> s) & 3 for s in (6, 4, 2, 0)], axis=1).reshape(-1)
+        d = raw[n // 4: n // 4 + 4].copy().view("<f4").astype(np.float32)
+        return c.astype(np.int8) - 1, d, n
+    b = raw.reshape(-1, t.info.type_size)
+    nb = b.shape[0]
+    d = b[:, f.scale_off:f.scale_off + 2].copy().view("<f2").reshape(-1).astype(np.float32)
+    if f.name in ("q2_0", "pq2_0"):  # weight j in qs[j/4] at bits 2*(j%4)
+        qs = b[:, 2:]
+        c = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=-1).reshape(nb, -1).astype(np.int8) - 1
+    elif f.name == "tq2_0":  # element (j/32)*128 + n*32 + m in qs[j + m] at bits 2n
+        qs = b[:, :64].reshape(nb, 2, 32)
+        c = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=2).reshape(nb, 256).astype(np.int8) - 1
+    elif f.name in _BASE3:
+        n0, n1, nh = _BASE3[f.name]
+        parts = [_base3_unpack(b[:, :n0], 5), _base3_unpack(b[:, n0:n0 + n1], 5),
+                 _base3_unpack(b[:, n0 + n1:n0 + n1 + nh], 4)]
+        c = np.concatenate([p.reshape(nb, -1) for p in parts], axis=1) - 1
+    elif f.name == "q1_0":  # bit j%8 of qs[j/8]: set +1, clear -1
+        bits = np.unpackbits(b[:, 2:], axis=1, bitorder="little")
+        c = bits.astype(np.int8) * 2 - 1
+    else:  # q8_0
+        c = b[:, 2:].view(np.int8)
+    return np.ascontiguousarray(c, dtype=np.int8).reshape(-1), d, f.block
+
+
+def pack_codes(fmt: str, codes: np.ndarray, scales: np.ndarray, shape) -> QTensor:
+    """Inverse of unpack_codes: codes must be in the format's range, scales representable."""
+    f = CODE_FORMATS[fmt]
+    n = codes.size
+    if f.name == "i2_s":
+        g = (codes + 1).astype(np.uint8).reshape(-1, 4, 32)
+        out = np.zeros(n // 4 + 32, dtype=np.uint8)
+        out[: n // 4] = ((g[:, 0] << 6) | (g[:, 1] << 4) | (g[:, 2] << 2) | g[:, 3]).reshape(-1)
+        out[n // 4: n // 4 + 4] = np.asarray(scales, dtype="<f4")[:1].view(np.uint8)
+        return QTensor(out, fmt, shape)
+    info = format_info(fmt)
+    nb = n // f.block
+    out = np.zeros((nb, info.type_size), dtype=np.uint8)
+    out[:, f.scale_off:f.scale_off + 2] = np.asarray(scales, dtype="<f2").reshape(nb, 1).view(np.uint8)
+    if f.name == "q8_0":
+        out[:, 2:] = codes.reshape(nb, 32).view(np.uint8)
+        return QTensor(out.reshape(-1), fmt, shape)
+    u = (codes + 1).astype(np.uint8).reshape(nb, f.block)
+    if f.name in ("q2_0", "pq2_0"):
+        u = u.reshape(nb, -1, 4)
+        out[:, 2:] = u[..., 0] | (u[..., 1] << 2) | (u[..., 2] << 4) | (u[..., 3] << 6)
+    elif f.name == "tq2_0":
+        u = u.reshape(nb, 2, 4, 32)
+        out[:, :64] = (u[:, :, 0] | (u[:, :, 1] << 2) | (u[:, :, 2] << 4) | (u[:, :, 3] << 6)).reshape(nb, 64)
+    elif f.name in _BASE3:
+        n0, n1, nh = _BASE3[f.name]
+        out[:, :n0] = _base3_pack(u[:, :5 * n0].reshape(nb, 5, n0))
+        out[:, n0:n0 + n1] = _base3_pack(u[:, 5 * n0:5 * (n0 + n1)].reshape(nb, 5, n1))
+        out[:, n0 + n1:n0 + n1 + nh] = _base3_pack(u[:, 5 * (n0 + n1):].reshape(nb, 4, nh))
+    elif f.name == "q1_0":
+        out[:, 2:] = np.packbits(u.reshape(nb, 128) >> 1, axis=1, bitorder="little")
+    return QTensor(out.reshape(-1), fmt, shape)
+
+
+# ---- the repack ----------------------------------------------------------------------------------
+
+def _plan(t: QTensor, fmt: str):
+    """(codes, target scales, problems) for t -> fmt; problems empty means exact."""
+    f = CODE_FORMATS.get(fmt)
+    if f is None:
+        raise ValueError(f"{fmt} is not a block format with codes ({', '.join(CODE_FORMATS)})")
+    codes, scales, bs = unpack_codes(t)
+    n = codes.size
+    row = t.shape[-1] if t.shape else n
+    bt = f.block or n
+    if f.block and row % f.block:
+        raise ValueError(f"row length {row} is not a multiple of the {fmt} block of {f.block}")
+    if fmt == "i2_s" and row % 128:
+        raise ValueError(f"row length {row} is not a multiple of the i2_s group of 128")
+    nt = n // bt
+    problems = []
+
+    bad = (codes < f.cmin) | (codes > f.cmax)
+    if f.nonzero:
+        bad |= codes == 0
+    if bad.any():
+        k = int(bad.reshape(nt, bt).any(axis=1).sum())
+        used = sorted(set(np.unique(codes[bad]).tolist()))
+        allowed = "-1 and +1" if f.nonzero else f"{f.cmin}..{f.cmax}"
+        problems.append((f"use code(s) {used} ({fmt} holds {allowed})", k, nt))
+
+    nz = (codes != 0).reshape(-1, bs).any(axis=1)  # blocks with a nonzero code need their scale
+    if bt >= bs:
+        r = bt // bs
+        s = scales.reshape(nt, r)
+        nzr = nz.reshape(nt, r)
+        ref = s[np.arange(nt), np.argmax(nzr, axis=1)]  # first block that needs its scale
+        mism = nzr & ~(s == ref[:, None])
+        if mism.any():
+            what = "the tensor's" if not f.block else f"one {bt}-block's"
+            problems.append((f"of {bs} weights have a scale different from {what} other blocks "
+                             f"({fmt} has one scale per {bt if f.block else 'tensor'})",
+                             int(mism.sum()), nz.size))
+        tnz = nzr.any(axis=1)
+    else:
+        ref = np.repeat(scales, bs // bt)
+        tnz = (codes != 0).reshape(nt, bt).any(axis=1)
+    if f.block:  # fp16 scales: must be exact
+        h = ref.astype(np.float16).astype(np.float32)
+        inexact = ~(h == ref) & tnz
+        if inexact.any():
+            problems.append((f"have a scale ({ref[inexact][0]!r}, ...) that fp16 cannot hold exactly",
+                             int(inexact.sum()), nt))
+        ref = np.where(tnz | np.isfinite(h), h, 0.0).astype(np.float32)  # all-zero blocks: any finite scale
+    return codes, ref, problems
+
+
+def repack_problems(t: QTensor, fmt: str) -> list[tuple[str, int, int]]:
+    """What t -> fmt would lose: [(property, blocks affected, blocks total)], empty when exact."""
+    if t.fmt == fmt:
+        return []
+    return _plan(t, fmt)[2]
+
+
+def repack(t: QTensor, fmt: str, allow_lossy: bool = False, what: str = "") -> QTensor:
+    """t re-encoded in fmt with the same codes; raises LossyError when that would change values.
+    (With allow_lossy the codes are clamped / scales rounded: callers wanting a better lossy
+    result re-quantize from the dequantized values instead.)"""
+    if t.fmt == fmt:
+        return t
+    codes, scales, problems = _plan(t, fmt)
+    label = what or f"{t.fmt} -> {fmt}"
+    if problems and not allow_lossy:
+        raise LossyError(label, problems)
+    f = CODE_FORMATS[fmt]
+    if problems:
+        codes = np.clip(codes, f.cmin, f.cmax)
+        if f.nonzero:
+            codes = np.where(codes == 0, 1, codes).astype(np.int8)
+    out = pack_codes(fmt, codes, scales, t.shape)
+    if not problems:  # belt and braces: the C decoders must agree value for value
+        a, b = t.dequantize(), out.dequantize()
+        if not np.array_equal(a, b, equal_nan=True):
+            raise RuntimeError(f"internal error: {label} repack changed "
+                               f"{int((a != b).sum())} values (please report)")
+    return out
+
+
+# The lead's original entry points, kept for callers.
 def pq2_0_to_q2_0(t: QTensor) -> QTensor:
     """PQ2_0 -> Q2_0, always exact."""
-    b = _blocks(t, "pq2_0")
-    out = np.empty((b.shape[0], 2, 18), dtype=np.uint8)
-    out[:, :, :2] = b[:, None, :2]  # the scale, repeated
-    out[:, 0, 2:] = b[:, 2:18]
-    out[:, 1, 2:] = b[:, 18:34]
-    return QTensor(out.reshape(-1), "q2_0", t.shape)
+    if t.fmt != "pq2_0":
+        raise ValueError(f"expected a pq2_0 tensor, got {t.fmt}")
+    return repack(t, "q2_0")
 
 
 def q2_0_to_pq2_0(t: QTensor) -> QTensor:
     """Q2_0 -> PQ2_0; raises ValueError unless each pair of 64-blocks shares its scale."""
-    if t.shape and t.shape[-1] % format_info("pq2_0").block_size:
-        raise ValueError(f"row length {t.shape[-1]} is not a multiple of PQ2_0's block of 128")
-    b = _blocks(t, "q2_0").reshape(-1, 2, 18)
-    differ = np.flatnonzero((b[:, 0, :2] != b[:, 1, :2]).any(axis=1))
-    if differ.size:
-        raise ValueError(f"Q2_0 -> PQ2_0 would lose information: {differ.size} of {b.shape[0]} "
-                         f"block pairs have two different scales (first at pair {differ[0]})")
-    out = np.empty((b.shape[0], 34), dtype=np.uint8)
-    out[:, :2] = b[:, 0, :2]
-    out[:, 2:18] = b[:, 0, 2:]
-    out[:, 18:] = b[:, 1, 2:]
-    return QTensor(out.reshape(-1), "pq2_0", t.shape)
+    if t.fmt != "q2_0":
+        raise ValueError(f"expected a q2_0 tensor, got {t.fmt}")
+    return repack(t, "pq2_0")

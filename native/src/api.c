@@ -14,38 +14,53 @@ int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, flo
     return LOWBIT_OK;
 }
 
-/* ---- one job description shared by the GEMV and GEMM paths ------------------------------------ */
+/* ---- one job description shared by the GEMV and GEMM paths ------------------------------------
+ * Tasks tile rows x columns: ROWS_PER_TASK rows by `bt` activation columns (GEMM), so that a
+ * batch keeps both cores busy even when a matrix has few rows. */
 
 typedef struct {
     const lowbit_kernels *k;
     int type, kidx;
     const void *w;
+    const lowbit_matrix *m; /* packed matrix, or NULL for the file layout */
     int64_t rows, cols, row_bytes;
     const lowbit_act *a; /* quantized activations (batch of them) */
     const float *x;      /* float activations (F32/F16 weights) */
     int64_t batch;
     float *y;
     float row_scale; /* I2_S per-tensor scale, else 1 */
+    int64_t row_tasks, bt;
 } job;
 
 static void run_chunk(void *ctx, int64_t t) {
     const job *J = (const job *)ctx;
-    int64_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    int64_t r0 = (t % J->row_tasks) * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    int64_t c0 = (t / J->row_tasks) * J->bt, c1 = c0 + J->bt;
     if (r1 > J->rows) r1 = J->rows;
-    for (int64_t b = 0; b < (J->kidx < 0 ? J->batch : 1); b++) {
-        float *yb = J->y + b * J->rows;
-        if (J->type == LOWBIT_TYPE_F32)
-            J->k->gemv_f32((const float *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
-        else if (J->type == LOWBIT_TYPE_F16)
-            J->k->gemv_f16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
+    if (c1 > J->batch) c1 = J->batch;
+    if (J->kidx < 0) {
+        for (int64_t b = c0; b < c1; b++) {
+            float *yb = J->y + b * J->rows;
+            if (J->type == LOWBIT_TYPE_F32)
+                J->k->gemv_f32((const float *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
+            else if (J->type == LOWBIT_TYPE_F16)
+                J->k->gemv_f16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
+        }
+        return;
     }
-    if (J->kidx < 0) return;
-    if (J->batch == 1)
-        J->k->gemv[J->kidx](J->w, J->row_bytes, r0, r1, J->a, J->y + r0);
-    else
-        J->k->gemm[J->kidx](J->w, J->row_bytes, r0, r1, J->a, J->batch, J->y, J->rows);
+    if (J->m) {
+        if (c1 - c0 == 1)
+            J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
+        else
+            J->k->packed_gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
+    } else if (c1 - c0 == 1) {
+        J->k->gemv[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, J->y + c0 * J->rows + r0);
+    } else {
+        J->k->gemm[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows,
+                            J->rows);
+    }
     if (J->row_scale != 1.0f)
-        for (int64_t b = 0; b < J->batch; b++)
+        for (int64_t b = c0; b < c1; b++)
             for (int64_t r = r0; r < r1; r++) J->y[b * J->rows + r] *= J->row_scale;
 }
 
@@ -59,13 +74,42 @@ static int check_matrix(int type, const void *w, int64_t rows, int64_t cols, int
 }
 
 static void run_job(job *J, int threads) {
-    if (J->type == LOWBIT_TYPE_I2_S) {
+    if (J->m) {
+        J->row_scale = J->m->tensor_scale;
+    } else if (J->type == LOWBIT_TYPE_I2_S) {
         memcpy(&J->row_scale, (const uint8_t *)J->w + J->rows * J->row_bytes, 4);
     } else {
         J->row_scale = 1.0f;
     }
-    int64_t ntasks = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-    lowbit_parallel_for(ntasks, run_chunk, J, threads);
+    if (J->batch <= 0 || J->rows <= 0) return;
+    if (threads <= 0) threads = lowbit_get_threads();
+    J->row_tasks = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    /* Column tiles: enough tasks for every thread to take several, tiles of >= 8 columns so the
+     * GEMM kernels still reuse each unpacked weight across many activations. */
+    int64_t ncol = 1;
+    while (J->row_tasks * ncol < 4 * (int64_t)threads && J->batch / (2 * ncol) >= 8) ncol *= 2;
+    J->bt = (J->batch + ncol - 1) / ncol;
+    ncol = (J->batch + J->bt - 1) / J->bt;
+    lowbit_parallel_for(J->row_tasks * ncol, run_chunk, J, threads);
+}
+
+/* Quantize `batch` activation rows into one allocation (codes, scales, sums, descriptors). */
+static lowbit_act *quantize_batch(const lowbit_kernels *k, const float *x, int64_t batch,
+                                  int64_t cols, int64_t G, void **mem_out) {
+    const int64_t ng = cols / G;
+    size_t bytes = (size_t)batch * ((size_t)cols + (size_t)ng * 8 + sizeof(lowbit_act)) + 64;
+    uint8_t *mem = (uint8_t *)malloc(bytes);
+    *mem_out = mem;
+    if (!mem) return NULL;
+    lowbit_act *acts = (lowbit_act *)mem;
+    float *d = (float *)(acts + batch);
+    int32_t *s = (int32_t *)(d + batch * ng);
+    int8_t *q = (int8_t *)(s + batch * ng);
+    for (int64_t b = 0; b < batch; b++) {
+        k->quantize_act(x + b * cols, cols, G, q + b * cols, d + b * ng, s + b * ng);
+        acts[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
+    }
+    return acts;
 }
 
 int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const lowbit_act *a,
@@ -78,7 +122,7 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, rows, cols, rb, a, NULL, batch, y, 1.0f};
+    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0};
     run_job(&J, threads);
     return LOWBIT_OK;
 }
@@ -93,26 +137,16 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, rows, cols, rb, NULL, x, batch, y, 1.0f};
+        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
     const int64_t G = lowbit_act_group(type);
     if (cols % G) return LOWBIT_ESIZE;
-    const int64_t ng = cols / G;
-    /* One allocation for codes, scales, sums and descriptors of the whole batch. */
-    size_t bytes = (size_t)batch * ((size_t)cols + (size_t)ng * 8 + sizeof(lowbit_act)) + 64;
-    uint8_t *mem = (uint8_t *)malloc(bytes);
-    if (!mem) return LOWBIT_ENOMEM;
-    lowbit_act *acts = (lowbit_act *)mem;
-    float *d = (float *)(acts + batch);
-    int32_t *s = (int32_t *)(d + batch * ng);
-    int8_t *q = (int8_t *)(s + batch * ng);
-    for (int64_t b = 0; b < batch; b++) {
-        k->quantize_act(x + b * cols, cols, G, q + b * cols, d + b * ng, s + b * ng);
-        acts[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
-    }
-    job J = {k, type, kidx, w, rows, cols, rb, acts, NULL, batch, y, 1.0f};
+    void *mem;
+    lowbit_act *acts = quantize_batch(k, x, batch, cols, G, &mem);
+    if (!acts) return LOWBIT_ENOMEM;
+    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0};
     run_job(&J, threads);
     free(mem);
     return LOWBIT_OK;
@@ -121,4 +155,75 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
 int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x, float *y,
                 int threads) {
     return lowbit_gemm(type, w, rows, cols, x, 1, y, threads);
+}
+
+/* ---- packed matrices ------------------------------------------------------------------------ */
+
+int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t batch, float *y,
+                           int threads) {
+    if (!m || !a || !y || batch < 0) return LOWBIT_EINVAL;
+    if (!m->packed) return lowbit_gemm_act(m->type, m->w, m->rows, m->cols, a, batch, y, threads);
+    for (int64_t b = 0; b < batch; b++)
+        if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
+    if (batch == 0 || m->rows == 0) return LOWBIT_OK;
+    job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
+             batch, y, 1.0f, 0, 0};
+    run_job(&J, threads);
+    return LOWBIT_OK;
+}
+
+int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, float *y,
+                       int threads) {
+    if (!m || !x || !y || batch < 0) return LOWBIT_EINVAL;
+    if (!m->packed) return lowbit_gemm(m->type, m->w, m->rows, m->cols, x, batch, y, threads);
+    if (batch == 0 || m->rows == 0) return LOWBIT_OK;
+    void *mem;
+    lowbit_act *acts = quantize_batch(lowbit_active_kernels(), x, batch, m->cols, m->group, &mem);
+    if (!acts) return LOWBIT_ENOMEM;
+    int st = lowbit_matrix_gemm_act(m, acts, batch, y, threads);
+    free(mem);
+    return st;
+}
+
+int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int threads) {
+    return lowbit_matrix_gemm(m, x, 1, y, threads);
+}
+
+/* ---- streaming read (benchmarks) ------------------------------------------------------------ */
+
+#define STREAM_CHUNK (1 << 20)
+typedef struct {
+    const uint64_t *p;
+    int64_t n64;
+    uint64_t part[256];
+} stream_job;
+
+static void stream_chunk(void *ctx, int64_t t) {
+    stream_job *S = (stream_job *)ctx;
+    int64_t i0 = t * (STREAM_CHUNK / 8), i1 = i0 + STREAM_CHUNK / 8;
+    if (i1 > S->n64) i1 = S->n64;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (int64_t i = i0; i < i1; i += 8) { /* one cache line per iteration, vectorized by -O3 */
+        a0 += S->p[i];
+        a1 += S->p[i + 1];
+        a2 += S->p[i + 2];
+        a3 += S->p[i + 3];
+        a4 += S->p[i + 4];
+        a5 += S->p[i + 5];
+        a6 += S->p[i + 6];
+        a7 += S->p[i + 7];
+    }
+    __atomic_fetch_add(&S->part[t & 255], a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7, __ATOMIC_RELAXED);
+}
+
+uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads) {
+    if (!buf || nbytes <= 0) return 0;
+    stream_job S;
+    memset(&S, 0, sizeof S);
+    S.p = (const uint64_t *)buf;
+    S.n64 = nbytes / 64 * 8;
+    lowbit_parallel_for((nbytes + STREAM_CHUNK - 1) / STREAM_CHUNK, stream_chunk, &S, threads);
+    uint64_t x = 0;
+    for (int i = 0; i < 256; i++) x += S.part[i];
+    return x;
 }

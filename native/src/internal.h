@@ -63,6 +63,41 @@ static inline uint16_t lowbit_fp32_to_fp16(float f) {
     return (uint16_t)(sign | half);
 }
 
+/* ---- packed matrices (repack.c) ----------------------------------------------------------------
+ *
+ * The decode path reads each weight once per token, so the layout is chosen for DRAM streaming: the
+ * rows of a matrix are taken LOWBIT_PACK_ROWS at a time and their blocks interleaved, so that one
+ * GEMV walks a single sequential run of memory (hardware prefetchers follow it; they lose track of
+ * several row-major rows read side by side).  Every ternary / 2-bit format (TQ1_0, TQ2_0, I2_S,
+ * Q2_0, PQ2_0, PTQ1_0) is converted to one canonical code layout:
+ *
+ *   codes[rg][c][i][32]  row group rg (rows 4rg..4rg+3), 128-weight chunk c of the row, row i:
+ *                        byte p holds weights 128c + p + 32k at bits 2k (k = 0..3), code 0..3
+ *                        meaning value (code - 1) * d.  A last chunk of 64 weights (Q2_0 rows of
+ *                        an odd number of blocks) uses k = 0, 1 only.
+ *   scales[rg][b][i]     fp16 scale of weight block b (of the file format's block size `qk`) of
+ *                        row 4rg+i.  I2_S has none (its fp32 per-tensor scale is `tensor_scale`).
+ *
+ * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
+ * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
+ * per weight this way, a trade for 2-bit-speed unpacking.  Other types (Q8_0, Q1_0, F16, F32) are
+ * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
+#define LOWBIT_PACK_ROWS 4
+struct lowbit_matrix {
+    int type, kidx;
+    int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
+    int64_t rows, cols;
+    int64_t qk;           /* scale block of the format (0 for I2_S) */
+    int64_t group;        /* activation group */
+    int64_t nchunks;      /* 128-weight chunks per row (last may be half) */
+    int64_t nscales;      /* scale blocks per row */
+    const void *w;        /* packed == 0: the file-layout data (borrowed) */
+    uint8_t *codes;       /* packed == 1 */
+    uint16_t *scales;
+    float tensor_scale;   /* I2_S */
+    int64_t nbytes;       /* bytes owned (codes + scales) */
+};
+
 /* ---- kernel table filled by the dispatcher ---------------------------------------------------- */
 
 /* y[r - r0] = dot(row r of W, a) for r in [r0, r1).  `w` points at row 0, rows are row_bytes apart.
@@ -97,6 +132,13 @@ typedef struct lowbit_kernels {
     void (*gemv_f32)(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y);
     void (*gemv_f16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                      float *y);
+    /* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
+     * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows
+     * past m->rows are never written. */
+    void (*packed_gemv)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y);
+    void (*packed_gemm)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        int64_t batch, float *y, int64_t ldy);
 } lowbit_kernels;
 
 /* The active table (initialized on first use, thread-safely). */
@@ -113,6 +155,11 @@ void lowbit_fill_kernels_dotprod(lowbit_kernels *k);
 /* Scalar reference kernels, also callable directly by tests and by SIMD tails. */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                              int32_t *s);
+void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+int lowbit_type_packs(int type); /* 1 if lowbit_matrix_pack builds the interleaved layout */
 void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
                          int64_t r1, const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
 

@@ -78,12 +78,14 @@ class TextTokenizer:
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
             normal = {t: i for i, t in enumerate(tokens) if types[i] == TOKEN_NORMAL and vocab[t] == i}
-            merges = []
+            sc = scores.tolist() if hasattr(scores, "tolist") else list(scores)
+            get = normal.get
+            merges = []  # (rank key..., (left, right)); the hot loop of loading a 262k vocabulary
             for t, i in normal.items():
                 for cut in range(1, len(t)):
-                    a, b = t[:cut], t[cut:]
-                    if a in normal and b in normal:
-                        merges.append((-float(scores[i]), i, normal[a], (a, b)))
+                    ia = get(t[:cut])
+                    if ia is not None and t[cut:] in normal:
+                        merges.append((-sc[i], i, ia, (t[:cut], t[cut:])))
             merges.sort()
             unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
             tok = Tokenizer(models.BPE(vocab, [m[3] for m in merges], byte_fallback=True, fuse_unk=True,

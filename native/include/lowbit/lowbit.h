@@ -88,6 +88,38 @@ LOWBIT_API int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, 
 LOWBIT_API int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols,
                                const lowbit_act *a, int64_t batch, float *y, int threads);
 
+/* ---- packed matrices: repacked once at load for the decode path ------------------------------
+ *
+ * lowbit_matrix_pack copies a weight matrix (file layout, as above) into a row-interleaved layout
+ * whose GEMV reads one sequential run of memory (see native/src/internal.h for the exact layout).
+ * TQ1_0, TQ2_0, I2_S, Q2_0, PQ2_0 and PTQ1_0 are repacked (the file buffer may be released
+ * afterwards); other types (Q8_0, Q1_0, F16, F32) are not: the matrix then *borrows* `w`, which must
+ * outlive it, and runs the file-layout kernels.  Results equal lowbit_gemv / lowbit_gemm on the
+ * file layout.  threads: for the repack itself (<= 0: library default).  On failure returns NULL
+ * and sets *status (status may be NULL). */
+typedef struct lowbit_matrix lowbit_matrix;
+LOWBIT_API lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
+                                             int threads, int *status);
+LOWBIT_API void lowbit_matrix_free(lowbit_matrix *m);
+LOWBIT_API int64_t lowbit_matrix_nbytes(const lowbit_matrix *m); /* bytes owned (0 if borrowed) */
+LOWBIT_API int lowbit_matrix_is_packed(const lowbit_matrix *m);
+LOWBIT_API int lowbit_matrix_type(const lowbit_matrix *m);
+LOWBIT_API int64_t lowbit_matrix_rows(const lowbit_matrix *m);
+LOWBIT_API int64_t lowbit_matrix_cols(const lowbit_matrix *m);
+/* y[rows] = W . x[cols] */
+LOWBIT_API int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int threads);
+/* y[batch, rows] = X[batch, cols] . W^T */
+LOWBIT_API int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, float *y,
+                                  int threads);
+LOWBIT_API int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t batch,
+                                      float *y, int threads);
+
+/* ---- benchmark helper ----------------------------------------------------------------------- */
+
+/* Reads nbytes (a multiple of 64) of buf on `threads` threads and returns a checksum: the
+ * machine's streaming read bandwidth, measured the way the kernels read weights. */
+LOWBIT_API uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads);
+
 /* ---- Walsh-Hadamard transform --------------------------------------------------------------- */
 
 enum { LOWBIT_FWHT_SIGNS_THEN_ROTATE = 0, LOWBIT_FWHT_ROTATE_THEN_SIGNS = 1 };

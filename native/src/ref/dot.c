@@ -186,4 +186,6 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->quantize_act = lowbit_quantize_act_ref;
     k->gemv_f32 = gemv_f32_ref;
     k->gemv_f16 = gemv_f16_ref;
+    k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
+    k->packed_gemm = lowbit_packed_gemm_ref;
 }

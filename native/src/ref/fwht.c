@@ -8,8 +8,9 @@
  * i.e. first a 2^k-point transform of each of the m contiguous chunks, then an m-point transform
  * across chunks (stride 2^k).  H_12, H_20, H_28 are the matrices of N. J. A. Sloane's library of
  * Hadamard matrices (neilsloane.com/hadamard; the same ones and the same Kronecker order as MLX's
- * mx.hadamard_transform, so results agree with MLX).  All three happen to be symmetric, so the
- * normalized transform (scale 1 / sqrt(m * 2^k)) is its own inverse for these sizes too.
+ * mx.hadamard_transform, so results agree with MLX).  Normalized by 1 / sqrt(m * 2^k), the transform
+ * is orthogonal.  H_12 is symmetric (the transform is its own inverse); H_20 and H_28 are not: their
+ * inverse is the transpose, which this API does not offer (only power-of-two sizes are involutions).
  *
  * Rounding (what "bit-exact" means across variants): every element goes through the radix-2 stages
  * in the order stride 1, 2, 4, ..., n/2, each output a single IEEE add or subtract of the previous

@@ -1,0 +1,202 @@
+/* Once-at-load repacking into the row-interleaved layout (described in internal.h above struct
+ * lowbit_matrix), the lowbit_matrix_* entry points' storage, and the scalar reference kernels of
+ * the packed layout.  The reference reproduces dot.c's specification exactly: the same integer
+ * group sums (the codes are only reordered) combined in the same float order, so a packed GEMV
+ * equals the file-layout scalar GEMV bit for bit. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
+void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
+void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
+
+int lowbit_type_packs(int type) {
+    switch (type) {
+    case LOWBIT_TYPE_TQ1_0:
+    case LOWBIT_TYPE_TQ2_0:
+    case LOWBIT_TYPE_I2_S:
+    case LOWBIT_TYPE_Q2_0:
+    case LOWBIT_TYPE_PQ2_0:
+    case LOWBIT_TYPE_PTQ1_0: return 1;
+    default: return 0;
+    }
+}
+
+/* Codes (0..3, natural order) and fp16 scale of file block b of a row.  qk weights per block. */
+static uint16_t file_block_codes(int type, const uint8_t *row, int64_t b, uint8_t *codes) {
+    uint16_t d = 0;
+    switch (type) {
+    case LOWBIT_TYPE_TQ1_0: {
+        const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
+        lowbit_base3_codes(256, blk->qs, blk->qh, codes);
+        return blk->d;
+    }
+    case LOWBIT_TYPE_PTQ1_0: {
+        const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
+        lowbit_base3_codes(128, blk->qs, blk->qh, codes);
+        return blk->d;
+    }
+    case LOWBIT_TYPE_TQ2_0: {
+        const lowbit_block_tq2_0 *blk = (const lowbit_block_tq2_0 *)row + b;
+        lowbit_tq2_0_codes(blk->qs, codes);
+        return blk->d;
+    }
+    case LOWBIT_TYPE_I2_S: lowbit_i2_s_codes(row + 32 * b, codes); return 0;
+    case LOWBIT_TYPE_Q2_0: {
+        const lowbit_block_q2_0 *blk = (const lowbit_block_q2_0 *)row + b;
+        for (int j = 0; j < 64; j++) codes[j] = (blk->qs[j / 4] >> (2 * (j % 4))) & 3;
+        memcpy(&d, &blk->d, 2);
+        return d;
+    }
+    case LOWBIT_TYPE_PQ2_0: {
+        const lowbit_block_pq2_0 *blk = (const lowbit_block_pq2_0 *)row + b;
+        for (int j = 0; j < 128; j++) codes[j] = (blk->qs[j / 4] >> (2 * (j % 4))) & 3;
+        memcpy(&d, &blk->d, 2);
+        return d;
+    }
+    }
+    return 0;
+}
+
+typedef struct {
+    lowbit_matrix *m;
+    const uint8_t *w;
+    int64_t row_bytes;
+} pack_job;
+
+/* One row group: decode each file block to codes, write them in canonical chunk order. */
+static void pack_group(void *ctx, int64_t rg) {
+    const pack_job *P = (const pack_job *)ctx;
+    lowbit_matrix *m = P->m;
+    const int64_t qk = m->type == LOWBIT_TYPE_I2_S ? 128 : m->qk;
+    const int64_t nb = m->cols / qk;
+    uint8_t row_codes_buf[256];
+    uint8_t *codes = (uint8_t *)malloc((size_t)m->nchunks * 128);
+    if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
+    for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
+        int64_t r = rg * LOWBIT_PACK_ROWS + i;
+        uint8_t *dst0 = m->codes + (rg * m->nchunks * LOWBIT_PACK_ROWS + i) * 32;
+        if (r >= m->rows) continue; /* padding rows keep zero codes and zero scales */
+        const uint8_t *row = P->w + r * P->row_bytes;
+        memset(codes, 0, (size_t)m->nchunks * 128);
+        for (int64_t b = 0; b < nb; b++) {
+            uint16_t d = file_block_codes(m->type, row, b, row_codes_buf);
+            memcpy(codes + b * qk, row_codes_buf, (size_t)qk);
+            if (m->nscales) m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i] = d;
+        }
+        for (int64_t c = 0; c < m->nchunks; c++) {
+            uint8_t *dst = dst0 + c * LOWBIT_PACK_ROWS * 32;
+            const uint8_t *src = codes + 128 * c;
+            for (int p = 0; p < 32; p++)
+                dst[p] = (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+        }
+    }
+    free(codes);
+}
+
+lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
+                                  int threads, int *status) {
+    int st_local;
+    if (!status) status = &st_local;
+    *status = LOWBIT_EINVAL;
+    if (!w || rows < 0 || cols < 0) return NULL;
+    if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K) {
+        *status = LOWBIT_ETYPE;
+        return NULL;
+    }
+    int64_t rb = lowbit_row_bytes(type, cols);
+    if (rb < 0) {
+        *status = (int)rb;
+        return NULL;
+    }
+    lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
+    if (!m) {
+        *status = LOWBIT_ENOMEM;
+        return NULL;
+    }
+    m->type = type;
+    m->kidx = lowbit_kernel_index(type);
+    m->rows = rows;
+    m->cols = cols;
+    m->group = lowbit_act_group(type);
+    m->w = w;
+    m->tensor_scale = 1.0f;
+    if (type == LOWBIT_TYPE_I2_S) memcpy(&m->tensor_scale, (const uint8_t *)w + rows * rb, 4);
+    if (!lowbit_type_packs(type) || rows == 0 || cols == 0) {
+        *status = LOWBIT_OK; /* borrowed file layout */
+        return m;
+    }
+    m->packed = 1;
+    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
+    m->nchunks = (cols + 127) / 128;
+    m->nscales = m->qk ? cols / m->qk : 0;
+    const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
+    const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
+    const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
+    void *mem = NULL;
+    /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line. */
+    if (posix_memalign(&mem, 64, code_bytes + scale_bytes + 64) != 0) {
+        free(m);
+        *status = LOWBIT_ENOMEM;
+        return NULL;
+    }
+    m->codes = (uint8_t *)mem;
+    m->scales = (uint16_t *)(m->codes + code_bytes);
+    memset(mem, 0, code_bytes + scale_bytes + 64);
+    m->nbytes = (int64_t)(code_bytes + scale_bytes);
+    pack_job P = {m, (const uint8_t *)w, rb};
+    lowbit_parallel_for(ngroups, pack_group, &P, threads);
+    *status = LOWBIT_OK;
+    return m;
+}
+
+void lowbit_matrix_free(lowbit_matrix *m) {
+    if (!m) return;
+    free(m->codes);
+    free(m);
+}
+
+int64_t lowbit_matrix_nbytes(const lowbit_matrix *m) { return m ? m->nbytes : LOWBIT_EINVAL; }
+int lowbit_matrix_is_packed(const lowbit_matrix *m) { return m ? m->packed : LOWBIT_EINVAL; }
+int64_t lowbit_matrix_rows(const lowbit_matrix *m) { return m ? m->rows : LOWBIT_EINVAL; }
+int64_t lowbit_matrix_cols(const lowbit_matrix *m) { return m ? m->cols : LOWBIT_EINVAL; }
+int lowbit_matrix_type(const lowbit_matrix *m) { return m ? m->type : LOWBIT_EINVAL; }
+
+/* ---- scalar reference of the packed layout ---------------------------------------------------- */
+
+/* Code of weight j of row r (canonical layout). */
+static inline int packed_code(const lowbit_matrix *m, int64_t r, int64_t j) {
+    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS, c = j / 128, p = j % 32;
+    const int k = (int)((j % 128) / 32);
+    return (m->codes[((rg * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32 + p] >> (2 * k)) & 3;
+}
+
+static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act *a) {
+    const int64_t G = a->group;
+    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
+    float acc = 0.0f;
+    for (int64_t g = 0; g < m->cols / G; g++) {
+        /* the scale of the file block holding group g (groups never straddle blocks) */
+        float dw = 1.0f;
+        if (m->qk) {
+            int64_t b = g * G / m->qk;
+            dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i]);
+        }
+        int32_t isum = 0;
+        for (int64_t j = g * G; j < (g + 1) * G; j++) isum += packed_code(m, r, j) * a->q[j];
+        isum -= a->s[g]; /* every packed code carries the +1 offset */
+        acc += (float)isum * (dw * a->d[g]);
+    }
+    return acc;
+}
+
+void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y) {
+    for (int64_t r = r0; r < r1 && r < m->rows; r++) y[r] = packed_dot_ref(m, r, a);
+}
+
+void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy) {
+    for (int64_t b = 0; b < batch; b++) lowbit_packed_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
+}

@@ -1,0 +1,575 @@
+/* AVX2 (+FMA, F16C) kernels: GEMV / GEMM of every weight format with A8 activations, on the file
+ * layout and on the packed layout (repack.c), the A8 activation quantizer, F32 / F16 GEMV.
+ *
+ * The results equal the scalar reference (ref/dot.c) bit for bit, not just within a tolerance:
+ *  - every format is unpacked to one byte per weight *in activation order* (32 weights per ymm),
+ *    so one vpmaddubsw (unsigned code x signed activation) per 32 weights gives exact int16 pair
+ *    sums.  Codes are <= 3 (Q1_0: 0 or 2) and |activation| <= 128, so a pair is <= 768 and the sum
+ *    of four vpmaddubsw (one 128-weight group) <= 3072: no int16 saturation anywhere.  Q8_0 codes
+ *    are signed: |w| x sign(a, w) keeps the product and fits (2 * 128 * 127 < 32767).
+ *  - the +1 code offset is undone once per group with the activation code sum s[g];
+ *  - the int32 group sums of 4 rows (GEMV) or 4 activation columns (GEMM) are reduced together
+ *    into one xmm (lane = row / column), and combined exactly as the spec does,
+ *    acc += (float)isum * (d_w * d_a), with a multiply and an add that must not fuse into an FMA
+ *    (the spec rounds the product): `nofma` hides the product from the compiler's contraction.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+
+#include "../internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- shared pieces ---------------------------------------------------------------------------- */
+
+AI __m128 nofma(__m128 x) {
+    __asm__("" : "+x"(x));
+    return x;
+}
+
+/* lane i of the result = sum of the 8 int32 lanes of v_i */
+AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* acc += (float)(isum - off) * (dw * da), lane by lane: the spec's order and roundings */
+AI __m128 group_acc(__m128 acc, __m128i isum, __m128i off, __m128 dw, __m128 da) {
+    __m128 sc = _mm_mul_ps(dw, da);
+    __m128 p = nofma(_mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(isum, off)), sc));
+    return _mm_add_ps(acc, p);
+}
+
+AI float hsum8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* ---- formats: unit size, group size, code unpacking ------------------------------------------- */
+
+/* A "unit" is what one unpack produces: a file block (Q2_0: two 64-blocks; packed: one 128-weight
+ * chunk), as NV = U / 32 vectors of byte codes in activation order. */
+enum { F_TQ1, F_TQ2, F_I2S, F_Q1, F_Q2, F_PQ2, F_PTQ1, F_Q8, F_PK128, F_PK64 };
+
+AI int unit_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_Q8 ? 32 : 128; }
+AI int group_of(int F) { return F == F_Q2 || F == F_PK64 ? 64 : F == F_Q8 ? 32 : 128; }
+/* bytes per unit in the file layout */
+AI int ustride_of(int F) {
+    switch (F) {
+    case F_TQ1: return 54;
+    case F_TQ2: return 66;
+    case F_I2S: return 32;
+    case F_Q1: return 18;
+    case F_Q2: return 36;
+    case F_PQ2: return 34;
+    case F_PTQ1: return 28;
+    case F_Q8: return 34;
+    default: return 32;
+    }
+}
+
+/* Base-3 trits: byte x with 16-bit-lane multiplier m = 3^n gives ((uint8)(x * 3^n) * 3) >> 8.
+ * With x in the high byte of a 16-bit lane (low byte zero), vpmullw keeps (x * 3^n mod 256) << 8
+ * exactly; vpmulhuw by 3 then reads 3 * that >> 16 = the trit.  Even and odd bytes go separately
+ * and are merged back in place. */
+AI __m256i trits(__m256i b, __m256i m) {
+    const __m256i hi = _mm256_set1_epi16((short)0xFF00);
+    __m256i te = _mm256_mullo_epi16(_mm256_slli_epi16(b, 8), m);
+    __m256i to = _mm256_mullo_epi16(_mm256_and_si256(b, hi), m);
+    __m256i re = _mm256_mulhi_epu16(te, _mm256_set1_epi16(3));      /* trit in the low byte */
+    __m256i ro = _mm256_mulhi_epu16(to, _mm256_set1_epi16(0x300));  /* 3t: trit in the high byte */
+    return _mm256_blendv_epi8(re, ro, hi);
+}
+
+AI __m256i m16(int a, int b) { /* multiplier a in the low 128-bit lane, b in the high one */
+    return _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
+}
+
+/* The four 2-bit planes of 32 bytes, (v >> 2k) & 3. */
+AI void planes(__m256i v, __m256i P[4]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    P[0] = _mm256_and_si256(v, m3);
+    P[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m3);
+    P[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m3);
+    P[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m3);
+}
+
+/* Q2_0 / PQ2_0 keep 4 consecutive weights per byte: plane k holds weights 4p + k of each 128-bit
+ * lane's 64.  Interleaving the planes byte-wise then 16-bit-wise restores weight order. */
+AI void planes_to_order(const __m256i P[4], __m256i c[4]) {
+    __m256i lo01 = _mm256_unpacklo_epi8(P[0], P[1]), hi01 = _mm256_unpackhi_epi8(P[0], P[1]);
+    __m256i lo23 = _mm256_unpacklo_epi8(P[2], P[3]), hi23 = _mm256_unpackhi_epi8(P[2], P[3]);
+    __m256i u0 = _mm256_unpacklo_epi16(lo01, lo23), u1 = _mm256_unpackhi_epi16(lo01, lo23);
+    __m256i u2 = _mm256_unpacklo_epi16(hi01, hi23), u3 = _mm256_unpackhi_epi16(hi01, hi23);
+    c[0] = _mm256_permute2x128_si256(u0, u1, 0x20);
+    c[1] = _mm256_permute2x128_si256(u2, u3, 0x20);
+    c[2] = _mm256_permute2x128_si256(u0, u1, 0x31);
+    c[3] = _mm256_permute2x128_si256(u2, u3, 0x31);
+}
+
+/* Unpack one unit at p (file layout: the unit's first byte; packed: the 32-byte chunk) into
+ * c[U / 32].  `half`: a Q2_0 unit whose second block does not exist. */
+AI void decode(const int F, const uint8_t *p, int half, __m256i c[8]) {
+    switch (F) {
+    case F_TQ2: { /* qs[j + m] bits 2n = weight (j/32)*128 + 32n + m */
+        planes(_mm256_loadu_si256((const __m256i *)p), c);
+        planes(_mm256_loadu_si256((const __m256i *)(p + 32)), c + 4);
+        break;
+    }
+    case F_I2S: { /* byte m: weights m, m+32, m+64, m+96 at shifts 6, 4, 2, 0 */
+        __m256i P[4];
+        planes(_mm256_loadu_si256((const __m256i *)p), P);
+        c[0] = P[3], c[1] = P[2], c[2] = P[1], c[3] = P[0];
+        break;
+    }
+    case F_PK128:
+    case F_PK64: planes(_mm256_load_si256((const __m256i *)p), c); break;
+    case F_PQ2: {
+        __m256i P[4];
+        planes(_mm256_loadu_si256((const __m256i *)(p + 2)), P);
+        planes_to_order(P, c);
+        break;
+    }
+    case F_Q2: {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m128i hi = half ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(p + 20));
+        __m256i P[4];
+        planes(_mm256_set_m128i(hi, lo), P);
+        planes_to_order(P, c);
+        break;
+    }
+    case F_Q1: { /* bit j%8 of qs[j/8]: spread bytes, test bits, code 2 for set */
+        const __m256i B = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2)));
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+        const __m256i two = _mm256_set1_epi8(2);
+        for (int t = 0; t < 4; t++) {
+            const char b0 = (char)(4 * t), b1 = (char)(4 * t + 1), b2 = (char)(4 * t + 2),
+                       b3 = (char)(4 * t + 3);
+            __m256i idx = _mm256_setr_epi8(b0, b0, b0, b0, b0, b0, b0, b0, b1, b1, b1, b1, b1, b1,
+                                           b1, b1, b2, b2, b2, b2, b2, b2, b2, b2, b3, b3, b3, b3,
+                                           b3, b3, b3, b3);
+            __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(B, idx), bit);
+            c[t] = _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), two);
+        }
+        break;
+    }
+    case F_Q8: c[0] = _mm256_loadu_si256((const __m256i *)(p + 2)); break;
+    case F_TQ1: {
+        /* qs[0..31]: trit n = weight 32n + m; qs[32..47]: 160 + 16n + m (two trits per ymm,
+         * one per 128-bit lane); qh[0..3]: 240 + 4n + m (one dword per trit). */
+        const __m256i B0 = _mm256_loadu_si256((const __m256i *)p);
+        const __m128i q1 = _mm_loadu_si128((const __m128i *)(p + 32));
+        uint32_t qh;
+        memcpy(&qh, p + 48, 4);
+        const __m256i B1 = _mm256_broadcastsi128_si256(q1);
+        const __m256i B2 = _mm256_set_m128i(_mm_set1_epi32((int)qh), q1);
+        c[0] = trits(B0, _mm256_set1_epi16(1));
+        c[1] = trits(B0, _mm256_set1_epi16(3));
+        c[2] = trits(B0, _mm256_set1_epi16(9));
+        c[3] = trits(B0, _mm256_set1_epi16(27));
+        c[4] = trits(B0, _mm256_set1_epi16(81));
+        c[5] = trits(B1, m16(1, 3));
+        c[6] = trits(B1, m16(9, 27));
+        c[7] = trits(B2, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27));
+        break;
+    }
+    case F_PTQ1: {
+        /* qs[0..15]: 16n + m; qs[16..23]: 80 + 8n + m; qh[0..1]: 120 + 2n + h */
+        const __m128i q0 = _mm_loadu_si128((const __m128i *)p);
+        const __m128i q1 = _mm_loadl_epi64((const __m128i *)(p + 16));
+        const __m128i qh = _mm_set1_epi16((short)ld16(p + 24));
+        const __m128i q11 = _mm_unpacklo_epi64(q1, q1);
+        const __m256i B01 = _mm256_broadcastsi128_si256(q0);
+        const __m256i B2 = _mm256_set_m128i(q11, q0);
+        const __m256i B3 = _mm256_set_m128i(_mm_unpacklo_epi64(q1, qh), q11);
+        c[0] = trits(B01, m16(1, 3));
+        c[1] = trits(B01, m16(9, 27));
+        c[2] = trits(B2, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 1, 1, 3, 3, 3, 3));
+        c[3] = trits(B3, _mm256_setr_epi16(9, 9, 9, 9, 27, 27, 27, 27, 81, 81, 81, 81, 1, 3, 9, 27));
+        break;
+    }
+    }
+}
+
+/* int32 lanes whose total is sum(code * act) over group gi of a decoded unit */
+AI __m256i group_dot(const int F, const __m256i c[8], int gi, const int8_t *aq) {
+    const int gv = group_of(F) / 32;
+    __m256i s16 = _mm256_setzero_si256();
+    for (int v = gi * gv; v < (gi + 1) * gv; v++) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(aq + 32 * v));
+        __m256i m = F == F_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c[v]), _mm256_sign_epi8(a, c[v]))
+                              : _mm256_maddubs_epi16(c[v], a);
+        s16 = _mm256_add_epi16(s16, m);
+    }
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
+/* fp16 scale of group gi of unit u in a file-layout row (I2_S: none) */
+AI uint16_t file_scale(const int F, const uint8_t *unit, int gi) {
+    switch (F) {
+    case F_TQ1: return ld16(unit + 52);
+    case F_TQ2: return ld16(unit + 64);
+    case F_PTQ1: return ld16(unit + 26);
+    case F_Q2: return ld16(unit + 18 * gi);
+    default: return ld16(unit);
+    }
+}
+
+/* ---- GEMV, file layout: 4 rows at a time share each activation load and one reduction ---------- */
+
+AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                  const lowbit_act *a, float *y) {
+    const int U = unit_of(F), G = group_of(F), NG = U / G, US = ustride_of(F);
+    const int off = F == F_Q8 ? 0 : 1;
+    const int64_t n = a->n;
+    const int64_t nfull = n / U, ntail = (n % U) / G; /* Q2_0: a last lone 64-block */
+    for (int64_t r = r0; r < r1; r += 4) {
+        const uint8_t *row[4];
+        for (int i = 0; i < 4; i++)
+            row[i] = (const uint8_t *)w + (r + i < r1 ? r + i : r1 - 1) * row_bytes;
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t u = 0; u <= nfull; u++) {
+            const int ng = u < nfull ? NG : (int)ntail;
+            if (ng == 0) break;
+            __m256i iv[4][2];
+            for (int i = 0; i < 4; i++) {
+                __m256i c[8];
+                decode(F, row[i] + u * US, ng < NG, c);
+                for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, c, gi, a->q + u * U);
+            }
+            for (int gi = 0; gi < ng && gi < NG; gi++) {
+                const int64_t g = u * NG + gi;
+                __m128 dw = _mm_set1_ps(1.0f);
+                if (F != F_I2S)
+                    dw = _mm_cvtph_ps(_mm_setr_epi16((short)file_scale(F, row[0] + u * US, gi),
+                                                     (short)file_scale(F, row[1] + u * US, gi),
+                                                     (short)file_scale(F, row[2] + u * US, gi),
+                                                     (short)file_scale(F, row[3] + u * US, gi), 0,
+                                                     0, 0, 0));
+                __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
+                acc = group_acc(acc, isum, _mm_set1_epi32(off * a->s[g]), dw,
+                                _mm_set1_ps(a->d[g]));
+            }
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int i = 0; i < 4 && r + i < r1; i++) y[r + i - r0] = out[i];
+    }
+}
+
+/* ---- GEMM, file layout: one row x 4 activation columns; each unpacked unit is used 4 times --------
+ * Columns outermost: 4 activation rows (4 * cols bytes) stay in L1 while the task's rows stream
+ * from L2. */
+
+/* transposed per-group activation scales / sums of a column tile: dT[g][j], sT[g][j] */
+typedef struct {
+    float *d;
+    int32_t *s;
+    void *mem;
+} act_t;
+
+static int transpose_acts(const lowbit_act *a, int64_t batch, act_t *T) {
+    const int64_t ng = a[0].n / a[0].group, bp = (batch + 3) & ~(int64_t)3;
+    T->mem = malloc((size_t)(ng * bp) * 8 + 32);
+    if (!T->mem) return -1;
+    T->d = (float *)T->mem;
+    T->s = (int32_t *)(T->d + ng * bp);
+    for (int64_t g = 0; g < ng; g++)
+        for (int64_t j = 0; j < bp; j++) {
+            const lowbit_act *aj = &a[j < batch ? j : batch - 1];
+            T->d[g * bp + j] = aj->d[g];
+            T->s[g * bp + j] = aj->s[g];
+        }
+    return 0;
+}
+
+AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                  const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
+    const int U = unit_of(F), G = group_of(F), NG = U / G, US = ustride_of(F);
+    const int off = F == F_Q8 ? 0 : 1;
+    const int64_t n = a[0].n, bp = (batch + 3) & ~(int64_t)3;
+    const int64_t nfull = n / U, ntail = (n % U) / G;
+    act_t T;
+    if (transpose_acts(a, batch, &T)) { /* out of memory: column by column */
+        for (int64_t b = 0; b < batch; b++) gemv_file(F, w, row_bytes, r0, r1, &a[b], y + b * ldy + r0);
+        return;
+    }
+    for (int64_t j = 0; j < batch; j += 4) {
+        const int8_t *aq[4];
+        for (int jj = 0; jj < 4; jj++) aq[jj] = a[j + jj < batch ? j + jj : batch - 1].q;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * row_bytes;
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t u = 0; u <= nfull; u++) {
+                const int ng = u < nfull ? NG : (int)ntail;
+                if (ng == 0) break;
+                __m256i c[8];
+                decode(F, row + u * US, ng < NG, c);
+                for (int gi = 0; gi < ng && gi < NG; gi++) {
+                    const int64_t g = u * NG + gi;
+                    __m128i isum = hsum4(group_dot(F, c, gi, aq[0] + u * U),
+                                         group_dot(F, c, gi, aq[1] + u * U),
+                                         group_dot(F, c, gi, aq[2] + u * U),
+                                         group_dot(F, c, gi, aq[3] + u * U));
+                    const float dw = F == F_I2S ? 1.0f : lowbit_fp16_to_fp32(file_scale(F, row + u * US, gi));
+                    __m128i s = _mm_loadu_si128((const __m128i *)(T.s + g * bp + j));
+                    if (!off) s = _mm_setzero_si128();
+                    acc = group_acc(acc, isum, s, _mm_set1_ps(dw), _mm_loadu_ps(T.d + g * bp + j));
+                }
+            }
+            float out[4];
+            _mm_storeu_ps(out, acc);
+            for (int jj = 0; jj < 4 && j + jj < batch; jj++) y[(j + jj) * ldy + r] = out[jj];
+        }
+    }
+    free(T.mem);
+}
+
+#define DEFINE_FILE(name, F)                                                                       \
+    static void gemv_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
+                                   const lowbit_act *a, float *y) {                                \
+        gemv_file(F, w, rb, r0, r1, a, y);                                                         \
+    }                                                                                              \
+    static void gemm_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
+                                   const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {    \
+        gemm_file(F, w, rb, r0, r1, a, batch, y, ldy);                                             \
+    }
+DEFINE_FILE(tq1_0, F_TQ1)
+DEFINE_FILE(tq2_0, F_TQ2)
+DEFINE_FILE(i2_s, F_I2S)
+DEFINE_FILE(q1_0, F_Q1)
+DEFINE_FILE(q2_0, F_Q2)
+DEFINE_FILE(pq2_0, F_PQ2)
+DEFINE_FILE(ptq1_0, F_PTQ1)
+DEFINE_FILE(q8_0, F_Q8)
+
+/* ---- packed layout: 4-row groups, 128-weight chunks, codes then scales (see internal.h) -------- */
+
+/* fp16 scales of the 4 rows of group rg for activation group g */
+AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G) {
+    if (!m->qk) return _mm_set1_ps(1.0f);
+    const int64_t b = g * G / m->qk;
+    return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(m->scales + (rg * m->nscales + b) * 4)));
+}
+
+AI void packed_gemv_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                      const lowbit_act *a, float *y) {
+    const int G = group_of(F), NG = 128 / G;
+    const int64_t nch = m->nchunks, n = m->cols;
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
+        const uint8_t *base = m->codes + rg * nch * 128;
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t c = 0; c < nch; c++) {
+            const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / G);
+            const uint8_t *tile = base + c * 128;
+            _mm_prefetch((const char *)(tile + 1024), _MM_HINT_T0);
+            __m256i iv[4][2];
+            for (int i = 0; i < 4; i++) {
+                __m256i cv[8];
+                decode(F, tile + 32 * i, 0, cv);
+                for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, cv, gi, a->q + c * 128);
+            }
+            for (int gi = 0; gi < ng && gi < NG; gi++) {
+                const int64_t g = c * NG + gi;
+                __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
+                acc = group_acc(acc, isum, _mm_set1_epi32(a->s[g]), packed_dw(m, rg, g, G),
+                                _mm_set1_ps(a->d[g]));
+            }
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+    }
+}
+
+AI void packed_gemm_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                      const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
+    const int G = group_of(F), NG = 128 / G;
+    const int64_t nch = m->nchunks, n = m->cols, bp = (batch + 3) & ~(int64_t)3;
+    if (r1 > m->rows) r1 = m->rows;
+    act_t T;
+    if (transpose_acts(a, batch, &T)) {
+        for (int64_t b = 0; b < batch; b++) packed_gemv_k(F, m, r0, r1, &a[b], y + b * ldy);
+        return;
+    }
+    for (int64_t j = 0; j < batch; j += 4) {
+        const int8_t *aq[4];
+        for (int jj = 0; jj < 4; jj++) aq[jj] = a[j + jj < batch ? j + jj : batch - 1].q;
+        for (int64_t r = r0; r < r1; r++) {
+            const int64_t rg = r / 4, i = r % 4;
+            const uint8_t *base = m->codes + rg * nch * 128 + 32 * i;
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t c = 0; c < nch; c++) {
+                const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / G);
+                __m256i cv[8];
+                decode(F, base + c * 128, 0, cv);
+                for (int gi = 0; gi < ng && gi < NG; gi++) {
+                    const int64_t g = c * NG + gi;
+                    __m128i isum = hsum4(group_dot(F, cv, gi, aq[0] + c * 128),
+                                         group_dot(F, cv, gi, aq[1] + c * 128),
+                                         group_dot(F, cv, gi, aq[2] + c * 128),
+                                         group_dot(F, cv, gi, aq[3] + c * 128));
+                    float dw = 1.0f;
+                    if (m->qk)
+                        dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + g * G / m->qk) * 4 + i]);
+                    acc = group_acc(acc, isum, _mm_loadu_si128((const __m128i *)(T.s + g * bp + j)),
+                                    _mm_set1_ps(dw), _mm_loadu_ps(T.d + g * bp + j));
+                }
+            }
+            float out[4];
+            _mm_storeu_ps(out, acc);
+            for (int jj = 0; jj < 4 && j + jj < batch; jj++) y[(j + jj) * ldy + r] = out[jj];
+        }
+    }
+    free(T.mem);
+}
+
+static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y) {
+    if (m->group == 64)
+        packed_gemv_k(F_PK64, m, r0, r1, a, y);
+    else
+        packed_gemv_k(F_PK128, m, r0, r1, a, y);
+}
+
+static void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             int64_t batch, float *y, int64_t ldy) {
+    if (m->group == 64)
+        packed_gemm_k(F_PK64, m, r0, r1, a, batch, y, ldy);
+    else
+        packed_gemm_k(F_PK128, m, r0, r1, a, batch, y, ldy);
+}
+
+/* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref) -------------------------- */
+
+/* roundf (half away from zero): truncate, then step away from zero if the dropped fraction is
+ * >= 0.5 (v - trunc(v) is exact).  NaN clamps to -127, as the scalar (int) cast + clamp does on
+ * x86. */
+AI __m256i round_clamp(__m256 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 fr = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(fr, _mm256_set1_ps(0.5f), _CMP_GE_OQ), step));
+    r = _mm256_max_ps(r, _mm256_set1_ps(-127.0f)); /* NaN -> -127 (max returns the 2nd operand) */
+    r = _mm256_min_ps(r, _mm256_set1_ps(127.0f));
+    return _mm256_cvttps_epi32(r);
+}
+
+static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+                              int32_t *s) {
+    if (group % 32) {
+        lowbit_quantize_act_ref(x, n, group, q, d, s);
+        return;
+    }
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t g = 0; g < n / group; g++) {
+        const float *xg = x + g * group;
+        __m256 mx = _mm256_setzero_ps();
+        for (int64_t j = 0; j < group; j += 8) /* NaN in x is skipped, like fmaxf */
+            mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xg + j)), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float dg = amax / 127.0f;
+        const float id = dg ? 127.0f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i sum = _mm256_setzero_si256();
+        for (int64_t j = 0; j < group; j += 32) {
+            __m256i i0 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid));
+            __m256i i1 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid));
+            __m256i i2 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid));
+            __m256i i3 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid));
+            sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(p, order));
+        }
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        d[g] = dg;
+        s[g] = _mm_cvtsi128_si32(s4);
+    }
+}
+
+/* ---- float weights (the tied-embedding LM head): 4 rows share each x load -------------------- */
+
+AI __m256 load_w(const float *p) { return _mm256_loadu_ps(p); }
+AI __m256 load_w16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+#define DEFINE_FLOAT_GEMV(name, T, LOAD, TOF)                                                      \
+    static void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) { \
+        const int64_t c8 = cols & ~(int64_t)15;                                                    \
+        int64_t r = r0;                                                                            \
+        for (; r + 4 <= r1; r += 4) {                                                              \
+            const T *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;         \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, \
+                   b3 = a0;                                                                        \
+            for (int64_t j = 0; j < c8; j += 16) {                                                 \
+                __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);               \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + j), x0, a0);                                        \
+                a1 = _mm256_fmadd_ps(LOAD(w1 + j), x0, a1);                                        \
+                a2 = _mm256_fmadd_ps(LOAD(w2 + j), x0, a2);                                        \
+                a3 = _mm256_fmadd_ps(LOAD(w3 + j), x0, a3);                                        \
+                b0 = _mm256_fmadd_ps(LOAD(w0 + j + 8), x1, b0);                                    \
+                b1 = _mm256_fmadd_ps(LOAD(w1 + j + 8), x1, b1);                                    \
+                b2 = _mm256_fmadd_ps(LOAD(w2 + j + 8), x1, b2);                                    \
+                b3 = _mm256_fmadd_ps(LOAD(w3 + j + 8), x1, b3);                                    \
+            }                                                                                      \
+            float s0 = hsum8_ps(_mm256_add_ps(a0, b0)), s1 = hsum8_ps(_mm256_add_ps(a1, b1));      \
+            float s2 = hsum8_ps(_mm256_add_ps(a2, b2)), s3 = hsum8_ps(_mm256_add_ps(a3, b3));      \
+            for (int64_t j = c8; j < cols; j++) {                                                  \
+                s0 += TOF(w0[j]) * x[j];                                                           \
+                s1 += TOF(w1[j]) * x[j];                                                           \
+                s2 += TOF(w2[j]) * x[j];                                                           \
+                s3 += TOF(w3[j]) * x[j];                                                           \
+            }                                                                                      \
+            y[r - r0] = s0, y[r + 1 - r0] = s1, y[r + 2 - r0] = s2, y[r + 3 - r0] = s3;            \
+        }                                                                                          \
+        for (; r < r1; r++) {                                                                      \
+            const T *w0 = w + r * cols;                                                            \
+            __m256 a0 = _mm256_setzero_ps(), b0 = a0;                                              \
+            for (int64_t j = 0; j < c8; j += 16) {                                                 \
+                a0 = _mm256_fmadd_ps(LOAD(w0 + j), _mm256_loadu_ps(x + j), a0);                    \
+                b0 = _mm256_fmadd_ps(LOAD(w0 + j + 8), _mm256_loadu_ps(x + j + 8), b0);            \
+            }                                                                                      \
+            float s0 = hsum8_ps(_mm256_add_ps(a0, b0));                                            \
+            for (int64_t j = c8; j < cols; j++) s0 += TOF(w0[j]) * x[j];                           \
+            y[r - r0] = s0;                                                                        \
+        }                                                                                          \
+    }
+#define F32_ID(v) (v)
+DEFINE_FLOAT_GEMV(gemv_f32_avx2, float, load_w, F32_ID)
+DEFINE_FLOAT_GEMV(gemv_f16_avx2, uint16_t, load_w16, lowbit_fp16_to_fp32)
+
+/* ---- registration --------------------------------------------------------------------------- */
+
+void lowbit_register_avx2_kernels(lowbit_kernels *k) {
+#define SET(K, name)                                                                               \
+    k->gemv[K] = gemv_##name##_avx2;                                                               \
+    k->gemm[K] = gemm_##name##_avx2;
+    SET(LOWBIT_K_TQ1_0, tq1_0)
+    SET(LOWBIT_K_TQ2_0, tq2_0)
+    SET(LOWBIT_K_I2_S, i2_s)
+    SET(LOWBIT_K_Q1_0, q1_0)
+    SET(LOWBIT_K_Q2_0, q2_0)
+    SET(LOWBIT_K_PQ2_0, pq2_0)
+    SET(LOWBIT_K_PTQ1_0, ptq1_0)
+    SET(LOWBIT_K_Q8_0, q8_0)
+#undef SET
+    k->quantize_act = quantize_act_avx2;
+    k->gemv_f32 = gemv_f32_avx2;
+    k->gemv_f16 = gemv_f16_avx2;
+    k->packed_gemv = packed_gemv_avx2;
+    k->packed_gemm = packed_gemm_avx2;
+}

@@ -1,0 +1,466 @@
+/* C test runner: every compiled-and-supported ISA variant against the scalar reference, in one
+ * process, through the public API (lowbit_set_isa, lowbit_gemm_act, lowbit_gemm, ...).
+ *
+ *   - exact:  integer activations with unit scales (A8 codes, d = 1) and unit weight scales, so
+ *             every float in the computation is an integer below 2^24: results must be
+ *             bit-identical, which checks the int32 sums of every kernel exactly;
+ *   - float:  random weight scales and float activations quantized by the variant itself:
+ *             |y - y_ref| <= 1e-6 * sum |w||x| (only the float combination order may differ);
+ *   - quantizer: A8 codes, scales and sums bit-identical to the reference;
+ *   - F32/F16 GEMV within recursive-summation rounding;
+ *   - codec round trips (scalar codecs, once).
+ * Sizes hit every tail: cols = k * block (k = 1..9), rows 1..70 around the 64-row task chunks,
+ * batch 1..9.  Every output buffer has guard words after it that must stay untouched, and every
+ * output element must be written.  Weight codes are random bytes, so code 3 of the 2-bit formats
+ * and -128 of Q8_0 are covered.
+ *
+ * Environment: LOWBIT_TEST_SEED (default 1), LOWBIT_TEST_REQUIRE="neon,dotprod" (fail unless
+ * these variants were tested: CI uses it to prove the emulated CPU exposed them).
+ * Prints "N passed, N failed" last; exit status 1 on any failure. */
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h" /* fp16 helpers (static inline) and lowbit.h */
+
+static long g_pass, g_fail;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            g_pass++;                                                                              \
+        } else {                                                                                   \
+            if (g_fail < 40) {                                                                     \
+                printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
+                printf(__VA_ARGS__);                                                               \
+                printf("\n");                                                                      \
+            }                                                                                      \
+            g_fail++;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* ---- deterministic random numbers (xorshift64*) ---------------------------------------------- */
+
+static uint64_t g_rng = 1;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1DULL;
+}
+static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 40) / 16777216.0f; }
+static int rndi(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+/* ---- guarded output buffers ------------------------------------------------------------------ */
+
+#define GUARD 16
+static const uint32_t SENTINEL = 0x7fbadbadu; /* a NaN no kernel computes */
+
+static float *guarded(int64_t n) {
+    float *p = (float *)malloc((size_t)(n + GUARD) * sizeof(float));
+    if (!p) abort();
+    for (int64_t i = 0; i < n + GUARD; i++) memcpy(p + i, &SENTINEL, 4);
+    return p;
+}
+/* 1 if every one of the n outputs was written and the guard is intact. */
+static int guard_ok(const float *p, int64_t n, const char **why) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(p + i, &SENTINEL, 4) == 0) {
+            *why = "output element not written";
+            return 0;
+        }
+    for (int64_t i = n; i < n + GUARD; i++)
+        if (memcmp(p + i, &SENTINEL, 4) != 0) {
+            *why = "guard after the output overwritten";
+            return 0;
+        }
+    *why = "";
+    return 1;
+}
+
+/* ---- weight types ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int type;
+    int scale_off; /* byte offset of the fp16 scale inside a block, -1: none (I2_S) */
+} wtype;
+
+static const wtype WTYPES[] = {
+    {LOWBIT_TYPE_TQ1_0, offsetof(lowbit_block_tq1_0, d)},
+    {LOWBIT_TYPE_TQ2_0, offsetof(lowbit_block_tq2_0, d)},
+    {LOWBIT_TYPE_I2_S, -1},
+    {LOWBIT_TYPE_Q1_0, offsetof(lowbit_block_q1_0, d)},
+    {LOWBIT_TYPE_Q2_0, offsetof(lowbit_block_q2_0, d)},
+    {LOWBIT_TYPE_PQ2_0, offsetof(lowbit_block_pq2_0, d)},
+    {LOWBIT_TYPE_PTQ1_0, offsetof(lowbit_block_ptq1_0, d)},
+    {LOWBIT_TYPE_Q8_0, offsetof(lowbit_block_q8_0, d)},
+};
+#define NWTYPES ((int)(sizeof WTYPES / sizeof WTYPES[0]))
+
+/* A weight tensor of random code bytes; scales 1 (exact mode) or random in +-[2^-8, 2). */
+static uint8_t *make_weights(const wtype *t, int64_t rows, int64_t cols, int exact) {
+    const int64_t bytes = lowbit_tensor_bytes(t->type, rows * cols);
+    uint8_t *w = (uint8_t *)malloc((size_t)bytes);
+    if (!w) abort();
+    for (int64_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    const int64_t nblk = rows * cols / lowbit_type_block_size(t->type);
+    const int64_t bb = lowbit_type_block_bytes(t->type);
+    for (int64_t b = 0; b < nblk && t->scale_off >= 0; b++) {
+        float v = exact ? 1.0f : ldexpf(rndf(1.0f, 2.0f), rndi(-8, 0)) * (rnd() & 1 ? -1.0f : 1.0f);
+        uint16_t h = lowbit_fp32_to_fp16(v);
+        memcpy(w + b * bb + t->scale_off, &h, 2);
+    }
+    if (t->type == LOWBIT_TYPE_I2_S) { /* per-tensor fp32 scale after the codes */
+        float d = exact ? 1.0f : rndf(0.25f, 2.0f);
+        memcpy(w + rows * lowbit_row_bytes(t->type, cols), &d, 4);
+    }
+    return w;
+}
+
+/* ---- variants -------------------------------------------------------------------------------- */
+
+static int g_variants[LOWBIT_ISA_COUNT], g_nvariants; /* non-scalar variants to test */
+
+static void set_isa(int isa) {
+    if (lowbit_set_isa(isa) != LOWBIT_OK) {
+        printf("FATAL: lowbit_set_isa(%s) refused a compiled and supported variant\n",
+               lowbit_isa_name(isa));
+        exit(2);
+    }
+}
+
+/* ---- quantized GEMV/GEMM, exact mode --------------------------------------------------------- */
+
+/* One (type, cols, rows, batch) case: integer activations with unit scales via lowbit_gemm_act. */
+static void case_exact(const wtype *t, const uint8_t *w, int64_t rows, int64_t cols, int64_t batch,
+                       const lowbit_act *acts, int threads) {
+    const int64_t n = batch * rows;
+    float *ref = guarded(n);
+    set_isa(LOWBIT_ISA_SCALAR);
+    int st = lowbit_gemm_act(t->type, w, rows, cols, acts, batch, ref, 1);
+    const char *why;
+    CHECK(st == 0 && guard_ok(ref, n, &why), "scalar %s exact r=%lld c=%lld b=%lld: st=%d",
+          lowbit_type_name(t->type), (long long)rows, (long long)cols, (long long)batch, st);
+    for (int v = 0; v < g_nvariants; v++) {
+        float *y = guarded(n);
+        set_isa(g_variants[v]);
+        st = lowbit_gemm_act(t->type, w, rows, cols, acts, batch, y, threads);
+        int ok = st == 0 && guard_ok(y, n, &why);
+        int64_t bad = -1;
+        for (int64_t i = 0; ok && i < n; i++)
+            if (memcmp(&y[i], &ref[i], 4) != 0) {
+                bad = i;
+                ok = 0;
+            }
+        CHECK(ok, "%s %s exact rows=%lld cols=%lld batch=%lld threads=%d: st=%d %s%s",
+              lowbit_isa_name(g_variants[v]), lowbit_type_name(t->type), (long long)rows,
+              (long long)cols, (long long)batch, threads, st, why, bad >= 0 ? " value differs" : "");
+        if (bad >= 0)
+            printf("    at batch %lld row %lld: got %.9g want %.9g\n", (long long)(bad / rows),
+                   (long long)(bad % rows), y[bad], ref[bad]);
+        free(y);
+    }
+    free(ref);
+}
+
+static void test_exact(void) {
+    static const int ROWS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70};
+    const int NR = (int)(sizeof ROWS / sizeof ROWS[0]), MAXR = 70, MAXB = 9;
+    for (int ti = 0; ti < NWTYPES; ti++) {
+        const wtype *t = &WTYPES[ti];
+        const int64_t bs = lowbit_type_block_size(t->type), G = lowbit_act_group(t->type);
+        for (int k = 1; k <= 9; k++) {
+            const int64_t cols = k * bs, ng = cols / G;
+            uint8_t *w = make_weights(t, MAXR, cols, 1);
+            /* MAXB activation vectors: codes in [-127, 127], scale 1, exact code sums. */
+            int8_t *q = (int8_t *)malloc((size_t)(MAXB * cols));
+            float *d = (float *)malloc((size_t)(MAXB * ng) * sizeof(float));
+            int32_t *s = (int32_t *)malloc((size_t)(MAXB * ng) * sizeof(int32_t));
+            lowbit_act acts[9];
+            for (int b = 0; b < MAXB; b++) {
+                for (int64_t g = 0; g < ng; g++) {
+                    int32_t sum = 0;
+                    for (int64_t j = 0; j < G; j++) {
+                        int v = rndi(-127, 127);
+                        q[b * cols + g * G + j] = (int8_t)v;
+                        sum += v;
+                    }
+                    d[b * ng + g] = 1.0f;
+                    s[b * ng + g] = sum;
+                }
+                acts[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
+            }
+            /* I2_S keeps its per-tensor scale right after the rows it has: build it per size. */
+            for (int ri = 0; ri < NR; ri++) {
+                const int64_t rows = ROWS[ri];
+                const uint8_t *wr = w;
+                uint8_t *wcopy = NULL;
+                if (t->type == LOWBIT_TYPE_I2_S) {
+                    const int64_t rb = lowbit_row_bytes(t->type, cols);
+                    wcopy = (uint8_t *)malloc((size_t)(rows * rb + 32));
+                    memcpy(wcopy, w, (size_t)(rows * rb));
+                    const float one = 1.0f;
+                    memcpy(wcopy + rows * rb, &one, 4);
+                    wr = wcopy;
+                }
+                for (int64_t batch = 1; batch <= MAXB; batch++)
+                    case_exact(t, wr, rows, cols, batch, acts, 1 + (int)((rows + batch) % 2));
+                free(wcopy);
+            }
+            free(w);
+            free(q);
+            free(d);
+            free(s);
+        }
+    }
+}
+
+/* ---- quantized GEMV/GEMM, float mode (lowbit_gemm quantizes activations itself) --------------- */
+
+static double g_worst_ratio; /* max |y - ref| / sum|w||x| seen */
+
+static void test_float(void) {
+    static const int ROWS[] = {1, 3, 4, 7, 16, 33, 64, 65, 70};
+    static const int BATCH[] = {1, 2, 5, 9};
+    const int NR = (int)(sizeof ROWS / sizeof ROWS[0]), NB = (int)(sizeof BATCH / sizeof BATCH[0]);
+    for (int ti = 0; ti < NWTYPES; ti++) {
+        const wtype *t = &WTYPES[ti];
+        const int64_t bs = lowbit_type_block_size(t->type);
+        for (int k = 1; k <= 9; k += (k < 3 ? 1 : 3)) { /* 1, 2, 3, 6, 9 */
+            const int64_t cols = k * bs;
+            for (int ri = 0; ri < NR; ri++) {
+                const int64_t rows = ROWS[ri];
+                uint8_t *w = make_weights(t, rows, cols, 0);
+                float *wf = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+                lowbit_dequantize(t->type, w, rows * cols, wf);
+                const int64_t maxb = BATCH[NB - 1];
+                float *x = (float *)malloc((size_t)(maxb * cols) * sizeof(float));
+                for (int64_t i = 0; i < maxb * cols; i++)
+                    x[i] = rndf(-1.0f, 1.0f) * (rnd() % 16 == 0 ? 8.0f : 1.0f);
+                for (int bi = 0; bi < NB; bi++) {
+                    const int64_t batch = BATCH[bi], n = batch * rows;
+                    float *ref = guarded(n);
+                    set_isa(LOWBIT_ISA_SCALAR);
+                    int st = lowbit_gemm(t->type, w, rows, cols, x, batch, ref, 1);
+                    const char *why;
+                    CHECK(st == 0 && guard_ok(ref, n, &why), "scalar %s float: st=%d",
+                          lowbit_type_name(t->type), st);
+                    for (int v = 0; v < g_nvariants; v++) {
+                        float *y = guarded(n);
+                        set_isa(g_variants[v]);
+                        st = lowbit_gemm(t->type, w, rows, cols, x, batch, y, 2);
+                        int ok = st == 0 && guard_ok(y, n, &why);
+                        int64_t bad = -1;
+                        double worst = 0;
+                        for (int64_t i = 0; ok && i < n; i++) {
+                            const int64_t b = i / rows, r = i % rows;
+                            double mag = 0;
+                            for (int64_t j = 0; j < cols; j++)
+                                mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
+                            const double err = fabs((double)y[i] - ref[i]);
+                            if (mag > 0 && err / mag > worst) worst = err / mag;
+                            if (!(err <= 1e-6 * mag)) {
+                                bad = i;
+                                ok = 0;
+                            }
+                        }
+                        if (worst > g_worst_ratio) g_worst_ratio = worst;
+                        CHECK(ok, "%s %s float rows=%lld cols=%lld batch=%lld: st=%d %s%s",
+                              lowbit_isa_name(g_variants[v]), lowbit_type_name(t->type),
+                              (long long)rows, (long long)cols, (long long)batch, st, why,
+                              bad >= 0 ? " beyond tolerance" : "");
+                        if (bad >= 0)
+                            printf("    got %.9g want %.9g\n", y[bad], ref[bad]);
+                        free(y);
+                    }
+                    free(ref);
+                }
+                free(w);
+                free(wf);
+                free(x);
+            }
+        }
+    }
+}
+
+/* ---- A8 activation quantizer: bit-exact ------------------------------------------------------ */
+
+static void test_quantize_act(void) {
+    static const int GROUPS[] = {32, 64, 128, 16, 48, 256, 7, 1};
+    const int NG = (int)(sizeof GROUPS / sizeof GROUPS[0]);
+    for (int gi = 0; gi < NG; gi++) {
+        const int64_t G = GROUPS[gi];
+        for (int m = 1; m <= 9; m++) {
+            const int64_t n = G * m;
+            float *x = (float *)malloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) x[i] = rndf(-3.0f, 3.0f);
+            /* Group 0: max 127 and halves, so x * (127/amax) hits exact ties (round away);
+             * group 1 (if any): all zero (scale 0, codes 0); a tiny-magnitude group last. */
+            for (int64_t j = 0; j < G; j++)
+                x[j] = j == 0 ? 127.0f : (float)rndi(-126, 126) + (rnd() & 1 ? 0.5f : 0.0f);
+            if (m > 1)
+                for (int64_t j = 0; j < G; j++) x[G + j] = 0.0f;
+            if (m > 2)
+                for (int64_t j = 0; j < G; j++) x[(m - 1) * G + j] = rndf(-1e-30f, 1e-30f);
+            const int64_t ng = m;
+            int8_t *q0 = (int8_t *)malloc((size_t)n);
+            float *d0 = (float *)malloc((size_t)ng * sizeof(float));
+            int32_t *s0 = (int32_t *)malloc((size_t)ng * sizeof(int32_t));
+            set_isa(LOWBIT_ISA_SCALAR);
+            CHECK(lowbit_quantize_act(x, n, G, q0, d0, s0) == 0, "scalar quantize_act");
+            for (int v = 0; v < g_nvariants; v++) {
+                /* one allocation, guard bytes after each of the three outputs */
+                const size_t qb = ((size_t)n + GUARD + 15) / 16 * 16, db = ((size_t)ng + GUARD) * 4;
+                uint8_t *mem = (uint8_t *)malloc(qb + 2 * db);
+                memset(mem, 0xA5, qb + 2 * db);
+                int8_t *q = (int8_t *)mem;
+                float *d = (float *)(mem + qb);
+                int32_t *s = (int32_t *)(mem + qb + db);
+                set_isa(g_variants[v]);
+                int st = lowbit_quantize_act(x, n, G, q, d, s);
+                int ok = st == 0 && memcmp(q, q0, (size_t)n) == 0 &&
+                         memcmp(d, d0, (size_t)ng * 4) == 0 && memcmp(s, s0, (size_t)ng * 4) == 0;
+                int gok = 1;
+                for (size_t i = (size_t)n; i < qb; i++) gok &= mem[i] == 0xA5;
+                for (int i = 0; i < GUARD * 4; i++)
+                    gok &= mem[qb + ng * 4 + i] == 0xA5 && mem[qb + db + ng * 4 + i] == 0xA5;
+                CHECK(ok && gok, "%s quantize_act n=%lld group=%lld: %s",
+                      lowbit_isa_name(g_variants[v]), (long long)n, (long long)G,
+                      !ok ? "differs from scalar" : "guard overwritten");
+                free(mem);
+            }
+            free(x);
+            free(q0);
+            free(d0);
+            free(s0);
+        }
+    }
+}
+
+/* ---- F32 / F16 GEMV (float activations) ------------------------------------------------------ */
+
+static void test_float_weights(void) {
+    static const int COLS[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 257, 1000};
+    static const int ROWS[] = {1, 2, 5, 63, 64, 65, 70};
+    const int NC = (int)(sizeof COLS / sizeof COLS[0]), NR = (int)(sizeof ROWS / sizeof ROWS[0]);
+    for (int f16 = 0; f16 <= 1; f16++) {
+        const int type = f16 ? LOWBIT_TYPE_F16 : LOWBIT_TYPE_F32;
+        for (int ci = 0; ci < NC; ci++)
+            for (int ri = 0; ri < NR; ri++) {
+                const int64_t cols = COLS[ci], rows = ROWS[ri], batch = 1 + (ci + ri) % 3;
+                void *w = malloc((size_t)(rows * cols) * (f16 ? 2 : 4));
+                float *wf = (float *)malloc((size_t)(rows * cols) * sizeof(float));
+                for (int64_t i = 0; i < rows * cols; i++) {
+                    float v = rndf(-2.0f, 2.0f);
+                    if (f16) {
+                        uint16_t h = lowbit_fp32_to_fp16(v);
+                        memcpy((uint8_t *)w + 2 * i, &h, 2);
+                        wf[i] = lowbit_fp16_to_fp32(h);
+                    } else {
+                        ((float *)w)[i] = wf[i] = v;
+                    }
+                }
+                float *x = (float *)malloc((size_t)(batch * cols) * sizeof(float));
+                for (int64_t i = 0; i < batch * cols; i++) x[i] = rndf(-1.0f, 1.0f);
+                const int64_t n = batch * rows;
+                float *ref = guarded(n);
+                set_isa(LOWBIT_ISA_SCALAR);
+                int st = lowbit_gemm(type, w, rows, cols, x, batch, ref, 1);
+                const char *why;
+                CHECK(st == 0 && guard_ok(ref, n, &why), "scalar f%d gemv", f16 ? 16 : 32);
+                for (int v = 0; v < g_nvariants; v++) {
+                    float *y = guarded(n);
+                    set_isa(g_variants[v]);
+                    st = lowbit_gemm(type, w, rows, cols, x, batch, y, 2);
+                    int ok = st == 0 && guard_ok(y, n, &why), tol_ok = 1;
+                    for (int64_t i = 0; ok && i < n; i++) {
+                        const int64_t b = i / rows, r = i % rows;
+                        double mag = 0;
+                        for (int64_t j = 0; j < cols; j++) mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
+                        /* both sides are within n * eps/2 * mag of the exact sum */
+                        if (!(fabs((double)y[i] - ref[i]) <= (double)cols * FLT_EPSILON * mag)) tol_ok = 0;
+                    }
+                    CHECK(ok && tol_ok, "%s f%d gemv rows=%lld cols=%lld batch=%lld: st=%d %s%s",
+                          lowbit_isa_name(g_variants[v]), f16 ? 16 : 32, (long long)rows,
+                          (long long)cols, (long long)batch, st, why, tol_ok ? "" : " beyond tolerance");
+                    free(y);
+                }
+                free(ref);
+                free(w);
+                free(wf);
+                free(x);
+            }
+    }
+}
+
+/* ---- codec round trips (scalar, not dispatched) ---------------------------------------------- */
+
+/* quantize -> dequantize -> quantize gives the same bytes, and dequantized values are exact
+ * multiples of the block scale (integers times d). */
+static void test_codecs(void) {
+    for (int ti = 0; ti < NWTYPES; ti++) {
+        const int type = WTYPES[ti].type;
+        const int64_t n = lowbit_type_block_size(type) * 5;
+        const int64_t bytes = lowbit_tensor_bytes(type, n);
+        float *x = (float *)malloc((size_t)n * sizeof(float));
+        float *y = (float *)malloc((size_t)n * sizeof(float));
+        float *y2 = (float *)malloc((size_t)n * sizeof(float));
+        uint8_t *a = (uint8_t *)malloc((size_t)bytes), *b = (uint8_t *)malloc((size_t)bytes);
+        for (int64_t i = 0; i < n; i++) x[i] = rndf(-1.0f, 1.0f);
+        int st1 = lowbit_quantize(type, x, n, a);
+        int st2 = lowbit_dequantize(type, a, n, y);
+        int st3 = lowbit_quantize(type, y, n, b);
+        int st4 = lowbit_dequantize(type, b, n, y2);
+        CHECK(st1 == 0 && st2 == 0 && st3 == 0 && st4 == 0, "%s codec status", lowbit_type_name(type));
+        CHECK(memcmp(y, y2, (size_t)n * sizeof(float)) == 0, "%s codec: dequant(quant(dequant(quant(x)))) != dequant(quant(x))",
+              lowbit_type_name(type));
+        CHECK(memcmp(a, b, (size_t)bytes) == 0, "%s codec: quant(dequant(q)) != q", lowbit_type_name(type));
+        free(x);
+        free(y);
+        free(y2);
+        free(a);
+        free(b);
+    }
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+int main(void) {
+    const char *seed = getenv("LOWBIT_TEST_SEED");
+    g_rng = seed && *seed ? strtoull(seed, NULL, 10) * 2654435761ULL + 1 : 1;
+    const unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
+    printf("liblowbit %s; variants compiled 0x%x, supported 0x%x; testing against scalar:",
+           lowbit_version(), lowbit_isa_compiled(), lowbit_isa_supported());
+    for (int i = 1; i < LOWBIT_ISA_COUNT; i++)
+        if (usable & (1u << i)) {
+            g_variants[g_nvariants++] = i;
+            printf(" %s", lowbit_isa_name(i));
+        }
+    printf("%s\n", g_nvariants ? "" : " (none: scalar only)");
+
+    /* A variant the CPU lacks must be refused. */
+    for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
+        if (!(usable & (1u << i))) CHECK(lowbit_set_isa(i) == LOWBIT_EISA, "set_isa(%s) accepted", lowbit_isa_name(i));
+
+    const char *req = getenv("LOWBIT_TEST_REQUIRE");
+    if (req && *req) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", req);
+        for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
+            int isa = lowbit_isa_from_name(tok);
+            CHECK(isa >= 0 && (usable & (1u << isa)), "required variant %s is not compiled+supported here", tok);
+        }
+    }
+
+    test_codecs();
+    test_quantize_act();
+    test_float_weights();
+    test_exact();
+    test_float();
+    printf("float mode: worst |y - ref| / sum|w||x| = %.3g (tolerance 1e-6)\n", g_worst_ratio);
+    printf("%ld passed, %ld failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
