@@ -1,0 +1,46 @@
+"""atheris fuzz target: the GGUF reader and the decoder's loading path (and one forward step).
+
+Every input must either load or raise one of pylowbit's clear errors (GGUFError, ModelError,
+HadamardError and the ValueError/TypeError of argument checks); anything else - another exception,
+a crash, a hang, a huge allocation - is a finding.
+
+    python fuzz/make_corpus.py fuzz/corpus
+    python fuzz/fuzz_gguf.py fuzz/corpus -max_total_time=600 -rss_limit_mb=2048 -max_len=65536
+"""
+import os
+import sys
+import tempfile
+
+import atheris
+
+with atheris.instrument_imports(include=["pylowbit"]):
+    from pylowbit.gguf import GGUFFile
+    from pylowbit.model import load_model
+
+# UnicodeDecodeError is a ValueError, but one that escaped unwrapped names no GGUF field: a finding.
+EXPECTED = (ValueError, TypeError)
+PATH = os.path.join(tempfile.gettempdir(), f"pylowbit-fuzz-{os.getpid()}.gguf")
+
+
+def one_input(data: bytes) -> None:
+    with open(PATH, "wb") as f:
+        f.write(data)
+    try:
+        with GGUFFile(PATH) as g:
+            for t in g.tensors.values():
+                t.data[-1:].tobytes()  # touch the last byte of every tensor: in bounds?
+        model = load_model(PATH, ctx=8, threads=1)
+        model.forward([1], pos=0)
+    except UnicodeDecodeError:
+        raise
+    except EXPECTED:
+        pass
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
