@@ -10,13 +10,12 @@ m = 12, but H_20 and H_28 are not symmetric: there the inverse is the transpose 
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.string cimport memmove
 
 from pylowbit.lowbit cimport *
 
 cnp.import_array()
 
-_ORDERS = {"signs-then-rotate": 0, "rotate-then-signs": 1}
-_MS = (12, 20, 28)
 
 
 cpdef bint is_supported_size(int64_t n):
@@ -56,12 +55,27 @@ cdef inline int _check_float_array(object a, str what) except -1:
     return 0
 
 
-cdef cnp.ndarray _signs_array(object signs, int64_t n, object dtype):
-    s = np.ascontiguousarray(signs, dtype=dtype)
-    if s.ndim != 1 or s.shape[0] != n:
+cdef cnp.ndarray _signs_array(object signs, int64_t n, int typenum):
+    cdef cnp.ndarray s
+    if (cnp.PyArray_Check(signs) and cnp.PyArray_TYPE(<cnp.ndarray>signs) == typenum
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>signs)):
+        s = <cnp.ndarray>signs  # the usual case (a vector kept from the model file): no copy
+    else:
+        s = np.ascontiguousarray(signs, dtype=np.float32 if typenum == cnp.NPY_FLOAT32 else np.float64)
+    if cnp.PyArray_NDIM(s) != 1 or cnp.PyArray_DIM(s, 0) != n:
         raise ValueError(f"signs must be a 1-D vector of length {n} (the last dimension), "
                          f"got shape {np.shape(signs)}")
     return s
+
+
+cdef int64_t _NOGIL_MIN = 4096
+
+
+cdef inline int _run(void *p, bint f32, int64_t rows, int64_t n, int64_t blk, int norm,
+                     const void *sp, int ordv, int nthreads) noexcept nogil:
+    if f32:
+        return lowbit_fwht_f32(<float *>p, rows, n, blk, norm, <const float *>sp, ordv, nthreads)
+    return lowbit_fwht_f64(<double *>p, rows, n, blk, norm, <const double *>sp, ordv, nthreads)
 
 
 def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-rotate", out=None,
@@ -100,39 +114,46 @@ def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-ro
             raise ValueError(_size_msg(blk, "block"))
         if n % blk:
             raise ValueError(f"last dimension {n} is not a multiple of block={blk}")
-    try:
-        ordv = _ORDERS[order]
-    except (KeyError, TypeError):
+    if order == "signs-then-rotate":
+        ordv = 0
+    elif order == "rotate-then-signs":
+        ordv = 1
+    else:
         raise ValueError(f"order must be 'signs-then-rotate' or 'rotate-then-signs', got {order!r}")
     if threads is not None:
         nthreads = threads
         if nthreads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
     if out is None:
-        oa = np.array(xa, order="C", copy=True)
+        oa = cnp.PyArray_NewCopy(xa, cnp.NPY_CORDER)
+    elif out is x:  # in place: the hot path of the decoder, no copy and no dtype/shape checks
+        oa = xa
+        if not cnp.PyArray_IS_C_CONTIGUOUS(oa) or not cnp.PyArray_ISWRITEABLE(oa):
+            raise ValueError("out must be a writeable C-contiguous array")
     else:
         if not cnp.PyArray_Check(out):
             raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
         oa = <cnp.ndarray>out
-        if oa.dtype != xa.dtype:
+        if cnp.PyArray_TYPE(oa) != cnp.PyArray_TYPE(xa):
             raise TypeError(f"out has dtype {oa.dtype}, expected {xa.dtype}")
         if (<object>oa).shape != (<object>xa).shape:
             raise ValueError(f"out has shape {(<object>oa).shape}, expected {(<object>xa).shape}")
         if not cnp.PyArray_IS_C_CONTIGUOUS(oa) or not cnp.PyArray_ISWRITEABLE(oa):
             raise ValueError("out must be a writeable C-contiguous array")
-        if oa is not xa:
-            np.copyto(oa, xa)
+        if cnp.PyArray_IS_C_CONTIGUOUS(xa):  # np.copyto costs microseconds of casting checks
+            memmove(cnp.PyArray_DATA(oa), cnp.PyArray_DATA(xa), cnp.PyArray_NBYTES(xa))
+        elif cnp.PyArray_CopyInto(oa, xa) < 0:
+            raise ValueError("could not copy x into out")
     if signs is not None:
-        sa = _signs_array(signs, n, xa.dtype)
+        sa = _signs_array(signs, n, cnp.PyArray_TYPE(xa))
         sp = cnp.PyArray_DATA(sa)
-    if cnp.PyArray_TYPE(oa) == cnp.NPY_FLOAT32:
-        with nogil:
-            st = lowbit_fwht_f32(<float *>cnp.PyArray_DATA(oa), rows, n, blk, norm,
-                                 <const float *>sp, ordv, nthreads)
+    cdef void *op = cnp.PyArray_DATA(oa)
+    cdef bint f32 = cnp.PyArray_TYPE(oa) == cnp.NPY_FLOAT32
+    if rows * n < _NOGIL_MIN:  # ~1 us of work: dropping and retaking the GIL would cost ~10%
+        st = _run(op, f32, rows, n, blk, norm, sp, ordv, nthreads)
     else:
         with nogil:
-            st = lowbit_fwht_f64(<double *>cnp.PyArray_DATA(oa), rows, n, blk, norm,
-                                 <const double *>sp, ordv, nthreads)
+            st = _run(op, f32, rows, n, blk, norm, sp, ordv, nthreads)
     if st == LOWBIT_EINVAL and signs is not None:
         raise ValueError("signs must contain only +1 and -1")
     _raise(st, "fwht")
@@ -155,15 +176,20 @@ def fwht_quantize_act(x, block, signs, int64_t group):
     cdef int8_t *qp
     cdef float *dp
     cdef int32_t *spp
+    cdef cnp.npy_intp dims[64]  # NPY_MAXDIMS in numpy 2
+    cdef int nd, i
     if not cnp.PyArray_Check(x):
         raise TypeError(f"x must be a numpy float32 array, got {type(x).__name__}")
     if cnp.PyArray_TYPE(<cnp.ndarray>x) != cnp.NPY_FLOAT32:
         raise TypeError(f"x must be float32, got {(<cnp.ndarray>x).dtype}")
-    xa = np.ascontiguousarray(x)
-    if xa.ndim == 0:
+    xa = <cnp.ndarray>x
+    if not cnp.PyArray_IS_C_CONTIGUOUS(xa):
+        xa = np.ascontiguousarray(xa)
+    nd = cnp.PyArray_NDIM(xa)
+    if nd == 0:
         raise ValueError("x must have at least one dimension")
-    n = xa.shape[xa.ndim - 1]
-    rows = xa.size // n if n else 0
+    n = cnp.PyArray_DIM(xa, nd - 1)
+    rows = cnp.PyArray_SIZE(xa) // n if n else 0
     blk = n if block is None else block
     if not is_supported_size(blk):
         raise ValueError(_size_msg(blk, "block"))
@@ -172,23 +198,32 @@ def fwht_quantize_act(x, block, signs, int64_t group):
     if group <= 0 or n % group:
         raise ValueError(f"last dimension {n} is not a multiple of group={group}")
     if signs is not None:
-        sa = _signs_array(signs, n, np.float32)
+        sa = _signs_array(signs, n, cnp.NPY_FLOAT32)
         sp = <const float *>cnp.PyArray_DATA(sa)
     ng = n // group
-    shape = (<object>xa).shape
-    q = np.empty(shape, dtype=np.int8)
-    d = np.empty(shape[:len(shape) - 1] + (ng,), dtype=np.float32)
-    s = np.empty(shape[:len(shape) - 1] + (ng,), dtype=np.int32)
+    for i in range(nd):
+        dims[i] = cnp.PyArray_DIM(xa, i)
+    q = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT8, 0)
+    dims[nd - 1] = ng
+    d = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_FLOAT32, 0)
+    s = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT32, 0)
     xp = <const float *>cnp.PyArray_DATA(xa)
     qp = <int8_t *>cnp.PyArray_DATA(q)
     dp = <float *>cnp.PyArray_DATA(d)
     spp = <int32_t *>cnp.PyArray_DATA(s)
-    with nogil:
+    if rows * n < _NOGIL_MIN:
         for r in range(rows):
             st = lowbit_fwht_quantize_act(xp + r * n, n, blk, sp, group, qp + r * n, dp + r * ng,
                                           spp + r * ng)
             if st != LOWBIT_OK:
                 break
+    else:
+        with nogil:
+            for r in range(rows):
+                st = lowbit_fwht_quantize_act(xp + r * n, n, blk, sp, group, qp + r * n,
+                                              dp + r * ng, spp + r * ng)
+                if st != LOWBIT_OK:
+                    break
     if st == LOWBIT_EINVAL and signs is not None:
         raise ValueError("signs must contain only +1 and -1")
     _raise(st, "fwht_quantize_act")

@@ -155,38 +155,49 @@ class QTensor:
         _lowbit.gemm(self.data, self.type_id, rows, cols, np.ascontiguousarray(x), out,
                      threads or 0)
 
-    def pack(self, threads: int | None = None) -> "PackedTensor":
+    def pack(self, threads: int | None = None, keep_source: bool = False) -> "PackedTensor":
         """Repack once into the row-interleaved layout the decode path streams fastest.
 
-        Ternary / 2-bit formats are copied (see PackedTensor.nbytes; the file bytes may then be
-        released); Q8_0, Q1_0, F16 and F32 keep using these bytes, which the result references.
+        Ternary / 2-bit formats are copied (PackedTensor.packed_nbytes) and the result drops its
+        reference to these bytes unless keep_source; Q8_0, Q1_0, F16 and F32 are not repacked
+        and the result references (and computes on) these bytes.  threads: for the repack.
         """
-        return PackedTensor(self, threads)
+        return PackedTensor(self, threads, keep_source)
 
 
 class PackedTensor(QTensor):
     """A QTensor's matrix repacked for fast GEMV / GEMM: the same .gemv / .gemm, same results.
 
-    Built by QTensor.pack().  `.data`, `.dequantize()` still refer to the original bytes when the
-    source QTensor is alive; `packed_nbytes` is the memory of the packed copy."""
+    Built by QTensor.pack().  For the repacked formats (TQ1_0, TQ2_0, I2_S, Q2_0, PQ2_0, PTQ1_0)
+    it holds only the packed copy (`packed_nbytes`), so the file bytes (e.g. a memory-mapped GGUF
+    tensor) can be released: `.data` is None and `.dequantize()` is not available unless
+    keep_source=True.  Q8_0, Q1_0, F16 and F32 are not repacked: the tensor keeps (and computes
+    on) the original bytes."""
 
     __slots__ = ("_m",)
 
-    def __init__(self, src: QTensor, threads: int | None = None):
+    def __init__(self, src: QTensor, threads: int | None = None, keep_source: bool = False):
         rows, cols = src._matrix_shape()
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        self.info, self.shape, self.data = src.info, src.shape, src.data
+        self.info, self.shape = src.info, src.shape
         self._m = _lowbit.PackedMatrix(src.data, src.type_id, rows, cols, threads or 0)
+        self.data = src.data if (keep_source or not self._m.is_packed) else None
 
     packed_nbytes = property(lambda self: self._m.nbytes)
     is_packed = property(lambda self: self._m.is_packed)
+    nbytes = property(lambda self: self._m.nbytes if self._m.is_packed else self.data.nbytes)
 
     def __repr__(self):
-        return (f"PackedTensor({self.fmt}, shape={self.shape}, "
-                f"{self.packed_nbytes if self.is_packed else self.nbytes} bytes)")
+        return f"PackedTensor({self.fmt}, shape={self.shape}, {self.nbytes} bytes)"
 
-    def pack(self, threads: int | None = None) -> "PackedTensor":
+    def dequantize(self) -> np.ndarray:
+        if self.data is None:
+            raise ValueError("this PackedTensor dropped its file bytes; pack with keep_source=True "
+                             "to dequantize it")
+        return super().dequantize()
+
+    def pack(self, threads: int | None = None, keep_source: bool = False) -> "PackedTensor":
         return self
 
     def _gemm(self, x, out, threads):
@@ -254,6 +265,6 @@ def quantize_act(x, group: int):
     return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))
 
 
-def pack(w: QTensor, threads: int | None = None) -> PackedTensor:
+def pack(w: QTensor, threads: int | None = None, keep_source: bool = False) -> PackedTensor:
     """Repack a 2-D QTensor once for fast products (see QTensor.pack)."""
-    return _as_qtensor(w).pack(threads)
+    return _as_qtensor(w).pack(threads, keep_source)

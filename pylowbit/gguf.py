@@ -431,6 +431,20 @@ class GGUFFile:
         except KeyError:
             raise GGUFError(f"{self.path}: missing tensor {name!r}") from None
 
+    def release(self, t: TensorInfo) -> None:
+        """Drop the tensor's mapped pages from memory (they reload from the file if touched again):
+        called after a tensor is converted at load, so peak memory stays near the file size."""
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        start = -(-t.offset // page) * page  # whole pages inside the tensor only
+        end = (t.offset + t.nbytes) // page * page
+        if end > start:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (OSError, ValueError):
+                pass
+
     def close(self) -> None:
         self.tensors = {}
         self._buf = None
@@ -466,8 +480,9 @@ class MetaValue:
 
 @dataclass
 class TensorSpec:
-    """A tensor to write: raw bytes (or a zero-argument callable returning them, called once when
-    the tensor's turn comes so that generation can stream) in GGML type `type_id`, numpy-order shape."""
+    """A tensor to write: raw bytes (or a zero-argument callable returning them, or an iterable of
+    byte chunks, called once when the tensor's turn comes so that generation can stream) in GGML
+    type `type_id`, numpy-order shape."""
 
     name: str
     type_id: int
@@ -578,12 +593,19 @@ def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: It
             done = 0
             for t, (o, nb) in zip(tensors, offsets):
                 data = t.data() if callable(t.data) else t.data
-                mv = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data).cast("B")
-                if mv.nbytes != nb:
-                    raise GGUFError(f"tensor {t.name!r}: got {mv.nbytes} bytes, type {type_name(t.type_id)} "
-                                    f"shape {tuple(t.shape)} needs {nb}")
-                f.write(mv)
-                del mv, data
+                chunks = [data] if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)) else data
+                written = 0
+                for chunk in chunks:  # a generator may yield the tensor in pieces (row blocks)
+                    mv = memoryview(np.ascontiguousarray(chunk) if isinstance(chunk, np.ndarray) else chunk).cast("B")
+                    written += mv.nbytes
+                    if written > nb:
+                        break
+                    f.write(mv)
+                    del mv, chunk
+                if written != nb:
+                    raise GGUFError(f"tensor {t.name!r}: got {'more than ' if written > nb else ''}{written} bytes, "
+                                    f"type {type_name(t.type_id)} shape {tuple(t.shape)} needs {nb}")
+                del data, chunks
                 f.write(b"\0" * (_align(nb, alignment) - nb))
                 done += nb
                 if progress is not None:

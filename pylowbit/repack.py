@@ -75,9 +75,8 @@ _TRITS = ((((np.arange(256)[:, None] * np.array([1, 3, 9, 27, 81])) & 0xFF) * 3)
 
 def _base3_pack(t: np.ndarray) -> np.ndarray:
     """t: (..., k, m) unsigned trits, k = 5 or 4 -> (..., m) bytes."""
+    # 81, 27, 9, 3[, 1]: a 4-trit byte comes out already multiplied by 3
     q = np.tensordot(np.moveaxis(t.astype(np.int32), -2, -1), _POW3[:t.shape[-2]], axes=1)
-    if t.shape[-2] == 4:
-        q *= 3
     return ((q * 256 + 242) // 243).astype(np.uint8)
 
 
@@ -205,7 +204,7 @@ def _plan(t: QTensor, fmt: str):
         h = ref.astype(np.float16).astype(np.float32)
         inexact = ~(h == ref) & tnz
         if inexact.any():
-            problems.append((f"have a scale ({ref[inexact][0]!r}, ...) that fp16 cannot hold exactly",
+            problems.append((f"have a scale ({float(ref[inexact][0])!r}, ...) that fp16 cannot hold exactly",
                              int(inexact.sum()), nt))
         ref = np.where(tnz | np.isfinite(h), h, 0.0).astype(np.float32)  # all-zero blocks: any finite scale
     return codes, ref, problems
@@ -236,7 +235,9 @@ def repack(t: QTensor, fmt: str, allow_lossy: bool = False, what: str = "") -> Q
     out = pack_codes(fmt, codes, scales, t.shape)
     if not problems:  # belt and braces: the C decoders must agree value for value
         a, b = t.dequantize(), out.dequantize()
-        if not np.array_equal(a, b, equal_nan=True):
+        # bitwise first (fast); then by value, where +0 and -0 (a free block's new scale) agree
+        if not np.array_equal(a.view(np.uint32), b.view(np.uint32)) and \
+                not np.array_equal(a, b, equal_nan=True):
             raise RuntimeError(f"internal error: {label} repack changed "
                                f"{int((a != b).sum())} values (please report)")
     return out

@@ -289,19 +289,32 @@ def test_bad_block():
         lb.fwht(x, block=0)
 
 
-def test_bad_signs():
+def test_bad_signs_shape():
     x = np.zeros(16, np.float32)
     with pytest.raises(ValueError, match="length 16"):
         lb.fwht(x, signs=np.ones(8, np.float32))
     with pytest.raises(ValueError, match="length 16"):
         lb.fwht(x, signs=np.ones((2, 16), np.float32))
-    for bad in (0.5, 0.0, 2.0, np.nan, np.inf):
-        s = np.ones(16, np.float32)
-        s[5] = bad
-        with pytest.raises(ValueError, match=r"only \+1 and -1"):
-            lb.fwht(x, signs=s)
-        with pytest.raises(ValueError, match=r"only \+1 and -1"):
-            lb.fwht_quantize_act(x, 16, s, 16)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bad_sign_values(variant, dtype, isa):
+    """Every variant's sign check, with the bad value in the SIMD body and in the scalar tail."""
+    isa(variant)
+    n = 12 * 7  # 84: not a multiple of 32, so the check has a tail
+    x = np.zeros(n, dtype)
+    for pos in (0, 5, 31, 63, 80, 83):
+        for bad in (0.5, 0.0, -0.0, 2.0, -1.0000001, np.nan, np.inf):
+            s = np.ones(n, dtype)
+            s[pos] = bad
+            with pytest.raises(ValueError, match=r"only \+1 and -1"):
+                lb.fwht(x, block=12, signs=s)
+            if dtype == np.float32:
+                with pytest.raises(ValueError, match=r"only \+1 and -1"):
+                    lb.fwht_quantize_act(x, 12, s, 12)
+    s = np.where(np.arange(n) % 3, 1.0, -1.0).astype(dtype)
+    lb.fwht(x, block=12, signs=s)  # all +-1: accepted
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16, np.complex64, bool])
@@ -331,7 +344,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="group"):
         lb.fwht_quantize_act(np.zeros(64, np.float32), 64, None, 48)
     with pytest.raises(ValueError, match="not a supported Hadamard size"):
-        lb.fwht_quantize_act(np.zeros(64, np.float32), 48, None, 16)
+        lb.fwht_quantize_act(np.zeros(72, np.float32), 36, None, 8)
 
 
 def test_supported_size_helper():

@@ -29,7 +29,9 @@ def emulate_a8(x, group):
     d = amax / np.float32(127)
     inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
     prod = (x.reshape(-1, group) * inv[:, None]).astype(np.float32)
-    q = np.clip(np.sign(prod) * np.floor(np.abs(prod) + 0.5), -127, 127)
+    # roundf (half away from zero); floor(|p| + 0.5) would round 0.49999997 up
+    t = np.trunc(prod)
+    q = np.clip(t + np.where(np.abs(prod - t) >= 0.5, np.sign(prod), 0), -127, 127)
     return (q * d[:, None].astype(np.float64)).reshape(-1), q.astype(np.int8).reshape(-1), d
 
 
@@ -127,3 +129,135 @@ def test_gemv_act_uses_given_codes():
     out = np.empty(5, np.float32)
     _lowbit.gemv_act(w.data, w.type_id, 5, 512, q, d, s, out)
     np.testing.assert_allclose(out, w.dequantize().sum(axis=1), rtol=1e-5)
+
+
+# ---- bit-exactness and the packed (row-interleaved) layout -------------------------------------
+
+# Variants whose kernels keep the scalar spec's float order too (not only exact integer sums), so
+# their quantized-format results equal scalar bit for bit.
+BIT_EXACT_VARIANTS = {"scalar", "avx2"}
+_SCALE_AT = {"tq1_0": (54, 52), "tq2_0": (66, 64), "q1_0": (18, 0), "q2_0": (18, 0),
+             "pq2_0": (34, 0), "ptq1_0": (28, 26), "q8_0": (34, 0)}
+
+
+def random_code_weights(fmt, rows, cols, seed=0):
+    """Random code bytes (every code value, incl. 2-bit code 3 and Q8_0 -128) with sane scales."""
+    rng = np.random.default_rng(seed)
+    n = lb.tensor_nbytes(fmt, rows * cols)
+    data = rng.integers(0, 256, n, dtype=np.uint8)
+    if fmt == "i2_s":
+        data[n - 32:n - 28] = np.frombuffer(np.float32(0.75).tobytes(), np.uint8)
+    else:
+        size, at = _SCALE_AT[fmt]
+        blocks = data.reshape(-1, size)
+        d = rng.uniform(0.25, 2, blocks.shape[0]).astype(np.float16)
+        blocks[:, at:at + 2] = d.view(np.uint8).reshape(-1, 2)
+    return lb.QTensor(data, fmt, (rows, cols))
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v in BIT_EXACT_VARIANTS])
+@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
+def test_bit_exact_variants_equal_scalar(fmt, variant, isa):
+    rng = np.random.default_rng(5)
+    for rows, cols in shapes(fmt) + [(67, 2560)]:
+        for w in (weights(fmt, rows, cols, seed=rows), random_code_weights(fmt, rows, cols, rows)):
+            x = rng.standard_normal((6, cols)).astype(np.float32)
+            isa("scalar")
+            ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
+            isa(variant)
+            np.testing.assert_array_equal(w.gemv(x[0]), ref_v)
+            np.testing.assert_array_equal(w.gemm(x), ref_m)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_packed_matches_scalar_file_layout(fmt, variant, isa):
+    """The repacked layout gives the file layout's results (bit for bit for repacked formats on
+    bit-exact variants), for GEMV and GEMM, on 1 and 2 threads."""
+    rng = np.random.default_rng(6)
+    cases = shapes(fmt) + [(67, 2560)]
+    for k, (rows, cols) in enumerate(cases):
+        ws = [weights(fmt, rows, cols, seed=rows)]
+        if fmt in _SCALE_AT or fmt == "i2_s":
+            ws.append(random_code_weights(fmt, rows, cols, rows))
+        for w in ws:
+            x = rng.standard_normal((5, cols)).astype(np.float32)
+            isa("scalar")
+            ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
+            isa(variant)
+            p = w.pack()
+            assert p.shape == w.shape and p.fmt == w.fmt
+            assert (p.data is None) == p.is_packed  # repacked: the file bytes are let go
+            packs = fmt not in ("q8_0", "q1_0", "f16", "f32")
+            assert p.is_packed == packs
+            if packs:
+                # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4); fp16 scales
+                blk = lb.format_info(fmt).block_size
+                rows4 = -(-rows // 4) * 4
+                scales = 0 if fmt == "i2_s" else rows4 * (cols // blk) * 2
+                assert p.packed_nbytes == rows4 * (-(-cols // 128)) * 32 + scales
+            for threads in (1, 2):
+                yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)
+                if packs and variant in BIT_EXACT_VARIANTS:
+                    np.testing.assert_array_equal(yv, ref_v)
+                    np.testing.assert_array_equal(ym, ref_m)
+                else:
+                    tol = np.abs(w.dequantize()).astype(np.float64) @ np.abs(x.T) * 1e-6 + 1e-30
+                    assert np.all(np.abs(yv - ref_v) <= tol[:, 0])
+                    assert np.all(np.abs(ym - ref_m) <= tol.T)
+
+
+def test_packed_outlives_its_source():
+    w = weights("tq2_0", 9, 512)
+    x = np.random.default_rng(7).standard_normal(512).astype(np.float32)
+    ref = w.gemv(x)
+    p = lb.QTensor(w.data.copy(), "tq2_0", w.shape).pack()
+    assert p.data is None and p.nbytes == p.packed_nbytes
+    with pytest.raises(ValueError, match="keep_source"):
+        p.dequantize()
+    np.testing.assert_array_equal(w.pack(keep_source=True).dequantize(), w.dequantize())
+    import gc
+    gc.collect()
+    np.testing.assert_array_equal(p.gemv(x), ref)
+    q8 = lb.QTensor(weights("q8_0", 9, 512).data.copy(), "q8_0", (9, 512))
+    ref8 = q8.gemv(x)
+    p8 = q8.pack()  # borrows the bytes: must keep them alive
+    del q8
+    gc.collect()
+    np.testing.assert_array_equal(p8.gemv(x), ref8)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gemm_row_and_column_tiles(threads):
+    """Few rows and a batch of 64: the work is split by columns too; every column is the GEMV."""
+    rng = np.random.default_rng(8)
+    for fmt in ("tq2_0", "q2_0"):
+        w = weights(fmt, 70, 512)
+        x = rng.standard_normal((64, 512)).astype(np.float32)
+        for m in (w, w.pack()):
+            y = m.gemm(x, threads=threads)
+            for b in (0, 1, 31, 62, 63):
+                np.testing.assert_array_equal(y[b], m.gemv(x[b], threads=1))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_activation_quantizer_ties_and_edges(variant, isa):
+    """Half-way cases round away from zero exactly as roundf; clamps at +-127."""
+    isa(variant)
+    x = np.zeros(64, np.float32)
+    x[0] = 127.0  # amax 127: scale 1, inverse 1, so codes are round(x)
+    x[1:12] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -126.5, 0.49999997, -0.49999997, 3.5]
+    x[12:32] = np.linspace(-127, 127, 20, dtype=np.float32)
+    x[32] = np.float32(1e-30)  # group 2: tiny
+    q, d, s = lb.quantize_act(x, 32)
+    _, q_ref, d_ref = emulate_a8(x, 32)
+    np.testing.assert_array_equal(q, q_ref)
+    np.testing.assert_array_equal(d, d_ref)
+    assert list(q[1:9]) == [1, -1, 2, -2, 3, -3, 127, -127]
+    assert q[9] == 0 and q[10] == 0
+    np.testing.assert_array_equal(s, q.reshape(-1, 32).sum(axis=1, dtype=np.int32))
+
+
+def test_stream_read_checksum():
+    buf = np.arange(4096, dtype=np.uint64).view(np.uint8)
+    assert _lowbit.stream_read(buf, 1) == _lowbit.stream_read(buf, 2)

@@ -28,6 +28,10 @@ typedef void (*lowbit_fwht_mstage_f32_fn)(float *x, int m, int64_t len, const fl
 typedef void (*lowbit_fwht_mstage_f64_fn)(double *x, int m, int64_t len, const double *post,
                                           double scale);
 
+/* 1 if every one of s[0..n) is exactly +1 or -1 (validation on the hot path, so it is a kernel). */
+typedef int (*lowbit_fwht_signs_ok_f32_fn)(const float *s, int64_t n);
+typedef int (*lowbit_fwht_signs_ok_f64_fn)(const double *s, int64_t n);
+
 /* A8 quantizer of the fused kernel: must give exactly lowbit_quantize_act_ref's output. */
 typedef void (*lowbit_fwht_quant_fn)(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                                      int32_t *s);
@@ -39,6 +43,8 @@ typedef struct lowbit_fwht_kernels {
     lowbit_fwht_mstage_f32_fn mstage_f32;
     lowbit_fwht_mstage_f64_fn mstage_f64;
     lowbit_fwht_quant_fn quant;
+    lowbit_fwht_signs_ok_f32_fn signs_ok_f32;
+    lowbit_fwht_signs_ok_f64_fn signs_ok_f64;
 } lowbit_fwht_kernels;
 
 /* Each fill function overwrites the entries it implements (start from the scalar table). */
@@ -60,6 +66,8 @@ void lowbit_fwht_pow2_f64_ref(const double *src, double *dst, int64_t n, const d
                               const double *post, double scale);
 void lowbit_fwht_mstage_f32_ref(float *x, int m, int64_t len, const float *post, float scale);
 void lowbit_fwht_mstage_f64_ref(double *x, int m, int64_t len, const double *post, double scale);
+int lowbit_fwht_signs_ok_f32_ref(const float *s, int64_t n);
+int lowbit_fwht_signs_ok_f64_ref(const double *s, int64_t n);
 
 /* The Hadamard matrix of order m (12, 20 or 28) as +-1 entries, row-major; NULL otherwise. */
 const signed char *lowbit_hadamard_m(int m);

@@ -165,26 +165,31 @@ int lowbit_matrix_type(const lowbit_matrix *m) { return m ? m->type : LOWBIT_EIN
 
 /* ---- scalar reference of the packed layout ---------------------------------------------------- */
 
-/* Code of weight j of row r (canonical layout). */
-static inline int packed_code(const lowbit_matrix *m, int64_t r, int64_t j) {
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS, c = j / 128, p = j % 32;
-    const int k = (int)((j % 128) / 32);
-    return (m->codes[((rg * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32 + p] >> (2 * k)) & 3;
+/* Codes of 128-weight chunk c of row r, in weight order (canonical layout: byte p of the row's
+ * 32-byte chunk holds weights p + 32k at bits 2k). */
+static void packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]) {
+    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
+    const uint8_t *src = m->codes + ((rg * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
+    for (int k = 0; k < 4; k++)
+        for (int p = 0; p < 32; p++) codes[32 * k + p] = (src[p] >> (2 * k)) & 3;
 }
 
 static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act *a) {
     const int64_t G = a->group;
     const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
+    uint8_t codes[128];
     float acc = 0.0f;
     for (int64_t g = 0; g < m->cols / G; g++) {
+        const int64_t j0 = g * G; /* groups (64 or 128) never straddle a 128-chunk */
+        if (j0 % 128 == 0) packed_chunk_codes(m, r, j0 / 128, codes);
         /* the scale of the file block holding group g (groups never straddle blocks) */
         float dw = 1.0f;
         if (m->qk) {
-            int64_t b = g * G / m->qk;
+            int64_t b = j0 / m->qk;
             dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i]);
         }
         int32_t isum = 0;
-        for (int64_t j = g * G; j < (g + 1) * G; j++) isum += packed_code(m, r, j) * a->q[j];
+        for (int64_t j = 0; j < G; j++) isum += codes[j0 % 128 + j] * a->q[j0 + j];
         isum -= a->s[g]; /* every packed code carries the +1 offset */
         acc += (float)isum * (dw * a->d[g]);
     }

@@ -4,8 +4,10 @@
  *   - exact:  integer activations with unit scales (A8 codes, d = 1) and unit weight scales, so
  *             every float in the computation is an integer below 2^24: results must be
  *             bit-identical, which checks the int32 sums of every kernel exactly;
- *   - float:  random weight scales and float activations quantized by the variant itself:
- *             |y - y_ref| <= 1e-6 * sum |w||x| (only the float combination order may differ);
+ *   - float:  random weight scales and float activations quantized by the variant itself, file
+ *             layout (lowbit_gemm) and packed layout (lowbit_matrix_gemm) against the scalar
+ *             file layout: |y - y_ref| <= 1e-6 * sum |w||x| (only the float combination order
+ *             may differ; the worst ratio seen is printed);
  *   - quantizer: A8 codes, scales and sums bit-identical to the reference;
  *   - F32/F16 GEMV within recursive-summation rounding;
  *   - codec round trips (scalar codecs, once).
@@ -14,8 +16,8 @@
  * output element must be written.  Weight codes are random bytes, so code 3 of the 2-bit formats
  * and -128 of Q8_0 are covered.
  *
- * Environment: LOWBIT_TEST_SEED (default 1), LOWBIT_TEST_REQUIRE="neon,dotprod" (fail unless
- * these variants were tested: CI uses it to prove the emulated CPU exposed them).
+ * Environment: LOWBIT_TEST_SEED (default 1); LOWBIT_TEST_VARIANTS="neon,dotprod" (the non-scalar
+ * variants that must be tested, exactly: CI uses it to prove what the emulated CPU exposed).
  * Prints "N passed, N failed" last; exit status 1 on any failure. */
 #include <float.h>
 #include <math.h>
@@ -222,6 +224,25 @@ static void test_exact(void) {
 
 static double g_worst_ratio; /* max |y - ref| / sum|w||x| seen */
 
+/* 1 if every y[i] is within 1e-6 * sum_j |w_rj x_bj| of ref[i]; tracks the worst ratio. */
+static int within_tolerance(const float *y, const float *ref, const float *wf, const float *x,
+                            int64_t rows, int64_t cols, int64_t batch, int64_t *bad) {
+    for (int64_t i = 0; i < batch * rows; i++) {
+        const int64_t b = i / rows, r = i % rows;
+        double mag = 0;
+        for (int64_t j = 0; j < cols; j++) mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
+        const double err = fabs((double)y[i] - ref[i]);
+        if (mag > 0 && err / mag > g_worst_ratio) g_worst_ratio = err / mag;
+        if (!(err <= 1e-6 * mag)) {
+            *bad = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* File layout (lowbit_gemm) and packed layout (lowbit_matrix_gemm) of every variant against the
+ * scalar file-layout result. */
 static void test_float(void) {
     static const int ROWS[] = {1, 3, 4, 7, 16, 33, 64, 65, 70};
     static const int BATCH[] = {1, 2, 5, 9};
@@ -236,6 +257,10 @@ static void test_float(void) {
                 uint8_t *w = make_weights(t, rows, cols, 0);
                 float *wf = (float *)malloc((size_t)(rows * cols) * sizeof(float));
                 lowbit_dequantize(t->type, w, rows * cols, wf);
+                int pst;
+                lowbit_matrix *m = lowbit_matrix_pack(t->type, w, rows, cols, 1, &pst);
+                CHECK(m && pst == 0, "%s pack rows=%lld cols=%lld: st=%d", lowbit_type_name(t->type),
+                      (long long)rows, (long long)cols, pst);
                 const int64_t maxb = BATCH[NB - 1];
                 float *x = (float *)malloc((size_t)(maxb * cols) * sizeof(float));
                 for (int64_t i = 0; i < maxb * cols; i++)
@@ -249,35 +274,25 @@ static void test_float(void) {
                     CHECK(st == 0 && guard_ok(ref, n, &why), "scalar %s float: st=%d",
                           lowbit_type_name(t->type), st);
                     for (int v = 0; v < g_nvariants; v++) {
-                        float *y = guarded(n);
-                        set_isa(g_variants[v]);
-                        st = lowbit_gemm(t->type, w, rows, cols, x, batch, y, 2);
-                        int ok = st == 0 && guard_ok(y, n, &why);
-                        int64_t bad = -1;
-                        double worst = 0;
-                        for (int64_t i = 0; ok && i < n; i++) {
-                            const int64_t b = i / rows, r = i % rows;
-                            double mag = 0;
-                            for (int64_t j = 0; j < cols; j++)
-                                mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
-                            const double err = fabs((double)y[i] - ref[i]);
-                            if (mag > 0 && err / mag > worst) worst = err / mag;
-                            if (!(err <= 1e-6 * mag)) {
-                                bad = i;
-                                ok = 0;
-                            }
+                        for (int packed = 0; packed <= (m != NULL); packed++) {
+                            float *y = guarded(n);
+                            set_isa(g_variants[v]);
+                            st = packed ? lowbit_matrix_gemm(m, x, batch, y, 2)
+                                        : lowbit_gemm(t->type, w, rows, cols, x, batch, y, 2);
+                            int64_t bad = -1;
+                            int ok = st == 0 && guard_ok(y, n, &why) &&
+                                     within_tolerance(y, ref, wf, x, rows, cols, batch, &bad);
+                            CHECK(ok, "%s %s%s float rows=%lld cols=%lld batch=%lld: st=%d %s%s",
+                                  lowbit_isa_name(g_variants[v]), lowbit_type_name(t->type),
+                                  packed ? " packed" : "", (long long)rows, (long long)cols,
+                                  (long long)batch, st, why, bad >= 0 ? " beyond tolerance" : "");
+                            if (bad >= 0) printf("    got %.9g want %.9g\n", y[bad], ref[bad]);
+                            free(y);
                         }
-                        if (worst > g_worst_ratio) g_worst_ratio = worst;
-                        CHECK(ok, "%s %s float rows=%lld cols=%lld batch=%lld: st=%d %s%s",
-                              lowbit_isa_name(g_variants[v]), lowbit_type_name(t->type),
-                              (long long)rows, (long long)cols, (long long)batch, st, why,
-                              bad >= 0 ? " beyond tolerance" : "");
-                        if (bad >= 0)
-                            printf("    got %.9g want %.9g\n", y[bad], ref[bad]);
-                        free(y);
                     }
                     free(ref);
                 }
+                lowbit_matrix_free(m);
                 free(w);
                 free(wf);
                 free(x);
@@ -426,6 +441,27 @@ static void test_codecs(void) {
     }
 }
 
+/* ---- empty sizes: no output touched, no activation read ------------------------------------- */
+
+static void test_degenerate(void) {
+    uint8_t w[2 * 66] = {0};
+    int8_t q[256] = {0};
+    float d[2] = {1, 1};
+    int32_t s[2] = {0, 0};
+    lowbit_act a = {q, d, s, 256, 128};
+    for (int v = 0; v < g_nvariants; v++) {
+        set_isa(g_variants[v]);
+        float *y = guarded(0);
+        const char *why;
+        int st1 = lowbit_gemm_act(LOWBIT_TYPE_TQ2_0, w, 0, 256, &a, 1, y, 1);
+        int st2 = lowbit_gemm_act(LOWBIT_TYPE_TQ2_0, w, 1, 256, &a, 0, y, 1);
+        int st3 = lowbit_gemm(LOWBIT_TYPE_TQ2_0, w, 1, 256, (const float *)d, 0, y, 1);
+        CHECK(st1 == 0 && st2 == 0 && st3 == 0 && guard_ok(y, 0, &why),
+              "%s empty sizes: st=%d %d %d %s", lowbit_isa_name(g_variants[v]), st1, st2, st3, why);
+        free(y);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 int main(void) {
@@ -445,16 +481,21 @@ int main(void) {
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (!(usable & (1u << i))) CHECK(lowbit_set_isa(i) == LOWBIT_EISA, "set_isa(%s) accepted", lowbit_isa_name(i));
 
-    const char *req = getenv("LOWBIT_TEST_REQUIRE");
-    if (req && *req) {
+    const char *want = getenv("LOWBIT_TEST_VARIANTS");
+    if (want) {
         char buf[256];
-        snprintf(buf, sizeof buf, "%s", req);
+        unsigned mask = 0;
+        snprintf(buf, sizeof buf, "%s", want);
         for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
             int isa = lowbit_isa_from_name(tok);
-            CHECK(isa >= 0 && (usable & (1u << isa)), "required variant %s is not compiled+supported here", tok);
+            CHECK(isa > 0, "LOWBIT_TEST_VARIANTS: unknown variant %s", tok);
+            if (isa > 0) mask |= 1u << isa;
         }
+        CHECK(mask == (usable & ~1u), "LOWBIT_TEST_VARIANTS=%s but this CPU/build gives 0x%x", want,
+              usable & ~1u);
     }
 
+    test_degenerate();
     test_codecs();
     test_quantize_act();
     test_float_weights();

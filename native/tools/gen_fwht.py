@@ -27,8 +27,9 @@ HEADER = """\
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
  *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
- *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
- *     memory for n = 2^20 instead of log2(n) / GMAX.
+ *     while it is worked on), then one sweep does the top g <= GMAX stages.  Only the first touch
+ *     and the top sweep go beyond L2: two sweeps over memory for n = 2^20 instead of
+ *     ceil(log2(n) / GMAX).
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 """
@@ -39,7 +40,7 @@ BODY = r"""
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_$S($V *a, $V *b) {
-    const $V s = VADD_$S(*a, *b), d = VDIFF_$S(*a, *b);
+    const $V s = VADD_$S(*a, *b), d = VSUB_$S(*a, *b);
     *a = s;
     *b = d;
 }
@@ -62,6 +63,11 @@ AI void first_pass_$S(const $T *src, $T *dst, int64_t n, const $T *pre, const $T
     const $V vs = VSET1_$S(scale);
     for (int64_t i = 0; i < n; i += ($W << G)) {
         $V r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < ($W << G); j += 64 / (int)sizeof($T))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             $V v = VLD_$S(src + i + j * $W);
@@ -87,7 +93,7 @@ AI void first_pass_$S(const $T *src, $T *dst, int64_t n, const $T *pre, const $T
 AI void mid_pass_$S($T *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const $T *post, $T scale, const int G, const int LAST, const int POST) {
     const $V vs = VSET1_$S(scale);
-    const int U = (s >= FWHT_COLS * $W) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * $W) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * $W) {
@@ -149,27 +155,23 @@ static void mid_$S($T *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int6
         MID_CASES_$S(2)
         MID_CASES_$S(3)
         MID_CASES_$S(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_$S(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_$S($T *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const $T *post, $T scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_$S($T *x, int64_t n, int lo, int hi, const $T *post, $T scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_$S(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof($T) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_$S(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -180,7 +182,7 @@ static void in_cache_$S(const $T *src, $T *dst, int64_t n, int L, const $T *pre,
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_$S + G;
     first_$S(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_$S(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_$S(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -243,15 +245,21 @@ void lowbit_fill_fwht_$NAME(lowbit_fwht_kernels *k) {
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
     k->quant = quant_$NAME;
+    k->signs_ok_f32 = signs_ok_f32;
+    k->signs_ok_f64 = signs_ok_f64;
 }
 """
 
 # ---------------------------------------------------------------------------------------------
-# Per-ISA preludes: primitives, tile parameters, in-vector stages, A8 quantizer.
+# Per-ISA preludes: primitives, tile parameters, in-vector stages, A8 quantizer, sign check.
 #   FWHT_LOGR_FIRST  log2(vectors per first-pass tile)
-#   FWHT_GMAX        max stages per mid pass (2^GMAX vectors live)
-#   FWHT_LB_*        log2(elements of an L1 block) for large transforms
-#   FWHT_COLS        vectors per row in a mid-pass tile
+#   FWHT_GMAX        max stages per mid pass (2^GMAX rows x FWHT_COLS vectors live)
+#   FWHT_COLS        vectors per row in a mid-pass tile (a whole 64-byte line where possible)
+#   FWHT_GMAX_NEAR   stages per mid pass while rows are <= FWHT_NEAR_BYTES apart (1 vector/row)
+#   FWHT_LB_*        log2(elements) transformed entirely in cache before the recursive sweeps
+# The #ifndef guards let a benchmark build override a value with -D; the values chosen here were
+# measured on Zen 4 (AVX2): LB 13 beat 12 and 14, plain sub beat fma(b, -1, a) for the differences,
+# and 16-row tiles at short strides gained nothing over 8-row tiles with two vectors per row.
 # ---------------------------------------------------------------------------------------------
 
 AVX2 = r"""
@@ -259,13 +267,29 @@ AVX2 = r"""
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 3
+#endif
+#ifndef FWHT_GMAX_NEAR
+#define FWHT_GMAX_NEAR 4
+#endif
+#ifndef FWHT_NEAR_BYTES
+#define FWHT_NEAR_BYTES 0 /* 16-row tiles at short strides measured no faster on Zen 4 */
+#endif
+#ifndef FWHT_COLS
 #define FWHT_COLS 2
+#endif
 #define FWHT_LOGW_f32 3
 #define FWHT_LOGW_f64 2
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) _mm256_loadu_ps(p)
 #define VST_f32(p, v) _mm256_storeu_ps(p, v)
@@ -279,10 +303,6 @@ AVX2 = r"""
 #define VSUB_f64 _mm256_sub_pd
 #define VMUL_f64 _mm256_mul_pd
 #define VSET1_f64 _mm256_set1_pd
-/* a - b as fma(b, -1, a): exact the same rounding, but it issues on the FMA pipes and leaves the
- * add pipes to the sums (Zen 4 and recent Intel: separate FADD and FMA ports). */
-#define VDIFF_f32(a, b) _mm256_fnmadd_ps(b, _mm256_set1_ps(1.0f), a)
-#define VDIFF_f64(a, b) _mm256_fnmadd_pd(b, _mm256_set1_pd(1.0), a)
 
 /* Strides 1, 2, 4 inside a vector: y = v * (+1|-1) + partner, the partner from a lane swap. */
 static inline __m256 vinreg_f32(__m256 v) {
@@ -300,8 +320,10 @@ static inline __m256d vinreg_f64(__m256d v) {
 
 /* A8 quantizer, equal to lowbit_quantize_act_ref: d = amax / 127, code = roundf(x * (127 / amax)).
  * roundf (half away from zero) is trunc(v + copysign(0.49999997f, v)): exact for every |v| <= 128,
- * checked exhaustively (0.5 itself would round 0.49999997 up).  The empty asm keeps the compiler from
- * fusing x * id and the add into one FMA, which would skip the product's rounding. */
+ * checked exhaustively (0.5 itself would round 0.49999997 up).  No clamp is needed: |x| <= amax,
+ * so |x * (127 / amax)| <= 127 * (1 + 2^-23)^2 < 127.5 (NaN input has no defined code anyway).
+ * The empty asm keeps the compiler from fusing x * id and the add into one FMA, which would skip
+ * the product's rounding.  Code sums come from pmaddwd on the int16 codes (one op per 16). */
 static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (group % 32) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
@@ -309,17 +331,18 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
     }
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 sgnm = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-    const __m256 half = _mm256_set1_ps(0.49999997f), hi = _mm256_set1_ps(127.0f),
-                 lo = _mm256_set1_ps(-127.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 half = _mm256_set1_ps(0.49999997f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), ones = _mm256_set1_epi16(1);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
-        __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < group; j += 16) {
+        __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+        for (int64_t j = 0; j < group; j += 32) {
             m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(xg + j), absm));
             m1 = _mm256_max_ps(m1, _mm256_and_ps(_mm256_loadu_ps(xg + j + 8), absm));
+            m2 = _mm256_max_ps(m2, _mm256_and_ps(_mm256_loadu_ps(xg + j + 16), absm));
+            m3 = _mm256_max_ps(m3, _mm256_and_ps(_mm256_loadu_ps(xg + j + 24), absm));
         }
-        m0 = _mm256_max_ps(m0, m1);
+        m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
@@ -333,13 +356,12 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
             for (int u = 0; u < 4; u++) {
                 __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xg + j + 8 * u), vid);
                 __asm__("" : "+x"(v));
-                v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
                 v = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sgnm), half));
                 c[u] = _mm256_cvttps_epi32(v);
-                acc = _mm256_add_epi32(acc, c[u]);
             }
-            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]),
-                                           _mm256_packs_epi32(c[2], c[3]));
+            const __m256i w01 = _mm256_packs_epi32(c[0], c[1]), w23 = _mm256_packs_epi32(c[2], c[3]);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(w01, w23), ones));
+            const __m256i b = _mm256_packs_epi16(w01, w23);
             _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(b, perm));
         }
         __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
@@ -349,6 +371,38 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
         s[g] = _mm_cvtsi128_si32(a4);
     }
 }
+
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(0x3f800000);
+    __m256i b0 = _mm256_setzero_si256(), b1 = b0, b2 = b0, b3 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = _mm256_or_si256(b, _mm256_xor_si256(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + i + o)), absm), one))
+    for (; i + 32 <= n; i += 32) {
+        CHK(b0, 0);
+        CHK(b1, 8);
+        CHK(b2, 16);
+        CHK(b3, 24);
+    }
+    for (; i + 8 <= n; i += 8) CHK(b0, 0);
+#undef CHK
+    b0 = _mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3));
+    return _mm256_testz_si256(b0, b0) && lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const __m256i absm = _mm256_set1_epi64x(0x7fffffffffffffffll),
+                  one = _mm256_set1_epi64x(0x3ff0000000000000ll);
+    __m256i b0 = _mm256_setzero_si256(), b1 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = _mm256_or_si256(b, _mm256_xor_si256(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + i + o)), absm), one))
+    for (; i + 8 <= n; i += 8) {
+        CHK(b0, 0);
+        CHK(b1, 4);
+    }
+#undef CHK
+    b0 = _mm256_or_si256(b0, b1);
+    return _mm256_testz_si256(b0, b0) && lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
+}
 """
 
 AVX512 = r"""
@@ -356,13 +410,25 @@ AVX512 = r"""
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 4
+#endif
+#define FWHT_GMAX_NEAR 4
+#define FWHT_NEAR_BYTES 0
+#ifndef FWHT_COLS
 #define FWHT_COLS 1
+#endif
 #define FWHT_LOGW_f32 4
 #define FWHT_LOGW_f64 3
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
@@ -376,8 +442,6 @@ AVX512 = r"""
 #define VSUB_f64 _mm512_sub_pd
 #define VMUL_f64 _mm512_mul_pd
 #define VSET1_f64 _mm512_set1_pd
-#define VDIFF_f32(a, b) _mm512_fnmadd_ps(b, _mm512_set1_ps(1.0f), a) /* see the AVX2 variant */
-#define VDIFF_f64(a, b) _mm512_fnmadd_pd(b, _mm512_set1_pd(1.0), a)
 
 /* Strides 1, 2 (in-lane permutes), 4, 8 (128-bit lane shuffles) inside one zmm. */
 static inline __m512 vinreg_f32(__m512 v) {
@@ -400,15 +464,15 @@ static inline __m512d vinreg_f64(__m512d v) {
     return v;
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding proof). */
+/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
+ * no-clamp proofs). */
 static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                          int32_t *s) {
     if (group % 16) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const __m512 half = _mm512_set1_ps(0.49999997f), hi = _mm512_set1_ps(127.0f),
-                 lo = _mm512_set1_ps(-127.0f);
+    const __m512 half = _mm512_set1_ps(0.49999997f);
     const __m512i sgnm = _mm512_set1_epi32((int)0x80000000u);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
@@ -422,7 +486,6 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
         for (int64_t j = 0; j < group; j += 16) {
             __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xg + j), vid);
             __asm__("" : "+v"(v));
-            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
             const __m512 h = _mm512_castsi512_ps(
                 _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sgnm), _mm512_castps_si512(half)));
             const __m512i c = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
@@ -433,6 +496,27 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
         s[g] = _mm512_reduce_add_epi32(acc);
     }
 }
+
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref). */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(0x3f800000);
+    __m512i b0 = _mm512_setzero_si512(), b1 = b0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        b0 = _mm512_or_si512(b0, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i), absm), one));
+        b1 = _mm512_or_si512(b1, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i + 16), absm), one));
+    }
+    return _mm512_test_epi32_mask(_mm512_or_si512(b0, b1), _mm512_or_si512(b0, b1)) == 0 &&
+           lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const __m512i absm = _mm512_set1_epi64(0x7fffffffffffffffll), one = _mm512_set1_epi64(0x3ff0000000000000ll);
+    __m512i b0 = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        b0 = _mm512_or_si512(b0, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i), absm), one));
+    return _mm512_test_epi64_mask(b0, b0) == 0 && lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
+}
 """
 
 NEON = r"""
@@ -440,13 +524,25 @@ NEON = r"""
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 3
+#endif
+#define FWHT_GMAX_NEAR 3
+#define FWHT_NEAR_BYTES 0
+#ifndef FWHT_COLS
 #define FWHT_COLS 2
+#endif
 #define FWHT_LOGW_f32 2
 #define FWHT_LOGW_f64 1
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) vld1q_f32(p)
 #define VST_f32(p, v) vst1q_f32(p, v)
@@ -460,8 +556,6 @@ NEON = r"""
 #define VSUB_f64 vsubq_f64
 #define VMUL_f64 vmulq_f64
 #define VSET1_f64 vdupq_n_f64
-#define VDIFF_f32 vsubq_f32
-#define VDIFF_f64 vsubq_f64
 
 /* Strides 1 (vrev64) and 2 (vext by 2) inside a q register: y = partner + v * (+1|-1). */
 static inline float32x4_t vinreg_f32(float32x4_t v) {
@@ -475,14 +569,13 @@ static inline float64x2_t vinreg_f64(float64x2_t v) {
     return vfmaq_f64(vextq_f64(v, v, 1), v, vld1q_f64(s1));
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding proof);
- * vcvtq_s32_f32 truncates toward zero. */
+/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
+ * no-clamp proofs); vcvtq_s32_f32 truncates toward zero. */
 static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (group % 16) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const float32x4_t hi = vdupq_n_f32(127.0f), lo = vdupq_n_f32(-127.0f);
     const uint32x4_t sgnm = vdupq_n_u32(0x80000000u), half = vreinterpretq_u32_f32(vdupq_n_f32(0.49999997f));
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
@@ -501,7 +594,6 @@ static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, floa
             for (int u = 0; u < 4; u++) {
                 float32x4_t v = vmulq_f32(vld1q_f32(xg + j + 4 * u), vid);
                 __asm__("" : "+w"(v));
-                v = vminq_f32(vmaxq_f32(v, lo), hi);
                 const float32x4_t h = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), sgnm), half));
                 c[u] = vcvtq_s32_f32(vaddq_f32(v, h));
                 acc = vaddq_s32(acc, c[u]);
@@ -513,6 +605,35 @@ static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, floa
         d[g] = dg;
         s[g] = vaddvq_s32(acc);
     }
+}
+
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const uint32x4_t absm = vdupq_n_u32(0x7fffffffu), one = vdupq_n_u32(0x3f800000u);
+    uint32x4_t b0 = vdupq_n_u32(0), b1 = b0, b2 = b0, b3 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = vorrq_u32(b, veorq_u32(vandq_u32(vld1q_u32((const uint32_t *)(s + i + o)), absm), one))
+    for (; i + 16 <= n; i += 16) {
+        CHK(b0, 0);
+        CHK(b1, 4);
+        CHK(b2, 8);
+        CHK(b3, 12);
+    }
+#undef CHK
+    b0 = vorrq_u32(vorrq_u32(b0, b1), vorrq_u32(b2, b3));
+    return vmaxvq_u32(b0) == 0 && lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const uint64x2_t absm = vdupq_n_u64(0x7fffffffffffffffull), one = vdupq_n_u64(0x3ff0000000000000ull);
+    uint64x2_t b0 = vdupq_n_u64(0), b1 = b0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        b0 = vorrq_u64(b0, veorq_u64(vandq_u64(vld1q_u64((const uint64_t *)(s + i)), absm), one));
+        b1 = vorrq_u64(b1, veorq_u64(vandq_u64(vld1q_u64((const uint64_t *)(s + i + 2)), absm), one));
+    }
+    b0 = vorrq_u64(b0, b1);
+    return (vgetq_lane_u64(b0, 0) | vgetq_lane_u64(b0, 1)) == 0 &&
+           lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
 }
 """
 

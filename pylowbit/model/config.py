@@ -14,11 +14,11 @@ class ModelError(ValueError):
 
 # Per-architecture switches.  Everything else in the forward pass is shared.
 ARCHS = {
-    #               rope_neox qk_norm sub_norms post_norms ffn_act   embed_scale tied_default
-    "llama":        (False,   False,  False,    False,     "silu",   False,      False),
-    "qwen3":        (True,    True,   False,    False,     "silu",   False,      False),
-    "bitnet-b1.58": (True,    False,  True,     False,     "relu2",  False,      True),
-    "gemma3":       (True,    True,   False,    True,      "gelu",   True,       True),
+    #               rope_neox qk_norm sub_norms post_norms ffn_act   embed_scale
+    "llama":        (False,   False,  False,    False,     "silu",   False),
+    "qwen3":        (True,    True,   False,    False,     "silu",   False),
+    "bitnet-b1.58": (True,    False,  True,     False,     "relu2",  False),
+    "gemma3":       (True,    True,   False,    True,      "gelu",   True),
 }
 # gemma3 local (sliding-window) layers use this RoPE base whatever the file says for global layers
 # (llama.cpp hard-codes it too); every 6th layer is global unless the file gives a pattern.
@@ -56,21 +56,23 @@ class Config:
     def is_swa(self, il: int) -> bool:
         return self.sliding_window > 0 and (self.swa_pattern <= 1 or il % self.swa_pattern < self.swa_pattern - 1)
 
-    def layer_rope_base(self, il: int) -> float:
-        return self.rope_base_local if self.is_swa(il) else self.rope_base
+    def layer_rope(self, il: int) -> tuple[float, float]:
+        """(base, linear scale) of layer il: gemma3's local layers keep base 10000 and no scaling."""
+        if self.arch == "gemma3" and self.is_swa(il):
+            return self.rope_base_local, 1.0
+        return self.rope_base, self.rope_scale
 
     @classmethod
     def from_gguf(cls, f: GGUFFile) -> "Config":
         arch = f.get("general.architecture", str)
         if arch not in ARCHS:
             raise ModelError(f"unsupported architecture {arch!r} (supported: {', '.join(ARCHS)})")
-        neox, qk_norm, sub_norms, post_norms, act, embed_scale, _ = ARCHS[arch]
+        neox, qk_norm, sub_norms, post_norms, act, embed_scale = ARCHS[arch]
 
-        def pos_int(key, default=...):
-            if default is not ... and f"{arch}.{key}" not in f.metadata:
-                return default
-            v = f.get(f"{arch}.{key}", int)
-            if v <= 0 or v > 1 << 24:
+        def pos_int(key, default=..., lo=1):
+            # absurd values are refused here, before anything is sized from them
+            v = default if default is not ... and f"{arch}.{key}" not in f.metadata else f.get(f"{arch}.{key}", int)
+            if not lo <= v <= 1 << 24:
                 raise ModelError(f"{arch}.{key} = {v} is out of range")
             return v
 
@@ -88,7 +90,7 @@ class Config:
                 rope_scale = f.get(f"{arch}.rope.scaling.factor", float, 1.0)
             elif f.get(f"{arch}.rope.scaling.type", str, "none") not in ("none",):
                 raise ModelError(f"{arch}.rope.scaling.type {f.get(f'{arch}.rope.scaling.type')!r} is not supported")
-            window = pos_int("attention.sliding_window", 0)
+            window = pos_int("attention.sliding_window", 0, lo=0)
             cfg = cls(
                 arch=arch,
                 n_layer=pos_int("block_count"),

@@ -7,6 +7,7 @@ heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV 
 from __future__ import annotations
 
 import math
+import mmap
 import os
 
 import numpy as np
@@ -21,8 +22,10 @@ DEFAULT_CTX = 4096
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     # x: (..., n); normalised over the last axis, then scaled by w (n,)
-    ms = np.mean(np.square(x), axis=-1, keepdims=True)
-    return x * (1.0 / np.sqrt(ms + eps)) * w
+    ms = np.square(x).sum(axis=-1, keepdims=True)  # (sum instead of np.mean: per-token call overhead)
+    ms *= np.float32(1.0 / x.shape[-1])
+    ms += np.float32(eps)
+    return x / np.sqrt(ms, out=ms) * w
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -65,14 +68,21 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> n
     return out
 
 
+def _lazy_zeros(shape) -> np.ndarray:
+    """float32 zeros in an anonymous mapping: pages cost memory only once written.  (np.zeros asks
+    for transparent huge pages on large arrays, so writing one position of each head would commit
+    2 MB per head: the whole cache of a 4k context at once.)"""
+    n = int(np.prod(shape))
+    return np.frombuffer(mmap.mmap(-1, max(4 * n, 1)), np.float32, count=n).reshape(shape)
+
+
 class KVCache:
-    """K and V per layer as (Hkv, ctx, hd) float32; np.zeros pages are untouched (and unpaid)
-    until a position is written."""
+    """K and V per layer as (Hkv, ctx, hd) float32, paid for as positions are written."""
 
     def __init__(self, cfg: Config, ctx: int):
         self.ctx = ctx
-        self.k = [np.zeros((cfg.n_head_kv, ctx, cfg.head_dim), np.float32) for _ in range(cfg.n_layer)]
-        self.v = [np.zeros((cfg.n_head_kv, ctx, cfg.v_head_dim), np.float32) for _ in range(cfg.n_layer)]
+        self.k = [_lazy_zeros((cfg.n_head_kv, ctx, cfg.head_dim)) for _ in range(cfg.n_layer)]
+        self.v = [_lazy_zeros((cfg.n_head_kv, ctx, cfg.v_head_dim)) for _ in range(cfg.n_layer)]
         self.n = 0  # positions filled
 
 
@@ -137,11 +147,11 @@ class Model:
             if cfg.qk_norm:
                 q = rms_norm(q, L["attn_q_norm"], cfg.eps)
                 k = rms_norm(k, L["attn_k_norm"], cfg.eps)
-            base = cfg.layer_rope_base(il)
-            if base not in ropes:
-                ropes[base] = rope_tables(positions, cfg.rope_dim, base, cfg.rope_scale)
-            q = apply_rope(q, *ropes[base], cfg.rope_neox)
-            k = apply_rope(k, *ropes[base], cfg.rope_neox)
+            rope = cfg.layer_rope(il)
+            if rope not in ropes:
+                ropes[rope] = rope_tables(positions, cfg.rope_dim, *rope)
+            q = apply_rope(q, *ropes[rope], cfg.rope_neox)
+            k = apply_rope(k, *ropes[rope], cfg.rope_neox)
             cache.k[il][:, pos:S] = k.transpose(1, 0, 2)
             cache.v[il][:, pos:S] = v.transpose(1, 0, 2)
             K, V = cache.k[il][:, :S], cache.v[il][:, :S]  # (Hkv, S, hd)

@@ -145,6 +145,19 @@ def random_matrix(seed: int, name: str, rows: int, cols: int, ternary: bool) -> 
     return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(1.0 / np.sqrt(cols))
 
 
+def pack_i2_s_ternary(seed: int, name: str, rows: int, cols: int) -> np.ndarray:
+    """Random ternary I2_S tensor built from codes directly (FORMATS.md x86 layout): byte p of each
+    128-weight group holds weights p, p+32, p+64, p+96 at shifts 6, 4, 2, 0; then the fp32 scale
+    padded to 32 bytes."""
+    rng = _rng(seed, name)
+    codes = rng.integers(0, 3, size=(rows * cols // 128, 4, 32), dtype=np.uint8)  # 0,1,2 = -1,0,+1
+    packed = (codes[:, 0] << 6) | (codes[:, 1] << 4) | (codes[:, 2] << 2) | codes[:, 3]
+    scale = np.float32(np.float16(1.5 / np.sqrt(cols)))
+    tail = np.zeros(32, np.uint8)
+    tail[:4] = np.frombuffer(np.array([scale], "<f4").tobytes(), np.uint8)
+    return np.concatenate([packed.reshape(-1), tail])
+
+
 def pack(x: np.ndarray, fmt: str) -> np.ndarray:
     """Raw GGUF bytes of x in fmt."""
     if fmt == "f32":
@@ -240,20 +253,28 @@ def write_synthetic_model(path, arch: str = "llama", fmt: str = "tq2_0", preset:
             meta["prism.hadamard.sign_values"] = np.concatenate([signs[w] for w in widths]).astype(np.float32)
 
     def make_matrix(name, rows, cols):
+        """Yields the tensor's bytes in row blocks, so a 128k-row embedding never exists as float32 whole."""
         is_embd = name == "token_embd.weight"
         f = embed_fmt if is_embd else fmt
-        if is_embd:
-            x = _rng(seed, name).standard_normal((rows, cols), dtype=np.float32)
-            if arch == "gemma3":
-                x *= np.float32(1.0 / np.sqrt(cols))  # the forward pass scales it back up by sqrt(d)
-        else:
-            x = random_matrix(seed, name, rows, cols, ternary)
-            if fmt == "i2_s":  # I2_S has one scale per tensor
-                x = np.sign(x) * np.float32(np.abs(x).max())
-        if rotation_block:
-            # W' = W S H (rows: H(s*w)); the embedding table likewise, since e = s * (H z) undoes it
-            x = fwht_numpy(x.astype(np.float64), int(rotation_block), signs.get(cols)).astype(np.float32)
-        return pack(x, f)
+        if not is_embd and fmt == "i2_s" and not rotation_block:
+            yield pack_i2_s_ternary(seed, name, rows, cols)  # codes straight to bytes: no float pass
+            return
+        step = rows if f == "i2_s" else max(1, (1 << 22) // cols)  # I2_S has one scale per tensor
+        for r0 in range(0, rows, step):
+            n = min(step, rows - r0)
+            part = f"{name}#{r0}" if r0 else name  # the first block keeps the tensor's own stream
+            if is_embd:
+                x = _rng(seed, part).standard_normal((n, cols), dtype=np.float32)
+                if arch == "gemma3":
+                    x *= np.float32(1.0 / np.sqrt(cols))  # the forward pass scales it back up by sqrt(d)
+            else:
+                x = random_matrix(seed, part, n, cols, ternary)
+                if fmt == "i2_s":
+                    x = np.sign(x) * np.float32(np.abs(x).max())
+            if rotation_block:
+                # W' = W S H (rows: H(s*w)); the embedding table likewise, since e = s * (H z) undoes it
+                x = fwht_numpy(x.astype(np.float64), int(rotation_block), signs.get(cols)).astype(np.float32)
+            yield pack(x, f)
 
     def make_vector(name, n):
         return (1.0 + 0.1 * _rng(seed, name).standard_normal(n)).astype("<f4").view(np.uint8)

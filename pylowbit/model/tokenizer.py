@@ -12,6 +12,8 @@ runs, as llama.cpp does.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..gguf import GGUFFile
 from .config import ModelError
 
@@ -32,6 +34,27 @@ PRE = {
 SPACE = "\u2581"
 # End-of-turn tokens that stop generation besides EOS, when the vocabulary has them.
 STOP_TEXTS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>")
+
+
+def _spm_merges(tokens, types, scores, vocab) -> list[tuple[str, str]]:
+    """BPE merges equivalent to SentencePiece's highest-score-first pair merging: every split (a, b)
+    of a normal piece into two normal pieces, ranked by the merged piece's score (ties: lower id).
+    Hits are kept as two int arrays and sorted with numpy, so the only large Python object is the
+    final list (a 262k vocabulary has ~500k merges)."""
+    from array import array
+
+    normal = {t: i for i, t in enumerate(tokens) if types[i] == TOKEN_NORMAL and vocab[t] == i}
+    get = normal.get
+    ids, cuts = array("i"), array("i")
+    for t, i in normal.items():
+        for cut in range(1, len(t)):
+            if get(t[:cut]) is not None and t[cut:] in normal:
+                ids.append(i)
+                cuts.append(cut)
+    ids_np, cuts_np = np.frombuffer(ids, np.int32), np.frombuffer(cuts, np.int32)
+    sc = np.asarray(scores, np.float64)[ids_np]
+    order = np.lexsort((cuts_np, ids_np, -sc))  # last key is primary: score high to low
+    return [(tokens[i][:c], tokens[i][c:]) for i, c in zip(ids_np[order].tolist(), cuts_np[order].tolist())]
 
 
 class TextTokenizer:
@@ -77,18 +100,9 @@ class TextTokenizer:
             scores = f.get("tokenizer.ggml.scores", list)
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
-            normal = {t: i for i, t in enumerate(tokens) if types[i] == TOKEN_NORMAL and vocab[t] == i}
-            sc = scores.tolist() if hasattr(scores, "tolist") else list(scores)
-            get = normal.get
-            merges = []  # (rank key..., (left, right)); the hot loop of loading a 262k vocabulary
-            for t, i in normal.items():
-                for cut in range(1, len(t)):
-                    ia = get(t[:cut])
-                    if ia is not None and t[cut:] in normal:
-                        merges.append((-sc[i], i, ia, (t[:cut], t[cut:])))
-            merges.sort()
+            merges = _spm_merges(tokens, types, scores, vocab)
             unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
-            tok = Tokenizer(models.BPE(vocab, [m[3] for m in merges], byte_fallback=True, fuse_unk=True,
+            tok = Tokenizer(models.BPE(vocab, merges, byte_fallback=True, fuse_unk=True,
                                        unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
             self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
             norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []

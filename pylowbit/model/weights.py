@@ -171,6 +171,8 @@ class Weights:
             x = _gguf_dequantize(t.data, t.type_id, t.shape)
             fmt = self.foreign if (self.foreign != "q8_0" or t.shape[-1] % 32 == 0) else "f32"
             w = lb.quantize(x, fmt)
+            del x
+            self.f.release(t)
         if rotated is None:
             rotated = self.rot is not None and name in self.rot.weight_names
         return Linear(name, w, self.rot if rotated else None)

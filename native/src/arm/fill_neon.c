@@ -9,7 +9,7 @@
 /* Same arithmetic as the reference, lane by lane: max|x| is exact in any order (vmaxnm ignores
  * NaN like fmaxf), the scale and its inverse are computed in scalar exactly as there, and
  * FCVTAS (vcvtaq) rounds half away from zero like roundf. */
-static void quantize_act_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
+static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                               int32_t *s) {
     if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
         lowbit_quantize_act_ref(x, n, group, q, d, s);
@@ -49,7 +49,7 @@ static void quantize_act_neon(const float *x, int64_t n, int64_t group, int8_t *
 
 /* Four independent accumulators hide the FMA latency; the tail runs in scalar.  The summation
  * order differs from the reference's sequential loop, so results agree within rounding only. */
-static void gemv_f32_neon(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+static void gemv_f32__neon(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                           float *y) {
     for (int64_t r = r0; r < r1; r++) {
         const float *row = w + r * cols;
@@ -69,7 +69,7 @@ static void gemv_f32_neon(const float *w, int64_t cols, int64_t r0, int64_t r1, 
 }
 
 /* fp16 -> fp32 by FCVTL (part of baseline AArch64, exact for every finite half incl. subnormals). */
-static void gemv_f16_neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+static void gemv_f16__neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                           float *y) {
     for (int64_t r = r0; r < r1; r++) {
         const uint16_t *row = w + r * cols;
@@ -94,7 +94,7 @@ static void gemv_f16_neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t r
 
 void lowbit_fill_kernels_neon(lowbit_kernels *k) {
     fill_quant_kernels(k);
-    k->quantize_act = quantize_act_neon;
-    k->gemv_f32 = gemv_f32_neon;
-    k->gemv_f16 = gemv_f16_neon;
+    k->quantize_act = quantize_act_a8__neon;
+    k->gemv_f32 = gemv_f32__neon;
+    k->gemv_f16 = gemv_f16__neon;
 }

@@ -10,8 +10,9 @@
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
  *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
- *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
- *     memory for n = 2^20 instead of log2(n) / GMAX.
+ *     while it is worked on), then one sweep does the top g <= GMAX stages.  Only the first touch
+ *     and the top sweep go beyond L2: two sweeps over memory for n = 2^20 instead of
+ *     ceil(log2(n) / GMAX).
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 
@@ -19,13 +20,25 @@
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 3
+#endif
+#define FWHT_GMAX_NEAR 3
+#define FWHT_NEAR_BYTES 0
+#ifndef FWHT_COLS
 #define FWHT_COLS 2
+#endif
 #define FWHT_LOGW_f32 2
 #define FWHT_LOGW_f64 1
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) vld1q_f32(p)
 #define VST_f32(p, v) vst1q_f32(p, v)
@@ -39,8 +52,6 @@
 #define VSUB_f64 vsubq_f64
 #define VMUL_f64 vmulq_f64
 #define VSET1_f64 vdupq_n_f64
-#define VDIFF_f32 vsubq_f32
-#define VDIFF_f64 vsubq_f64
 
 /* Strides 1 (vrev64) and 2 (vext by 2) inside a q register: y = partner + v * (+1|-1). */
 static inline float32x4_t vinreg_f32(float32x4_t v) {
@@ -54,14 +65,13 @@ static inline float64x2_t vinreg_f64(float64x2_t v) {
     return vfmaq_f64(vextq_f64(v, v, 1), v, vld1q_f64(s1));
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding proof);
- * vcvtq_s32_f32 truncates toward zero. */
+/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
+ * no-clamp proofs); vcvtq_s32_f32 truncates toward zero. */
 static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (group % 16) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const float32x4_t hi = vdupq_n_f32(127.0f), lo = vdupq_n_f32(-127.0f);
     const uint32x4_t sgnm = vdupq_n_u32(0x80000000u), half = vreinterpretq_u32_f32(vdupq_n_f32(0.49999997f));
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
@@ -80,7 +90,6 @@ static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, floa
             for (int u = 0; u < 4; u++) {
                 float32x4_t v = vmulq_f32(vld1q_f32(xg + j + 4 * u), vid);
                 __asm__("" : "+w"(v));
-                v = vminq_f32(vmaxq_f32(v, lo), hi);
                 const float32x4_t h = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), sgnm), half));
                 c[u] = vcvtq_s32_f32(vaddq_f32(v, h));
                 acc = vaddq_s32(acc, c[u]);
@@ -94,12 +103,41 @@ static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, floa
     }
 }
 
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const uint32x4_t absm = vdupq_n_u32(0x7fffffffu), one = vdupq_n_u32(0x3f800000u);
+    uint32x4_t b0 = vdupq_n_u32(0), b1 = b0, b2 = b0, b3 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = vorrq_u32(b, veorq_u32(vandq_u32(vld1q_u32((const uint32_t *)(s + i + o)), absm), one))
+    for (; i + 16 <= n; i += 16) {
+        CHK(b0, 0);
+        CHK(b1, 4);
+        CHK(b2, 8);
+        CHK(b3, 12);
+    }
+#undef CHK
+    b0 = vorrq_u32(vorrq_u32(b0, b1), vorrq_u32(b2, b3));
+    return vmaxvq_u32(b0) == 0 && lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const uint64x2_t absm = vdupq_n_u64(0x7fffffffffffffffull), one = vdupq_n_u64(0x3ff0000000000000ull);
+    uint64x2_t b0 = vdupq_n_u64(0), b1 = b0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        b0 = vorrq_u64(b0, veorq_u64(vandq_u64(vld1q_u64((const uint64_t *)(s + i)), absm), one));
+        b1 = vorrq_u64(b1, veorq_u64(vandq_u64(vld1q_u64((const uint64_t *)(s + i + 2)), absm), one));
+    }
+    b0 = vorrq_u64(b0, b1);
+    return (vgetq_lane_u64(b0, 0) | vgetq_lane_u64(b0, 1)) == 0 &&
+           lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
+}
+
 /* ==== float (4 lanes) ============================================================================ */
 
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f32(float32x4_t *a, float32x4_t *b) {
-    const float32x4_t s = VADD_f32(*a, *b), d = VDIFF_f32(*a, *b);
+    const float32x4_t s = VADD_f32(*a, *b), d = VSUB_f32(*a, *b);
     *a = s;
     *b = d;
 }
@@ -122,6 +160,11 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
     const float32x4_t vs = VSET1_f32(scale);
     for (int64_t i = 0; i < n; i += (4 << G)) {
         float32x4_t r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (4 << G); j += 64 / (int)sizeof(float))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             float32x4_t v = VLD_f32(src + i + j * 4);
@@ -147,7 +190,7 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
 AI void mid_pass_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const float *post, float scale, const int G, const int LAST, const int POST) {
     const float32x4_t vs = VSET1_f32(scale);
-    const int U = (s >= FWHT_COLS * 4) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 4) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 4) {
@@ -209,27 +252,23 @@ static void mid_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, 
         MID_CASES_f32(2)
         MID_CASES_f32(3)
         MID_CASES_f32(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f32(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f32(float *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const float *post, float scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f32(float *x, int64_t n, int lo, int hi, const float *post, float scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f32(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(float) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f32(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -240,7 +279,7 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f32 + G;
     first_f32(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f32(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f32(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -299,7 +338,7 @@ static void mstage_f32(float *x, int m, int64_t len, const float *post, float sc
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f64(float64x2_t *a, float64x2_t *b) {
-    const float64x2_t s = VADD_f64(*a, *b), d = VDIFF_f64(*a, *b);
+    const float64x2_t s = VADD_f64(*a, *b), d = VSUB_f64(*a, *b);
     *a = s;
     *b = d;
 }
@@ -322,6 +361,11 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
     const float64x2_t vs = VSET1_f64(scale);
     for (int64_t i = 0; i < n; i += (2 << G)) {
         float64x2_t r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (2 << G); j += 64 / (int)sizeof(double))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             float64x2_t v = VLD_f64(src + i + j * 2);
@@ -347,7 +391,7 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
 AI void mid_pass_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const double *post, double scale, const int G, const int LAST, const int POST) {
     const float64x2_t vs = VSET1_f64(scale);
-    const int U = (s >= FWHT_COLS * 2) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 2) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 2) {
@@ -409,27 +453,23 @@ static void mid_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0,
         MID_CASES_f64(2)
         MID_CASES_f64(3)
         MID_CASES_f64(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f64(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f64(double *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const double *post, double scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f64(double *x, int64_t n, int lo, int hi, const double *post, double scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f64(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(double) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f64(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -440,7 +480,7 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f64 + G;
     first_f64(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f64(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f64(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -501,4 +541,6 @@ void lowbit_fill_fwht_neon(lowbit_fwht_kernels *k) {
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
     k->quant = quant_neon;
+    k->signs_ok_f32 = signs_ok_f32;
+    k->signs_ok_f64 = signs_ok_f64;
 }

@@ -26,6 +26,14 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* Kernel names state the contract and the variant (gemv_tq2_0_a8__dotprod), so profiles tell the
+ * two translation units apart. */
+#if LOWBIT_ARM_DOTPROD
+#define VARIANT(name) name##__dotprod
+#else
+#define VARIANT(name) name##__neon
+#endif
+
 /* Activations per GEMM tile: their float accumulators live on the stack, the unpacked weight
  * block in registers. */
 #define GEMM_TILE 16
@@ -228,6 +236,7 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
                     const lowbit_act *a, int64_t batch, float *y, int64_t ldy, int64_t ybase) {
     const int BS = fmt_block(f), BB = fmt_bytes(f), G = fmt_group(f);
     const int GPB = BS / G, RPG = G / 16; /* groups per block, registers per group */
+    if (batch <= 0 || r0 >= r1) return;   /* a[0] may not exist */
     const int64_t nb = a[0].n / BS;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + r * row_bytes;
@@ -261,12 +270,13 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
 }
 
 #define DEFINE_KERNELS(name, F)                                                                    \
-    static void gemv_##name(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,             \
-                            const lowbit_act *a, float *y) {                                       \
+    static void VARIANT(gemv_##name##_a8)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                          const lowbit_act *a, float *y) {                         \
         rows_kernel(F, w, row_bytes, r0, r1, a, 1, y, 0, r0);                                      \
     }                                                                                              \
-    static void gemm_##name(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,             \
-                            const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {           \
+    static void VARIANT(gemm_##name##_a8)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                          const lowbit_act *a, int64_t batch, float *y,            \
+                                          int64_t ldy) {                                           \
         rows_kernel(F, w, row_bytes, r0, r1, a, batch, y, ldy, 0);                                 \
     }
 DEFINE_KERNELS(tq1_0, F_TQ1_0)
@@ -278,10 +288,152 @@ DEFINE_KERNELS(pq2_0, F_PQ2_0)
 DEFINE_KERNELS(ptq1_0, F_PTQ1_0)
 DEFINE_KERNELS(q8_0, F_Q8_0)
 
+/* ---- packed (row-interleaved) matrices: layout described in internal.h ---------------------- */
+
+/* One row's 128-weight chunk, 32 bytes: byte p holds weights p + 32k at bits 2k.  Each shift and
+ * mask of a 16-byte half is 16 consecutive weights.  A half chunk (64 weights) only uses c[0..3]. */
+AI void unpack_chunk(const uint8_t *p, int8x16_t *c) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    const uint8x16_t q0 = vld1q_u8(p), q1 = vld1q_u8(p + 16);
+    c[0] = s8(vandq_u8(q0, m3));
+    c[1] = s8(vandq_u8(q1, m3));
+    c[2] = s8(vandq_u8(vshrq_n_u8(q0, 2), m3));
+    c[3] = s8(vandq_u8(vshrq_n_u8(q1, 2), m3));
+    c[4] = s8(vandq_u8(vshrq_n_u8(q0, 4), m3));
+    c[5] = s8(vandq_u8(vshrq_n_u8(q1, 4), m3));
+    c[6] = s8(vshrq_n_u8(q0, 6));
+    c[7] = s8(vshrq_n_u8(q1, 6));
+}
+
+/* Lane i = row i of the 4-row group: acc += (float)(isum - s[g]) * (d_w * d_a[g]), the
+ * reference's per-row expression, one fused multiply-add per lane as the compiler emits it for
+ * the scalar `acc += x * y` (so packed GEMV matches the scalar GEMV bit for bit on AArch64). */
+AI float32x4_t packed_accumulate(float32x4_t acc, int32x4_t isum, const lowbit_matrix *m,
+                                 const uint16_t *sp, const lowbit_act *A, int64_t g, const int G) {
+    float32x4_t dw = vdupq_n_f32(1.0f); /* I2_S: per-tensor scale applied by the caller */
+    if (m->qk) dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + g * G / m->qk * 4)));
+    isum = vsubq_s32(isum, vdupq_n_s32(A->s[g])); /* every packed code carries the +1 offset */
+    return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(dw, A->d[g]));
+}
+
+/* Horizontal sums of four int32x4 in one vector: lane i = sum of v[i]. */
+AI int32x4_t hsum4(const int32x4_t *v) {
+    return vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));
+}
+
+AI void store_group(float *y, float32x4_t acc, int64_t rg0, int64_t r0, int64_t rend) {
+    float t[4];
+    vst1q_f32(t, acc);
+    for (int i = 0; i < 4; i++)
+        if (rg0 + i >= r0 && rg0 + i < rend) y[rg0 + i] = t[i];
+}
+
+/* GEMV, the decode path: one sequential walk over the interleaved codes; each chunk's activations
+ * are loaded once and serve the 4 rows of the group. */
+AI void packed_gemv_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                      float *y, const int G) {
+    const int64_t nch = m->nchunks, cols = m->cols;
+    const int64_t rend = r1 < m->rows ? r1 : m->rows;
+    for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
+        const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
+        const uint16_t *sp = m->scales + rg0 / 4 * m->nscales * 4;
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int64_t ch = 0; ch < nch; ch++, cp += 128) {
+            const int8_t *q = a->q + ch * 128;
+            if (G == 128) {
+                int8x16_t qa[8];
+                for (int k = 0; k < 8; k++) qa[k] = vld1q_s8(q + 16 * k);
+                int32x4_t v[4];
+                for (int i = 0; i < 4; i++) {
+                    int8x16_t c[8];
+                    unpack_chunk(cp + 32 * i, c);
+                    v[i] = vdupq_n_s32(0);
+                    for (int k = 0; k < 8; k++) v[i] = dot16(v[i], c[k], qa[k]);
+                }
+                acc = packed_accumulate(acc, hsum4(v), m, sp, a, ch, G);
+            } else { /* G == 64 (Q2_0): two groups per chunk, the last chunk may hold one */
+                const int ng = ch * 128 + 128 <= cols ? 2 : 1;
+                int8x16_t qa[8];
+                for (int k = 0; k < 4 * ng; k++) qa[k] = vld1q_s8(q + 16 * k);
+                int32x4_t v0[4], v1[4];
+                for (int i = 0; i < 4; i++) {
+                    int8x16_t c[8];
+                    unpack_chunk(cp + 32 * i, c);
+                    v0[i] = v1[i] = vdupq_n_s32(0);
+                    for (int k = 0; k < 4; k++) v0[i] = dot16(v0[i], c[k], qa[k]);
+                    if (ng == 2)
+                        for (int k = 4; k < 8; k++) v1[i] = dot16(v1[i], c[k], qa[k]);
+                }
+                acc = packed_accumulate(acc, hsum4(v0), m, sp, a, 2 * ch, G);
+                if (ng == 2) acc = packed_accumulate(acc, hsum4(v1), m, sp, a, 2 * ch + 1, G);
+            }
+        }
+        store_group(y, acc, rg0, r0, rend);
+    }
+}
+
+/* GEMM, the prompt path: each row's chunk is unpacked once per tile of GEMM_TILE activations. */
+AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                      int64_t batch, float *y, int64_t ldy, const int G) {
+    const int64_t nch = m->nchunks, cols = m->cols;
+    const int64_t rend = r1 < m->rows ? r1 : m->rows;
+    for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
+        const uint8_t *cp0 = m->codes + rg0 / 4 * nch * 128;
+        const uint16_t *sp = m->scales + rg0 / 4 * m->nscales * 4;
+        for (int64_t b0 = 0; b0 < batch; b0 += GEMM_TILE) {
+            const int nt = (int)(batch - b0 < GEMM_TILE ? batch - b0 : GEMM_TILE);
+            float32x4_t acc[GEMM_TILE];
+            for (int t = 0; t < nt; t++) acc[t] = vdupq_n_f32(0.0f);
+            for (int64_t ch = 0; ch < nch; ch++) {
+                const int ng = G == 128 ? 1 : (ch * 128 + 128 <= cols ? 2 : 1);
+                int32_t is[2][GEMM_TILE][4]; /* [group of chunk][column][row] */
+                for (int i = 0; i < 4; i++) {
+                    int8x16_t c[8];
+                    unpack_chunk(cp0 + ch * 128 + 32 * i, c);
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *q = a[b0 + t].q + ch * 128;
+                        for (int h = 0; h < ng; h++) {
+                            int32x4_t v = vdupq_n_s32(0);
+                            for (int k = 0; k < G / 16; k++)
+                                v = dot16(v, c[h * 4 + k], vld1q_s8(q + 64 * h + 16 * k));
+                            is[h][t][i] = vaddvq_s32(v);
+                        }
+                    }
+                }
+                for (int t = 0; t < nt; t++)
+                    for (int h = 0; h < ng; h++)
+                        acc[t] = packed_accumulate(acc[t], vld1q_s32(is[h][t]), m, sp, &a[b0 + t],
+                                                   ch * (128 / G) + h, G);
+            }
+            for (int t = 0; t < nt; t++) store_group(y + (b0 + t) * ldy, acc[t], rg0, r0, rend);
+        }
+    }
+}
+
+static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
+    if (m->group == 128)
+        packed_gemv_g(m, r0, r1, a, y, 128);
+    else if (m->group == 64)
+        packed_gemv_g(m, r0, r1, a, y, 64);
+    else
+        lowbit_packed_gemv_ref(m, r0, r1, a, y);
+}
+
+static void VARIANT(packed_gemm_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        int64_t batch, float *y, int64_t ldy) {
+    if (m->group == 128)
+        packed_gemm_g(m, r0, r1, a, batch, y, ldy, 128);
+    else if (m->group == 64)
+        packed_gemm_g(m, r0, r1, a, batch, y, ldy, 64);
+    else
+        lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy);
+}
+
 static void fill_quant_kernels(lowbit_kernels *k) {
 #define SET(K, name)                                                                               \
-    k->gemv[K] = gemv_##name;                                                                      \
-    k->gemm[K] = gemm_##name;
+    k->gemv[K] = VARIANT(gemv_##name##_a8);                                                        \
+    k->gemm[K] = VARIANT(gemm_##name##_a8);
     SET(LOWBIT_K_TQ1_0, tq1_0)
     SET(LOWBIT_K_TQ2_0, tq2_0)
     SET(LOWBIT_K_I2_S, i2_s)
@@ -291,7 +443,10 @@ static void fill_quant_kernels(lowbit_kernels *k) {
     SET(LOWBIT_K_PTQ1_0, ptq1_0)
     SET(LOWBIT_K_Q8_0, q8_0)
 #undef SET
+    k->packed_gemv = VARIANT(packed_gemv_a8);
+    k->packed_gemm = VARIANT(packed_gemm_a8);
 }
 
 #undef AI
+#undef VARIANT
 #endif /* LOWBIT_KERNELS_ARM_H */

@@ -10,8 +10,9 @@
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
  *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
- *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
- *     memory for n = 2^20 instead of log2(n) / GMAX.
+ *     while it is worked on), then one sweep does the top g <= GMAX stages.  Only the first touch
+ *     and the top sweep go beyond L2: two sweeps over memory for n = 2^20 instead of
+ *     ceil(log2(n) / GMAX).
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 
@@ -19,13 +20,29 @@
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 3
+#endif
+#ifndef FWHT_GMAX_NEAR
+#define FWHT_GMAX_NEAR 4
+#endif
+#ifndef FWHT_NEAR_BYTES
+#define FWHT_NEAR_BYTES 0 /* 16-row tiles at short strides measured no faster on Zen 4 */
+#endif
+#ifndef FWHT_COLS
 #define FWHT_COLS 2
+#endif
 #define FWHT_LOGW_f32 3
 #define FWHT_LOGW_f64 2
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) _mm256_loadu_ps(p)
 #define VST_f32(p, v) _mm256_storeu_ps(p, v)
@@ -39,10 +56,6 @@
 #define VSUB_f64 _mm256_sub_pd
 #define VMUL_f64 _mm256_mul_pd
 #define VSET1_f64 _mm256_set1_pd
-/* a - b as fma(b, -1, a): exact the same rounding, but it issues on the FMA pipes and leaves the
- * add pipes to the sums (Zen 4 and recent Intel: separate FADD and FMA ports). */
-#define VDIFF_f32(a, b) _mm256_fnmadd_ps(b, _mm256_set1_ps(1.0f), a)
-#define VDIFF_f64(a, b) _mm256_fnmadd_pd(b, _mm256_set1_pd(1.0), a)
 
 /* Strides 1, 2, 4 inside a vector: y = v * (+1|-1) + partner, the partner from a lane swap. */
 static inline __m256 vinreg_f32(__m256 v) {
@@ -60,8 +73,10 @@ static inline __m256d vinreg_f64(__m256d v) {
 
 /* A8 quantizer, equal to lowbit_quantize_act_ref: d = amax / 127, code = roundf(x * (127 / amax)).
  * roundf (half away from zero) is trunc(v + copysign(0.49999997f, v)): exact for every |v| <= 128,
- * checked exhaustively (0.5 itself would round 0.49999997 up).  The empty asm keeps the compiler from
- * fusing x * id and the add into one FMA, which would skip the product's rounding. */
+ * checked exhaustively (0.5 itself would round 0.49999997 up).  No clamp is needed: |x| <= amax,
+ * so |x * (127 / amax)| <= 127 * (1 + 2^-23)^2 < 127.5 (NaN input has no defined code anyway).
+ * The empty asm keeps the compiler from fusing x * id and the add into one FMA, which would skip
+ * the product's rounding.  Code sums come from pmaddwd on the int16 codes (one op per 16). */
 static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (group % 32) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
@@ -69,17 +84,18 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
     }
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 sgnm = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-    const __m256 half = _mm256_set1_ps(0.49999997f), hi = _mm256_set1_ps(127.0f),
-                 lo = _mm256_set1_ps(-127.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 half = _mm256_set1_ps(0.49999997f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), ones = _mm256_set1_epi16(1);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
-        __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < group; j += 16) {
+        __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+        for (int64_t j = 0; j < group; j += 32) {
             m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(xg + j), absm));
             m1 = _mm256_max_ps(m1, _mm256_and_ps(_mm256_loadu_ps(xg + j + 8), absm));
+            m2 = _mm256_max_ps(m2, _mm256_and_ps(_mm256_loadu_ps(xg + j + 16), absm));
+            m3 = _mm256_max_ps(m3, _mm256_and_ps(_mm256_loadu_ps(xg + j + 24), absm));
         }
-        m0 = _mm256_max_ps(m0, m1);
+        m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
@@ -93,13 +109,12 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
             for (int u = 0; u < 4; u++) {
                 __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xg + j + 8 * u), vid);
                 __asm__("" : "+x"(v));
-                v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
                 v = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sgnm), half));
                 c[u] = _mm256_cvttps_epi32(v);
-                acc = _mm256_add_epi32(acc, c[u]);
             }
-            __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]),
-                                           _mm256_packs_epi32(c[2], c[3]));
+            const __m256i w01 = _mm256_packs_epi32(c[0], c[1]), w23 = _mm256_packs_epi32(c[2], c[3]);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(w01, w23), ones));
+            const __m256i b = _mm256_packs_epi16(w01, w23);
             _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(b, perm));
         }
         __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
@@ -110,12 +125,44 @@ static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, floa
     }
 }
 
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(0x3f800000);
+    __m256i b0 = _mm256_setzero_si256(), b1 = b0, b2 = b0, b3 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = _mm256_or_si256(b, _mm256_xor_si256(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + i + o)), absm), one))
+    for (; i + 32 <= n; i += 32) {
+        CHK(b0, 0);
+        CHK(b1, 8);
+        CHK(b2, 16);
+        CHK(b3, 24);
+    }
+    for (; i + 8 <= n; i += 8) CHK(b0, 0);
+#undef CHK
+    b0 = _mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3));
+    return _mm256_testz_si256(b0, b0) && lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const __m256i absm = _mm256_set1_epi64x(0x7fffffffffffffffll),
+                  one = _mm256_set1_epi64x(0x3ff0000000000000ll);
+    __m256i b0 = _mm256_setzero_si256(), b1 = b0;
+    int64_t i = 0;
+#define CHK(b, o) b = _mm256_or_si256(b, _mm256_xor_si256(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + i + o)), absm), one))
+    for (; i + 8 <= n; i += 8) {
+        CHK(b0, 0);
+        CHK(b1, 4);
+    }
+#undef CHK
+    b0 = _mm256_or_si256(b0, b1);
+    return _mm256_testz_si256(b0, b0) && lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
+}
+
 /* ==== float (8 lanes) ============================================================================ */
 
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f32(__m256 *a, __m256 *b) {
-    const __m256 s = VADD_f32(*a, *b), d = VDIFF_f32(*a, *b);
+    const __m256 s = VADD_f32(*a, *b), d = VSUB_f32(*a, *b);
     *a = s;
     *b = d;
 }
@@ -138,6 +185,11 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
     const __m256 vs = VSET1_f32(scale);
     for (int64_t i = 0; i < n; i += (8 << G)) {
         __m256 r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (8 << G); j += 64 / (int)sizeof(float))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             __m256 v = VLD_f32(src + i + j * 8);
@@ -163,7 +215,7 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
 AI void mid_pass_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const float *post, float scale, const int G, const int LAST, const int POST) {
     const __m256 vs = VSET1_f32(scale);
-    const int U = (s >= FWHT_COLS * 8) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 8) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 8) {
@@ -225,27 +277,23 @@ static void mid_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, 
         MID_CASES_f32(2)
         MID_CASES_f32(3)
         MID_CASES_f32(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f32(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f32(float *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const float *post, float scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f32(float *x, int64_t n, int lo, int hi, const float *post, float scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f32(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(float) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f32(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -256,7 +304,7 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f32 + G;
     first_f32(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f32(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f32(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -315,7 +363,7 @@ static void mstage_f32(float *x, int m, int64_t len, const float *post, float sc
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f64(__m256d *a, __m256d *b) {
-    const __m256d s = VADD_f64(*a, *b), d = VDIFF_f64(*a, *b);
+    const __m256d s = VADD_f64(*a, *b), d = VSUB_f64(*a, *b);
     *a = s;
     *b = d;
 }
@@ -338,6 +386,11 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
     const __m256d vs = VSET1_f64(scale);
     for (int64_t i = 0; i < n; i += (4 << G)) {
         __m256d r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (4 << G); j += 64 / (int)sizeof(double))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             __m256d v = VLD_f64(src + i + j * 4);
@@ -363,7 +416,7 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
 AI void mid_pass_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const double *post, double scale, const int G, const int LAST, const int POST) {
     const __m256d vs = VSET1_f64(scale);
-    const int U = (s >= FWHT_COLS * 4) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 4) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 4) {
@@ -425,27 +478,23 @@ static void mid_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0,
         MID_CASES_f64(2)
         MID_CASES_f64(3)
         MID_CASES_f64(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f64(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f64(double *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const double *post, double scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f64(double *x, int64_t n, int lo, int hi, const double *post, double scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f64(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(double) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f64(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -456,7 +505,7 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f64 + G;
     first_f64(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f64(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f64(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -517,4 +566,6 @@ void lowbit_fill_fwht_avx2(lowbit_fwht_kernels *k) {
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
     k->quant = quant_avx2;
+    k->signs_ok_f32 = signs_ok_f32;
+    k->signs_ok_f64 = signs_ok_f64;
 }

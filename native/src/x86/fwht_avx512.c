@@ -10,8 +10,9 @@
  *   - n <= 2^LB (fits L1): a first pass loads R vectors, does the in-vector stages and log2(R)
  *     register stages, then "mid" passes do up to GMAX stages each on R-vector tiles at stride s.
  *   - n > 2^LB: recursively transform the 2^g sub-blocks (depth first, so each stays in L1/L2
- *     while it is worked on), then one sweep does the top g <= GMAX stages: about two sweeps over
- *     memory for n = 2^20 instead of log2(n) / GMAX.
+ *     while it is worked on), then one sweep does the top g <= GMAX stages.  Only the first touch
+ *     and the top sweep go beyond L2: two sweeps over memory for n = 2^20 instead of
+ *     ceil(log2(n) / GMAX).
  *   - the scale and the post-signs are folded into the last pass, the pre-signs into the first.
  */
 
@@ -19,13 +20,25 @@
 
 #include "../fwht_kernels.h"
 
+#ifndef FWHT_LOGR_FIRST
 #define FWHT_LOGR_FIRST 4
+#endif
+#ifndef FWHT_GMAX
 #define FWHT_GMAX 4
+#endif
+#define FWHT_GMAX_NEAR 4
+#define FWHT_NEAR_BYTES 0
+#ifndef FWHT_COLS
 #define FWHT_COLS 1
+#endif
 #define FWHT_LOGW_f32 4
 #define FWHT_LOGW_f64 3
-#define FWHT_LB_f32 12
-#define FWHT_LB_f64 11
+#ifndef FWHT_LB_f32
+#define FWHT_LB_f32 13
+#endif
+#ifndef FWHT_LB_f64
+#define FWHT_LB_f64 12
+#endif
 
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
@@ -39,8 +52,6 @@
 #define VSUB_f64 _mm512_sub_pd
 #define VMUL_f64 _mm512_mul_pd
 #define VSET1_f64 _mm512_set1_pd
-#define VDIFF_f32(a, b) _mm512_fnmadd_ps(b, _mm512_set1_ps(1.0f), a) /* see the AVX2 variant */
-#define VDIFF_f64(a, b) _mm512_fnmadd_pd(b, _mm512_set1_pd(1.0), a)
 
 /* Strides 1, 2 (in-lane permutes), 4, 8 (128-bit lane shuffles) inside one zmm. */
 static inline __m512 vinreg_f32(__m512 v) {
@@ -63,15 +74,15 @@ static inline __m512d vinreg_f64(__m512d v) {
     return v;
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding proof). */
+/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
+ * no-clamp proofs). */
 static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                          int32_t *s) {
     if (group % 16) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const __m512 half = _mm512_set1_ps(0.49999997f), hi = _mm512_set1_ps(127.0f),
-                 lo = _mm512_set1_ps(-127.0f);
+    const __m512 half = _mm512_set1_ps(0.49999997f);
     const __m512i sgnm = _mm512_set1_epi32((int)0x80000000u);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
@@ -85,7 +96,6 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
         for (int64_t j = 0; j < group; j += 16) {
             __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xg + j), vid);
             __asm__("" : "+v"(v));
-            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
             const __m512 h = _mm512_castsi512_ps(
                 _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sgnm), _mm512_castps_si512(half)));
             const __m512i c = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
@@ -97,12 +107,33 @@ static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, fl
     }
 }
 
+/* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref). */
+static int signs_ok_f32(const float *s, int64_t n) {
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(0x3f800000);
+    __m512i b0 = _mm512_setzero_si512(), b1 = b0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        b0 = _mm512_or_si512(b0, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i), absm), one));
+        b1 = _mm512_or_si512(b1, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i + 16), absm), one));
+    }
+    return _mm512_test_epi32_mask(_mm512_or_si512(b0, b1), _mm512_or_si512(b0, b1)) == 0 &&
+           lowbit_fwht_signs_ok_f32_ref(s + i, n - i);
+}
+static int signs_ok_f64(const double *s, int64_t n) {
+    const __m512i absm = _mm512_set1_epi64(0x7fffffffffffffffll), one = _mm512_set1_epi64(0x3ff0000000000000ll);
+    __m512i b0 = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        b0 = _mm512_or_si512(b0, _mm512_xor_si512(_mm512_and_si512(_mm512_loadu_si512(s + i), absm), one));
+    return _mm512_test_epi64_mask(b0, b0) == 0 && lowbit_fwht_signs_ok_f64_ref(s + i, n - i);
+}
+
 /* ==== float (16 lanes) ============================================================================ */
 
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f32(__m512 *a, __m512 *b) {
-    const __m512 s = VADD_f32(*a, *b), d = VDIFF_f32(*a, *b);
+    const __m512 s = VADD_f32(*a, *b), d = VSUB_f32(*a, *b);
     *a = s;
     *b = d;
 }
@@ -125,6 +156,11 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
     const __m512 vs = VSET1_f32(scale);
     for (int64_t i = 0; i < n; i += (16 << G)) {
         __m512 r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (16 << G); j += 64 / (int)sizeof(float))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             __m512 v = VLD_f32(src + i + j * 16);
@@ -150,7 +186,7 @@ AI void first_pass_f32(const float *src, float *dst, int64_t n, const float *pre
 AI void mid_pass_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const float *post, float scale, const int G, const int LAST, const int POST) {
     const __m512 vs = VSET1_f32(scale);
-    const int U = (s >= FWHT_COLS * 16) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 16) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 16) {
@@ -212,27 +248,23 @@ static void mid_f32(float *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, 
         MID_CASES_f32(2)
         MID_CASES_f32(3)
         MID_CASES_f32(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f32(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f32(float *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const float *post, float scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f32(float *x, int64_t n, int lo, int hi, const float *post, float scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f32(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(float) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f32(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -243,7 +275,7 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f32 + G;
     first_f32(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f32(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f32(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -302,7 +334,7 @@ static void mstage_f32(float *x, int m, int64_t len, const float *post, float sc
 #define AI static inline __attribute__((always_inline))
 
 AI void bfly_f64(__m512d *a, __m512d *b) {
-    const __m512d s = VADD_f64(*a, *b), d = VDIFF_f64(*a, *b);
+    const __m512d s = VADD_f64(*a, *b), d = VSUB_f64(*a, *b);
     *a = s;
     *b = d;
 }
@@ -325,6 +357,11 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
     const __m512d vs = VSET1_f64(scale);
     for (int64_t i = 0; i < n; i += (8 << G)) {
         __m512d r[32];
+        /* Pull in the block after this one (the next row of a batch, the next sub-block of a large
+         * transform) while this one computes; a prefetch past the end is harmless. */
+#pragma GCC unroll 32
+        for (int j = 0; j < (8 << G); j += 64 / (int)sizeof(double))
+            __builtin_prefetch(src + n + i + j);
 #pragma GCC unroll 32
         for (int j = 0; j < (1 << G); j++) {
             __m512d v = VLD_f64(src + i + j * 8);
@@ -350,7 +387,7 @@ AI void first_pass_f64(const double *src, double *dst, int64_t n, const double *
 AI void mid_pass_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0, int64_t cw,
                     const double *post, double scale, const int G, const int LAST, const int POST) {
     const __m512d vs = VSET1_f64(scale);
-    const int U = (s >= FWHT_COLS * 8) ? FWHT_COLS : 1;
+    const int U = (G <= FWHT_GMAX && s >= FWHT_COLS * 8) ? FWHT_COLS : 1;
     for (int64_t base = 0; base < n; base += s << G)
         for (int64_t r0 = 0; r0 < s; r0 += colblk)
             for (int64_t c = c0; c < c0 + cw; c += U * 8) {
@@ -412,27 +449,23 @@ static void mid_f64(double *x, int64_t n, int64_t s, int64_t colblk, int64_t c0,
         MID_CASES_f64(2)
         MID_CASES_f64(3)
         MID_CASES_f64(4)
-#if FWHT_GMAX >= 5
+#if FWHT_GMAX >= 5 || FWHT_GMAX_NEAR >= 5
         MID_CASES_f64(5)
 #endif
     default: break;
     }
 }
 
-/* Stages [lo, hi) of the mid passes, split into passes of at most GMAX stages (as even as
- * possible: 7 stages -> 4 + 3, not 4 + 2 + 1... fewer passes means fewer loads and stores). */
-static void mid_range_f64(double *x, int64_t n, int lo, int hi, int64_t colblk_log, int64_t c0,
-                         int64_t cw, const double *post, double scale, int last) {
-    int rem = hi - lo;
-    const int npass = (rem + FWHT_GMAX - 1) / FWHT_GMAX;
-    for (int p = 0; p < npass; p++) {
-        const int g = (rem + (npass - p) - 1) / (npass - p);
+/* Stages [lo, hi) as mid passes, lowest strides first, each as many stages as registers allow:
+ * FWHT_GMAX_NEAR while a tile's rows are close enough not to share L1 sets (one vector per row),
+ * FWHT_GMAX beyond that (FWHT_COLS vectors = whole lines per row).  Fewer passes, fewer loads. */
+static void mid_range_f64(double *x, int64_t n, int lo, int hi, const double *post, double scale, int last) {
+    while (lo < hi) {
         const int64_t s = (int64_t)1 << lo;
-        const int64_t colblk = colblk_log < 0 ? s : ((int64_t)1 << colblk_log);
-        mid_f64(x, n, s, colblk, colblk_log < 0 ? 0 : c0, colblk_log < 0 ? s : cw, post, scale, g,
-               last && p == npass - 1);
+        int g = s * (int64_t)sizeof(double) <= FWHT_NEAR_BYTES ? FWHT_GMAX_NEAR : FWHT_GMAX;
+        if (g > hi - lo) g = hi - lo;
+        mid_f64(x, n, s, s, 0, s, post, scale, g, last && lo + g == hi);
         lo += g;
-        rem -= g;
     }
 }
 
@@ -443,7 +476,7 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
     if (G > FWHT_LOGR_FIRST) G = FWHT_LOGR_FIRST;
     const int done = FWHT_LOGW_f64 + G;
     first_f64(src, dst, n, pre, post, scale, G, last && done == L);
-    if (done < L) mid_range_f64(dst, n, done, L, -1, 0, 0, post, scale, last);
+    if (done < L) mid_range_f64(dst, n, done, L, post, scale, last);
 }
 
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
@@ -504,4 +537,6 @@ void lowbit_fill_fwht_avx512(lowbit_fwht_kernels *k) {
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
     k->quant = quant_avx512;
+    k->signs_ok_f32 = signs_ok_f32;
+    k->signs_ok_f64 = signs_ok_f64;
 }

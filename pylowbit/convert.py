@@ -1,0 +1,562 @@
+"""Convert a GGUF file to another weight format: lossless repacks, quantization, Hadamard folding.
+
+    convert(src, dst, "q2_0", rotate=128, keep="q8_0")
+
+Which tensors change:
+- 2-D+ weight matrices (not norms, not token_embd / position_embd) whose row length is a multiple
+  of the target block go to the target type.  Rows that do not fit stay as they are (or go to
+  `keep`), with a notice.
+- token_embd stays as it is unless `keep` names a type for it; 1-D tensors (norms, biases) stay
+  as they are unless `keep` is a float type (f32/f16/bf16).
+
+How:
+- From a low-bit format (TQ1_0 TQ2_0 I2_S Q1_0 Q2_0 PQ2_0 PTQ1_0) to a block format: the codes are
+  repacked (pylowbit.repack) and checked exact; anything that would change a value (a code the
+  target lacks, scales a block cannot share, an fp32 scale fp16 cannot hold, a rotation of ternary
+  codes, a float type that rounds) is refused with what would be lost, unless allow_lossy, which
+  re-quantizes the dequantized values instead.
+- From float or any other type (F32 F16 BF16 Q8_0 Q4_K Q6_K ..., decoded through gguf-py when
+  pylowbit has no decoder): TQ1_0 TQ2_0 PTQ1_0 I2_S Q1_0 Q8_0 use their owners' rule (C codecs:
+  d = max|w| per block, per tensor for I2_S, mean|w| for Q1_0; code = round-half-away(w/d) + 1).
+  Q2_0 / PQ2_0 use a per-block scale search (`quantize_search`; method="absmax" for the owners'
+  rule, method="search" to search the ternary formats' scales too): Q2_0's codes are -1, 0, +1,
+  +2, so the best scale is often below max|w| and, for a block whose large weights are negative,
+  negative.
+- rotate=B folds x' = H(s * x) (H the normalized Sylvester Walsh-Hadamard of size B, s random +-1
+  per input width, drawn from `seed`) into every foldable weight that is quantized to a block format:
+  W' = W S H, each row w' = H(s * w).  token_embd, when re-encoded to a block format, is stored the
+  same way, z = H(s * e), and listed as inverse: the decoder recovers e = s * (H z) after the
+  lookup and, for a tied LM head, rotates the head's input like any folded weight (logits =
+  Z H(s * h) = E h).  Tensors copied byte for byte stay unrotated and unlisted: each folded matmul
+  is rotated on its own, so a partial list is exact.  The prism.hadamard.* keys are always written
+  with the folded weights.
+
+The output is written to an anonymous temporary file in the destination directory and linked into
+place only when complete: an interrupted or killed conversion leaves no output and never touches the
+input.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from pylowbit import core
+from pylowbit.gguf import TYPES, GGUFFile, MetaValue, ValueType, tensor_nbytes, type_id
+from pylowbit.repack import CODE_FORMATS, LOW_BIT, LossyError, repack, repack_problems
+
+__all__ = ["convert", "plan", "quantize_search", "decode_float", "encode", "ConversionError", "TARGETS",
+           "FLOAT_TYPES"]
+
+FLOAT_TYPES = ("f32", "f16", "bf16")
+TARGETS = FLOAT_TYPES + ("q8_0", "tq1_0", "tq2_0", "ptq1_0", "q2_0", "pq2_0", "q1_0", "i2_s")
+FOLDABLE = re.compile(r"^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_qkv|attn_gate|attn_output|"
+                      r"ffn_gate|ffn_up|ffn_down|ssm_out)\.weight|output\.weight)$")
+EMBED = "token_embd.weight"
+# 2-D tensors that are tables or small parameters, never weight matrices to quantize
+_NOT_MATRIX = re.compile(r"(^|\.)(token_embd|position_embd|token_types|per_layer_token_embd|rope_freqs|"
+                         r"ssm_conv1d|ssm_a|ssm_d|ssm_dt)(\.|$)|norm")
+HADAMARD = "prism.hadamard."
+TRANSFORM = "normalized-sylvester-walsh-hadamard"
+AXIS = "input-last-dimension"
+# general.file_type (llama_ftype) of each target; Q2_0 and I2_S have none agreed upstream yet
+FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32, "tq1_0": 36, "tq2_0": 37, "q1_0": 40,
+              "pq2_0": 141, "ptq1_0": 143}
+CHUNK_WEIGHTS = 1 << 22  # rows are decoded / rotated / quantized this many weights at a time
+
+
+class ConversionError(ValueError):
+    pass
+
+
+@dataclass
+class Step:
+    name: str
+    src: str  # type names
+    dst: str
+    shape: tuple
+    rotate: bool = False
+    note: str = ""
+    assigned: bool = False  # its type was chosen (target / keep), not merely kept
+
+    @property
+    def copy(self) -> bool:
+        return self.src == self.dst and not self.rotate
+
+
+# ---- float decode / encode -------------------------------------------------------------------
+
+def decode_float(data: np.ndarray, fmt: str, shape) -> np.ndarray:
+    """float32 values of raw tensor bytes of any type pylowbit or gguf-py can decode."""
+    data = np.asarray(data)
+    if fmt == "f32":
+        return data.view("<f4").astype(np.float32).reshape(shape)
+    if fmt == "f16":
+        return data.view("<f2").astype(np.float32).reshape(shape)
+    if fmt == "bf16":
+        return (data.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if fmt in core.FORMATS:
+        return core.dequantize(data, fmt, shape)
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+    out = dequantize(data.reshape(rows, -1), GGMLQuantizationType(type_id(fmt)))
+    return np.ascontiguousarray(out, dtype=np.float32).reshape(shape)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    # round to nearest even; NaN stays NaN (quiet bit kept)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    r = np.where(np.isnan(x), ((u >> 16) | 0x40).astype(np.uint16), r)
+    return r.view(np.uint8)
+
+
+def quantize_search(x: np.ndarray, block: int, cmax: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int8 in -1..cmax) and fp16-exact block scales minimizing each block's squared error.
+
+    cmax = 2 (Q2_0 / PQ2_0): codes cover [-d, 2d].  Candidates: the owners' d = max|w|, and f * s
+    for f in 0.45..1 where s = max(max(-w), max(w) / 2) is the smallest d that clips nothing, and the
+    same with d < 0 (which puts +2 on the negative side).
+    cmax = 1 (ternary): d = f * max|w| for f from 0.15 to 1 (1 is the owners' rule).
+    Each candidate is rounded to fp16 first and takes the nearest codes; the best is refined once by
+    least squares.  Never worse than the owners' rule on any block."""
+    X = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, block)
+    codes = np.empty(X.shape, dtype=np.int8)
+    scales = np.empty(X.shape[0], dtype=np.float32)
+    step = max(1, CHUNK_WEIGHTS // block)
+    for i in range(0, X.shape[0], step):
+        c, d = _search(X[i:i + step], cmax)
+        codes[i:i + step], scales[i:i + step] = c, d
+    if not np.isfinite(scales).all():
+        raise ConversionError("weights too large for fp16 block scales")
+    return codes.reshape(-1), scales
+
+
+def quantize_q2(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    return quantize_search(x, block, 2)
+
+
+def _fit(X, d, cmax):
+    d = d.astype(np.float16).astype(np.float32)
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=(d != 0) & np.isfinite(d))
+    c = np.clip(np.rint(X * inv[:, None]), -1, cmax)
+    e = X - c * d[:, None]
+    e = np.einsum("ij,ij->i", e, e)
+    return c, d, np.where(np.isfinite(d), e, np.inf)
+
+
+def _search(X, cmax):
+    pos, neg = X.max(axis=1), -X.min(axis=1)
+    amax = np.maximum(pos, neg)
+    best_c, best_d, best_e = _fit(X, amax, cmax)  # the owners' rule
+    if cmax == 2:
+        sp, sn = np.maximum(neg, pos / 2), np.maximum(pos, neg / 2)
+        cands = [d for f in np.linspace(0.45, 1.0, 12, dtype=np.float32) for d in (sp * f, -sn * f)]
+    else:
+        cands = [amax * f for f in np.geomspace(0.15, 1.0, 20, dtype=np.float32)[:-1]]
+    for d in cands:
+        c, d, e = _fit(X, d, cmax)
+        better = e < best_e
+        best_c[better], best_d[better], best_e[better] = c[better], d[better], e[better]
+    cc = np.einsum("ij,ij->i", best_c, best_c)
+    d_ls = np.divide(np.einsum("ij,ij->i", X, best_c), cc, out=best_d.copy(), where=cc > 0)
+    c, d, e = _fit(X, d_ls, cmax)
+    better = e < best_e
+    best_c[better], best_d[better] = c[better], d[better]
+    return best_c.astype(np.int8), best_d
+
+
+# Which formats the scale search serves, per `method`
+SEARCH = {"auto": ("q2_0", "pq2_0"), "search": ("q2_0", "pq2_0", "tq1_0", "tq2_0", "ptq1_0"), "absmax": ()}
+
+
+def encode(x: np.ndarray, fmt: str, method: str = "auto") -> np.ndarray:
+    """Raw bytes of float32 x (rows, cols) in fmt; method picks the block-scale rule (SEARCH)."""
+    if fmt == "f32":
+        return np.ascontiguousarray(x, dtype="<f4").view(np.uint8).reshape(-1)
+    if fmt == "f16":
+        return np.ascontiguousarray(x, dtype="<f2").view(np.uint8).reshape(-1)
+    if fmt == "bf16":
+        return _bf16(x).reshape(-1)
+    if not np.isfinite(x).all():
+        raise ConversionError(f"non-finite weights cannot be quantized to {fmt}")
+    if fmt in SEARCH[method]:
+        from pylowbit.repack import pack_codes
+
+        c, d = quantize_search(x, core.format_info(fmt).block_size, CODE_FORMATS[fmt].cmax)
+        return pack_codes(fmt, c, d, x.shape).data
+    return core.quantize(np.ascontiguousarray(x, dtype=np.float32), fmt).data
+
+
+# ---- the rotation ------------------------------------------------------------------------------
+
+def signs_for(seed: int, width: int) -> np.ndarray:
+    rng = np.random.default_rng([int(seed), int(width), 0x6861])
+    return np.where(rng.random(width) < 0.5, -1.0, 1.0).astype(np.float32)
+
+
+def rotate_rows(x: np.ndarray, block: int, signs: np.ndarray) -> np.ndarray:
+    """Each row w -> H(s * w): the same transform the decoder applies to activations."""
+    try:
+        from pylowbit import fwht  # the C kernel
+    except ImportError:  # pragma: no cover - while the extension is being built
+        from pylowbit.model.hadamard import fwht_numpy
+
+        return fwht_numpy(x, block, signs)
+    return fwht(np.ascontiguousarray(x, dtype=np.float32), block=block, signs=signs,
+                order="signs-then-rotate")
+
+
+# ---- planning ----------------------------------------------------------------------------------
+
+def _type_fits(fmt: str, shape) -> bool:
+    bs = TYPES[type_id(fmt)].block_size
+    return shape[-1] % bs == 0 and (fmt != "i2_s" or shape[-1] % 128 == 0)
+
+
+def plan(f: GGUFFile, to_type: str, keep: str | None = None, rotate: int | None = None,
+         notice: Callable[[str], None] | None = None, only: str | None = None) -> list[Step]:
+    """One Step per tensor (in file order): its output type and whether it is rotated.
+    only: a regular expression; weight matrices whose names it does not match are left as they are."""
+    steps = []
+    pick = re.compile(only) if only else None
+    for name, t in f.tensors.items():
+        src, shape = t.fmt, tuple(t.shape)
+        dst, note, assigned = src, "", True
+        if len(shape) == 1:
+            if keep in FLOAT_TYPES:
+                dst = keep
+            else:
+                assigned = False
+        elif name == EMBED or _NOT_MATRIX.search(name):
+            if keep and _type_fits(keep, shape):
+                dst = keep
+            else:
+                assigned = False
+                if keep:
+                    note = f"row length {shape[-1]} does not fit {keep}: kept as {src}"
+        elif pick is not None and not pick.search(name):
+            assigned = False
+        elif _type_fits(to_type, shape):
+            dst = to_type
+        elif keep and _type_fits(keep, shape):
+            dst, note = keep, f"row length {shape[-1]} does not fit {to_type}: stored as {keep}"
+        else:
+            assigned = False
+            note = f"row length {shape[-1]} does not fit {to_type}: kept as {src}"
+        steps.append(Step(name, src, dst, shape, note=note, assigned=assigned))
+    if rotate:
+        for s in steps:
+            # Rotation exists to help quantization: fold it where a tensor is (re-)quantized to a
+            # block format; float and merely kept tensors stay unrotated (and unlisted).
+            s.rotate = (bool(FOLDABLE.match(s.name)) or s.name == EMBED) and s.assigned \
+                and s.dst in CODE_FORMATS
+        if not any(s.rotate and s.name != EMBED for s in steps):
+            raise ConversionError(f"--rotate {rotate}: no foldable weight is quantized to a block format "
+                                  f"here, so there is nothing to fold the rotation into")
+        for s in steps:
+            if s.rotate and s.shape[-1] % rotate:
+                raise ConversionError(f"--rotate {rotate}: {s.name} has input width {s.shape[-1]}, not a "
+                                      f"multiple of {rotate} (widths here: "
+                                      f"{sorted({x.shape[-1] for x in steps if x.rotate})})")
+    if notice:
+        for s in steps:
+            if s.note:
+                notice(f"notice: {s.name}: {s.note}")
+    return steps
+
+
+def _lossy_problems(t, s: Step) -> list[tuple[str, int, int]] | None:
+    """What converting this tensor would lose, when its source is a low-bit format (None: not
+    subject to the lossless rule)."""
+    if s.src not in LOW_BIT or s.copy:
+        return None
+    q = core.QTensor(t.data, s.src, s.shape)
+    if s.rotate:
+        nb = int(np.prod(s.shape)) // core.format_info(s.src).block_size
+        return [("would be rotated: rotating codes gives values that must be re-quantized", nb, nb)]
+    if s.dst in CODE_FORMATS:
+        return repack_problems(q, s.dst)
+    # float target: exact when every value survives the cast
+    x = q.dequantize()
+    y = decode_float(encode(x, s.dst), s.dst, s.shape)
+    bad = ~((x == y) | (np.isnan(x) & np.isnan(y)))
+    if bad.any():
+        return [(f"hold values that {s.dst} rounds (weights, not blocks)", int(bad.sum()), x.size)]
+    return []
+
+
+# ---- conversion --------------------------------------------------------------------------------
+
+def _refuse_same_file(src: Path, dst: Path):
+    if src.resolve() == dst.resolve():
+        raise ConversionError(f"output {dst} is the input file: choose another output path")
+    try:
+        if dst.exists() and os.path.samefile(src, dst):
+            raise ConversionError(f"output {dst} is the same file as the input {src} (a link to it)")
+    except OSError:
+        pass
+
+
+def _metadata(f: GGUFFile) -> dict:
+    """Source metadata with its exact GGUF value types."""
+    out = {}
+    for k, v in f.metadata.items():
+        vt, et = f.metadata_types[k]
+        if vt == ValueType.ARRAY and isinstance(v, np.ndarray) and v.dtype == bool:
+            v = v.astype(np.uint8)
+        out[k] = MetaValue(vt, v, et)
+    return out
+
+
+def convert(src, dst, to_type: str, rotate: int | None = None, keep: str | None = None,
+            allow_lossy: bool = False, seed: int = 0, method: str = "auto", only: str | None = None,
+            progress: Callable[[int, int, str], None] | None = None,
+            notice: Callable[[str], None] | None = None) -> dict:
+    """Convert GGUF file src to dst (see the module docstring); `only` (a regular expression)
+    restricts the conversion to the weight matrices it matches.  Returns a summary dict:
+    {"tensors": {name: (src type, dst type, how)}, "rotated": [names], "bytes": output size}.
+    progress(done_bytes, total_bytes, tensor_name) is called as tensors are written."""
+    src, dst = Path(src), Path(dst)
+    to_type = to_type.lower()
+    if method not in SEARCH:
+        raise ConversionError(f"unknown method {method!r}; known: {', '.join(SEARCH)}")
+    if to_type not in TARGETS:
+        raise ConversionError(f"unknown target type {to_type!r}; known: {', '.join(TARGETS)}")
+    if keep is not None:
+        keep = keep.lower()
+        if keep not in TARGETS:
+            raise ConversionError(f"unknown --keep type {keep!r}; known: {', '.join(TARGETS)}")
+    if rotate is not None:
+        rotate = int(rotate)
+        if rotate < 2 or rotate & (rotate - 1):
+            raise ConversionError(f"--rotate {rotate}: the block size must be a power of two >= 2")
+    _refuse_same_file(src, dst)
+    if not dst.parent.is_dir():
+        raise ConversionError(f"output directory {dst.parent} does not exist")
+
+    f = GGUFFile(src)
+    try:
+        if rotate and any(k.startswith(HADAMARD) for k in f.metadata):
+            raise ConversionError("the input is already Hadamard-rotated (prism.hadamard.* keys): "
+                                  "rotating it again is not supported")
+        steps = plan(f, to_type, keep, rotate, notice, only)
+
+        # Refuse before writing anything: every lossy low-bit tensor, with what it would lose.
+        if not allow_lossy:
+            lossy = []
+            for s in steps:
+                p = _lossy_problems(f.tensors[s.name], s)
+                if p:
+                    lossy.append(LossyError(f"{s.name} ({s.src} -> {s.dst})", p))
+            if lossy:
+                more = f" (and {len(lossy) - 5} more tensors)" if len(lossy) > 5 else ""
+                raise ConversionError("refusing a lossy conversion (pass --allow-lossy to re-quantize): " +
+                                      "; ".join(str(e) for e in lossy[:5]) + more)
+
+        signs = {}
+        if rotate:
+            for w in sorted({s.shape[-1] for s in steps if s.rotate}):
+                signs[w] = signs_for(seed, w)
+        meta = _metadata(f)
+        if to_type in FILE_TYPES:
+            meta["general.file_type"] = MetaValue(ValueType.UINT32, FILE_TYPES[to_type])
+        else:
+            meta.pop("general.file_type", None)  # a stale value would mislead
+        if rotate:
+            widths = sorted(signs)
+            meta.update({
+                HADAMARD + "version": MetaValue(ValueType.UINT32, 1),
+                HADAMARD + "block_size": MetaValue(ValueType.UINT32, rotate),
+                HADAMARD + "transform": MetaValue(ValueType.STRING, TRANSFORM),
+                HADAMARD + "axis": MetaValue(ValueType.STRING, AXIS),
+                HADAMARD + "sign_mode": MetaValue(ValueType.STRING, "explicit"),
+                HADAMARD + "sign_widths": MetaValue(ValueType.ARRAY, widths, ValueType.INT32),
+                HADAMARD + "sign_values": MetaValue(ValueType.ARRAY, np.concatenate([signs[w] for w in widths]),
+                                                    ValueType.FLOAT32),
+                HADAMARD + "weight_names": MetaValue(ValueType.ARRAY, [s.name for s in steps
+                                                                       if s.rotate and s.name != EMBED],
+                                                     ValueType.STRING),
+                HADAMARD + "inverse_weight_names": MetaValue(ValueType.ARRAY, [s.name for s in steps
+                                                                               if s.rotate and s.name == EMBED],
+                                                             ValueType.STRING),
+            })
+
+        how = {}
+
+        def produce(s: Step):
+            t = f.tensors[s.name]
+            if s.copy:
+                how[s.name] = "copied"
+                return t.data
+            if s.src in LOW_BIT and s.dst in CODE_FORMATS and not s.rotate:
+                q = core.QTensor(t.data, s.src, s.shape)
+                try:
+                    out = repack(q, s.dst, what=f"{s.name} ({s.src} -> {s.dst})").data
+                    how[s.name] = "repacked (exact)"
+                    return out
+                except LossyError:
+                    if not allow_lossy:
+                        raise
+            kind = "converted" if s.dst in FLOAT_TYPES else "re-quantized (lossy)" if s.src in LOW_BIT \
+                else "quantized"
+            how[s.name] = ("rotated+" if s.rotate else "") + kind
+            return _transcode(t.data, s, signs.get(s.shape[-1]) if s.rotate else None, rotate, method)
+
+        tensors = [_Spec(s.name, type_id(s.dst), s.shape, (lambda s=s: produce(s))) for s in steps]
+        size = _write_atomic(dst, meta, tensors, f.alignment, progress)
+    finally:
+        f.close()
+    return {"tensors": {s.name: (s.src, s.dst, how[s.name]) for s in steps},
+            "rotated": [s.name for s in steps if s.rotate], "bytes": size, "block": rotate, "seed": seed}
+
+
+def _transcode(data, s: Step, signs, block, method) -> np.ndarray:
+    """Decode -> (rotate) -> encode, a slab of rows at a time to bound memory."""
+    shape = s.shape
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    cols = shape[-1]
+    if s.dst == "i2_s":  # one scale per tensor: needs the whole tensor at once
+        x = decode_float(data, s.src, (rows, cols))
+        if signs is not None:
+            x = rotate_rows(x, block, signs)
+        return encode(x, "i2_s", method)
+    out = np.empty(tensor_nbytes(type_id(s.dst), shape), dtype=np.uint8)
+    in_row = tensor_nbytes(type_id(s.src), (1, cols)) if s.src != "i2_s" else None
+    out_row = out.size // rows
+    step = max(1, CHUNK_WEIGHTS // cols)
+    if s.src == "i2_s":  # a per-tensor scale: decode once
+        xall = decode_float(data, s.src, (rows, cols))
+    raw = np.asarray(data)
+    for r in range(0, rows, step):
+        r1 = min(rows, r + step)
+        if s.src == "i2_s":
+            x = xall[r:r1]
+        else:
+            x = decode_float(raw[r * in_row:r1 * in_row], s.src, (r1 - r, cols))
+        if signs is not None:
+            x = rotate_rows(x, block, signs)
+        out[r * out_row:r1 * out_row] = encode(x, s.dst, method)
+    return out
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+@dataclass
+class _Spec:
+    name: str
+    type_id: int
+    shape: tuple
+    data: Callable
+
+
+def _header(meta: dict, tensors, alignment: int) -> tuple[bytes, list[tuple[int, int]]]:
+    # The GGUF header packing is pylowbit.gguf's; only the file handling differs (see _write_atomic).
+    import struct
+
+    from pylowbit import gguf as G
+
+    if alignment != G.DEFAULT_ALIGNMENT:
+        meta["general.alignment"] = MetaValue(ValueType.UINT32, alignment)
+    head = bytearray(G.GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(meta)))
+    for k, v in meta.items():
+        mv = G._infer(v)
+        head += G._pack_string(k) + struct.pack("<I", mv.type) + G._pack_value(mv)
+    spans, off = [], 0
+    for t in tensors:
+        nb = tensor_nbytes(t.type_id, t.shape)
+        spans.append((off, nb))
+        head += G._pack_string(t.name) + struct.pack("<I", len(t.shape))
+        head += struct.pack(f"<{len(t.shape)}Q", *reversed([int(x) for x in t.shape]))
+        head += struct.pack("<IQ", t.type_id, off)
+        off = G._align(off + nb, alignment)
+    head += b"\0" * (G._align(len(head), alignment) - len(head))
+    return bytes(head), spans
+
+
+def _link_fd(fd: int, path: str) -> None:
+    """Give an O_TMPFILE file a name: linkat through /proc (ordinary users), or AT_EMPTY_PATH
+    (needs CAP_DAC_READ_SEARCH; the only way on some sandboxed kernels)."""
+    try:
+        os.link(f"/proc/self/fd/{fd}", path, follow_symlinks=True)
+        return
+    except OSError as e:
+        first = e
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, at_empty_path = -100, 0x1000
+    if libc.linkat(fd, b"", at_fdcwd, os.fsencode(path), at_empty_path) != 0:
+        raise first
+
+
+def _open_anonymous(directory: Path):
+    """(fd, None) for an unnamed file in `directory` (Linux O_TMPFILE) that vanishes if the process
+    dies, after checking that it can be linked in there; else (fd, path) of a named temporary file."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            probe = os.open(directory, flag | os.O_WRONLY, 0o600)
+            try:
+                name = tempfile.mktemp(prefix=".pylowbit-probe-", dir=directory)
+                _link_fd(probe, name)
+                os.unlink(name)
+            finally:
+                os.close(probe)
+            return os.open(directory, flag | os.O_WRONLY, 0o666), None
+        except (OSError, AttributeError):
+            pass  # no O_TMPFILE here: fall back to a named temporary file
+    fd, tmp = tempfile.mkstemp(prefix=".pylowbit-", suffix=".tmp", dir=directory)
+    return fd, tmp
+
+
+def _write_atomic(dst: Path, meta: dict, tensors, alignment: int, progress) -> int:
+    head, spans = _header(meta, tensors, alignment)
+    total = len(head) + (spans[-1][0] + spans[-1][1] if spans else 0)
+    directory = dst.parent
+    fd, tmp = _open_anonymous(directory)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(head)
+            pos = 0
+            for t, (off, nb) in zip(tensors, spans):
+                fh.write(b"\0" * (off - pos))
+                data = t.data()
+                mv = memoryview(np.ascontiguousarray(data)).cast("B")
+                if mv.nbytes != nb:
+                    raise RuntimeError(f"internal error: {t.name} produced {mv.nbytes} bytes, expected {nb}")
+                fh.write(mv)
+                del mv, data
+                pos = off + nb
+                if progress is not None:
+                    progress(len(head) + pos, total, t.name)
+            fh.flush()
+            os.fsync(fd)
+        if tmp is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+            # Give the anonymous file a name, then move it over dst in one step.
+            tmp = tempfile.mktemp(prefix=f".{dst.name}.", suffix=".tmp", dir=directory)
+            _link_fd(fd, tmp)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, dst)
+        tmp = None
+    finally:
+        os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return total
