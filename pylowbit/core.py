@@ -265,6 +265,12 @@ def quantize_act(x, group: int):
     return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))
 
 
+def packing_pays_off() -> bool:
+    """Whether the active ISA variant has SIMD kernels for the packed layout (QTensor.pack); the
+    scalar variant runs the packed layout's plain reference, slower than the file layout's."""
+    return _lowbit.isa_active() != "scalar"
+
+
 def pack(w: QTensor, threads: int | None = None, keep_source: bool = False) -> PackedTensor:
     """Repack a 2-D QTensor once for fast products (see QTensor.pack)."""
     return _as_qtensor(w).pack(threads, keep_source)

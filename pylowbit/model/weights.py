@@ -117,7 +117,8 @@ class Weights:
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
     def __init__(self, f: GGUFFile, cfg: Config, rot: Rotation | None, foreign: str = "q8_0",
-                 notice: Callable[[str], None] | None = _stderr_notice):
+                 notice: Callable[[str], None] | None = _stderr_notice, pack: bool = True):
+        self.pack = pack
         if foreign not in FOREIGN_POLICIES:
             raise ValueError(f"foreign must be one of {FOREIGN_POLICIES}, got {foreign!r}")
         self.f, self.cfg, self.rot, self.foreign = f, cfg, rot, foreign
@@ -166,6 +167,13 @@ class Weights:
             raise ModelError(f"{name} has shape {t.shape}, expected {shape}")
         if t.fmt in KERNEL_FORMATS:
             w = lb.QTensor(t.data, t.fmt, t.shape)
+            if self.pack and lb.packing_pays_off():
+                # Repack once into the row-interleaved layout decoding streams fastest; the mapped
+                # pages are then dropped so that peak memory stays near the file size (the tied
+                # embedding table is still read by the lookup and stays mapped).
+                w = w.pack()
+                if w.is_packed and name != "token_embd.weight":
+                    self.f.release(t)
         else:
             self._converted[t.fmt] += 1
             x = _gguf_dequantize(t.data, t.type_id, t.shape)

@@ -12,7 +12,9 @@
  *   3. the code offset is undone once per group with the activation code sum s[g];
  *   4. the float part  acc += (float)isum * (d_w * d_a[g])  runs per row in the reference's
  *      order (block by block, group by group), so results match scalar, not just approximately.
- * GEMM unpacks a weight block once and reuses it for a tile of up to GEMM_TILE activations. */
+ * GEMM unpacks a weight block once and reuses it for a tile of up to GEMM_TILE activations.
+ * The packed (row-interleaved, 2-bit canonical) layout of repack.c has its own GEMV/GEMM at the
+ * end: there lane i of a float vector is row i of a 4-row group. */
 #ifndef LOWBIT_KERNELS_ARM_H
 #define LOWBIT_KERNELS_ARM_H
 
