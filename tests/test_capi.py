@@ -118,8 +118,9 @@ def test_cython_extension_cimports_pylowbit_and_runs_nogil(tmp_path):
             return st == LOWBIT_OK
     """))
     pkg_parent = os.path.dirname(os.path.dirname(lb.__file__))
-    subprocess.run([sys.executable, "-m", "cython", "-3", str(pyx), "-I", pkg_parent, "-o",
-                    str(tmp_path / "cy_user.c")], check=True, capture_output=True)
+    r = subprocess.run([sys.executable, "-m", "cython", "-3", str(pyx), "-I", pkg_parent, "-o",
+                        str(tmp_path / "cy_user.c")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
     mod = compile_extension(tmp_path, "cy_user", tmp_path / "cy_user.c")
     w, x, q, expect = reference(seed=2)
     y = np.empty(8, np.float32)
