@@ -123,6 +123,17 @@ enum {
     LOWBIT_K_COUNT
 };
 int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
+/* Every quantized weight type with kernels, as X(LOWBIT_K_*, name): the one list that each variant's
+ * registration (and the reference's definitions) walks. */
+#define LOWBIT_FOR_EACH_QUANT_TYPE(X)                                                              \
+    X(LOWBIT_K_TQ1_0, tq1_0)                                                                       \
+    X(LOWBIT_K_TQ2_0, tq2_0)                                                                       \
+    X(LOWBIT_K_I2_S, i2_s)                                                                         \
+    X(LOWBIT_K_Q1_0, q1_0)                                                                         \
+    X(LOWBIT_K_Q2_0, q2_0)                                                                         \
+    X(LOWBIT_K_PQ2_0, pq2_0)                                                                       \
+    X(LOWBIT_K_PTQ1_0, ptq1_0)                                                                     \
+    X(LOWBIT_K_Q8_0, q8_0)
 
 typedef struct lowbit_kernels {
     lowbit_gemv_fn gemv[LOWBIT_K_COUNT];

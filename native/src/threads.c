@@ -28,8 +28,10 @@ static struct {
     int64_t ntasks;
     lowbit_task_fn fn;
     void *ctx;
-} P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       PTHREAD_COND_INITIALIZER};
+} P = {.busy = PTHREAD_MUTEX_INITIALIZER,
+       .lock = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
+       .done_cv = PTHREAD_COND_INITIALIZER};
 
 static _Atomic int g_default_threads = 0;
 

@@ -436,14 +436,7 @@ static void fill_quant_kernels(lowbit_kernels *k) {
 #define SET(K, name)                                                                               \
     k->gemv[K] = VARIANT(gemv_##name##_a8);                                                        \
     k->gemm[K] = VARIANT(gemm_##name##_a8);
-    SET(LOWBIT_K_TQ1_0, tq1_0)
-    SET(LOWBIT_K_TQ2_0, tq2_0)
-    SET(LOWBIT_K_I2_S, i2_s)
-    SET(LOWBIT_K_Q1_0, q1_0)
-    SET(LOWBIT_K_Q2_0, q2_0)
-    SET(LOWBIT_K_PQ2_0, pq2_0)
-    SET(LOWBIT_K_PTQ1_0, ptq1_0)
-    SET(LOWBIT_K_Q8_0, q8_0)
+    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
 #undef SET
     k->packed_gemv = VARIANT(packed_gemv_a8);
     k->packed_gemm = VARIANT(packed_gemm_a8);

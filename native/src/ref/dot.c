@@ -114,20 +114,13 @@ static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
     return acc;
 }
 
-#define DEFINE_GEMV_REF(name, K)                                                                   \
+#define DEFINE_GEMV_REF(K, name)                                                                   \
     static void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, float *y) {                                 \
         for (int64_t r = r0; r < r1; r++)                                                          \
             y[r - r0] = dot_ref(K, (const uint8_t *)w + r * row_bytes, a);                        \
     }
-DEFINE_GEMV_REF(tq1_0, LOWBIT_K_TQ1_0)
-DEFINE_GEMV_REF(tq2_0, LOWBIT_K_TQ2_0)
-DEFINE_GEMV_REF(i2_s, LOWBIT_K_I2_S)
-DEFINE_GEMV_REF(q1_0, LOWBIT_K_Q1_0)
-DEFINE_GEMV_REF(q2_0, LOWBIT_K_Q2_0)
-DEFINE_GEMV_REF(pq2_0, LOWBIT_K_PQ2_0)
-DEFINE_GEMV_REF(ptq1_0, LOWBIT_K_PTQ1_0)
-DEFINE_GEMV_REF(q8_0, LOWBIT_K_Q8_0)
+LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMV_REF)
 
 /* GEMM as repeated GEMV: the fallback for variants without a tiled kernel. */
 void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
@@ -135,19 +128,12 @@ void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, 
     for (int64_t b = 0; b < batch; b++) gemv(w, row_bytes, r0, r1, &a[b], y + b * ldy + r0);
 }
 
-#define DEFINE_GEMM_REF(name)                                                                      \
+#define DEFINE_GEMM_REF(K, name)                                                                      \
     static void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {     \
         lowbit_gemm_generic(gemv_##name##_ref, w, row_bytes, r0, r1, a, batch, y, ldy);            \
     }
-DEFINE_GEMM_REF(tq1_0)
-DEFINE_GEMM_REF(tq2_0)
-DEFINE_GEMM_REF(i2_s)
-DEFINE_GEMM_REF(q1_0)
-DEFINE_GEMM_REF(q2_0)
-DEFINE_GEMM_REF(pq2_0)
-DEFINE_GEMM_REF(ptq1_0)
-DEFINE_GEMM_REF(q8_0)
+LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMM_REF)
 
 /* Float weights (F32, F16: the tied-embedding LM head) take float activations. */
 static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
@@ -174,14 +160,7 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
 #define SET(K, name)                                                                               \
     k->gemv[K] = gemv_##name##_ref;                                                                \
     k->gemm[K] = gemm_##name##_ref;
-    SET(LOWBIT_K_TQ1_0, tq1_0)
-    SET(LOWBIT_K_TQ2_0, tq2_0)
-    SET(LOWBIT_K_I2_S, i2_s)
-    SET(LOWBIT_K_Q1_0, q1_0)
-    SET(LOWBIT_K_Q2_0, q2_0)
-    SET(LOWBIT_K_PQ2_0, pq2_0)
-    SET(LOWBIT_K_PTQ1_0, ptq1_0)
-    SET(LOWBIT_K_Q8_0, q8_0)
+    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
 #undef SET
     k->quantize_act = lowbit_quantize_act_ref;
     k->gemv_f32 = gemv_f32_ref;

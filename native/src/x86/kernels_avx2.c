@@ -576,14 +576,7 @@ void lowbit_register_avx2_kernels(lowbit_kernels *k) {
 #define SET(K, name)                                                                               \
     k->gemv[K] = gemv_##name##_avx2;                                                               \
     k->gemm[K] = gemm_##name##_avx2;
-    SET(LOWBIT_K_TQ1_0, tq1_0)
-    SET(LOWBIT_K_TQ2_0, tq2_0)
-    SET(LOWBIT_K_I2_S, i2_s)
-    SET(LOWBIT_K_Q1_0, q1_0)
-    SET(LOWBIT_K_Q2_0, q2_0)
-    SET(LOWBIT_K_PQ2_0, pq2_0)
-    SET(LOWBIT_K_PTQ1_0, ptq1_0)
-    SET(LOWBIT_K_Q8_0, q8_0)
+    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
 #undef SET
     k->quantize_act = quantize_act_avx2;
     k->gemv_f32 = gemv_f32_avx2;
