@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import threading
 
 import numpy as np
 
@@ -99,6 +100,9 @@ class Model:
         if self.ctx <= 0:
             raise ModelError(f"context length must be positive, got {self.ctx}")
         self.cache = KVCache(cfg, self.ctx)
+        # A model carries its KV cache: two threads stepping it at once would interleave positions.
+        # The second caller gets a clear error instead (separate models run concurrently fine).
+        self._in_use = threading.Lock()
 
     @property
     def vocab_size(self) -> int:
@@ -111,6 +115,15 @@ class Model:
         """Run tokens at positions pos.. (default: right after the cache).  logits: "last" -> (vocab,),
         "all" -> (T, vocab), an int i -> (T - i, vocab) for tokens[i:], "none" -> None,
         "hidden" -> the final normed hidden states (T, d) (turn them into logits with .head())."""
+        if not self._in_use.acquire(blocking=False):
+            raise RuntimeError("this model is already running forward() in another thread; "
+                               "use one model per thread")
+        try:
+            return self._forward(tokens, pos, logits)
+        finally:
+            self._in_use.release()
+
+    def _forward(self, tokens, pos, logits):
         cfg, w, cache, th = self.cfg, self.w, self.cache, self.threads
         tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
         T = len(tokens)

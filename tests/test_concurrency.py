@@ -1,0 +1,77 @@
+"""Many Python threads at once: kernels and separate models give the serial results bit for bit;
+one model stepped from two threads fails clearly."""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import pylowbit as lb
+from pylowbit.model import load_model
+from pylowbit.model.synthetic import write_synthetic_model
+
+
+def test_kernels_from_many_threads_equal_serial():
+    rng = np.random.default_rng(0)
+    fmts = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q8_0", "f16"]
+    mats = [lb.quantize(rng.standard_normal((300, 512)).astype(np.float32), f) for f in fmts]
+    mats += [m.pack() for m in mats]
+    xs = [rng.standard_normal((5, 512)).astype(np.float32) for _ in mats]
+
+    def work(i):
+        m, x = mats[i % len(mats)], xs[i % len(mats)]
+        return m.gemv(x[0], threads=2), m.gemm(x, threads=2), lb.fwht(x.copy(), block=128)
+
+    serial = [work(i) for i in range(len(mats) * 3)]
+    with ThreadPoolExecutor(8) as pool:
+        parallel = list(pool.map(work, range(len(mats) * 3)))
+    for a, b in zip(serial, parallel):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("conc")
+    return [write_synthetic_model(d / f"m{i}.gguf", arch=a, fmt=f, seed=i)
+            for i, (a, f) in enumerate([("llama", "tq2_0"), ("qwen3", "q2_0")])]
+
+
+def run(path, tokens):
+    m = load_model(path, ctx=64, threads=2, notice=None)
+    out = [m.forward(tokens[:8], pos=0)]
+    for t in tokens[8:]:
+        out.append(m.forward([t]))
+    return np.stack(out)
+
+
+def test_separate_models_in_threads_equal_serial(two_models):
+    tokens = [5, 17, 3, 99, 42, 7, 1, 250, 31, 64, 11, 2]
+    serial = [run(p, tokens) for p in two_models]
+    with ThreadPoolExecutor(2) as pool:
+        parallel = list(pool.map(lambda p: run(p, tokens), two_models))
+    for a, b in zip(serial, parallel):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_one_model_from_two_threads_fails_clearly(two_models):
+    m = load_model(two_models[0], ctx=256, threads=1, notice=None)
+    inside, go_on = threading.Event(), threading.Event()
+    lookup = m.w.token_embd
+
+    def slow_lookup(tokens):  # holds thread A inside forward() until the main thread has tried
+        inside.set()
+        go_on.wait(10)
+        return lookup(tokens)
+
+    m.w.token_embd = slow_lookup
+    a = threading.Thread(target=lambda: m.forward([1, 2, 3], pos=0))
+    a.start()
+    assert inside.wait(10)
+    with pytest.raises(RuntimeError, match="already running forward\\(\\) in another thread"):
+        m.forward([4], pos=0)
+    go_on.set()
+    a.join()
+    m.w.token_embd = lookup
+    assert m.cache.n == 3  # thread A's step went through untouched
+    assert np.isfinite(m.forward([4])).all()
