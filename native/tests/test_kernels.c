@@ -28,33 +28,10 @@
 
 #include "internal.h" /* fp16 helpers (static inline) and lowbit.h */
 
-static long g_pass, g_fail;
+#include "harness.h"
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_pass++;                                                                              \
-        } else {                                                                                   \
-            if (g_fail < 40) {                                                                     \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-                printf(__VA_ARGS__);                                                               \
-                printf("\n");                                                                      \
-            }                                                                                      \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-/* ---- deterministic random numbers (xorshift64*) ---------------------------------------------- */
-
-static uint64_t g_rng = 1;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1DULL;
-}
-static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 40) / 16777216.0f; }
-static int rndi(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+static float rndf(float lo, float hi) { return lo + (hi - lo) * (float)(rnd64() >> 40) / 16777216.0f; }
+static int rndi(int lo, int hi) { return lo + (int)(rnd64() % (uint64_t)(hi - lo + 1)); }
 
 /* ---- guarded output buffers ------------------------------------------------------------------ */
 
@@ -107,11 +84,11 @@ static uint8_t *make_weights(const wtype *t, int64_t rows, int64_t cols, int exa
     const int64_t bytes = lowbit_tensor_bytes(t->type, rows * cols);
     uint8_t *w = (uint8_t *)malloc((size_t)bytes);
     if (!w) abort();
-    for (int64_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    for (int64_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd64();
     const int64_t nblk = rows * cols / lowbit_type_block_size(t->type);
     const int64_t bb = lowbit_type_block_bytes(t->type);
     for (int64_t b = 0; b < nblk && t->scale_off >= 0; b++) {
-        float v = exact ? 1.0f : ldexpf(rndf(1.0f, 2.0f), rndi(-8, 0)) * (rnd() & 1 ? -1.0f : 1.0f);
+        float v = exact ? 1.0f : ldexpf(rndf(1.0f, 2.0f), rndi(-8, 0)) * (rnd64() & 1 ? -1.0f : 1.0f);
         uint16_t h = lowbit_fp32_to_fp16(v);
         memcpy(w + b * bb + t->scale_off, &h, 2);
     }
@@ -264,7 +241,7 @@ static void test_float(void) {
                 const int64_t maxb = BATCH[NB - 1];
                 float *x = (float *)malloc((size_t)(maxb * cols) * sizeof(float));
                 for (int64_t i = 0; i < maxb * cols; i++)
-                    x[i] = rndf(-1.0f, 1.0f) * (rnd() % 16 == 0 ? 8.0f : 1.0f);
+                    x[i] = rndf(-1.0f, 1.0f) * (rnd64() % 16 == 0 ? 8.0f : 1.0f);
                 for (int bi = 0; bi < NB; bi++) {
                     const int64_t batch = BATCH[bi], n = batch * rows;
                     float *ref = guarded(n);
@@ -315,7 +292,7 @@ static void test_quantize_act(void) {
             /* Group 0: max 127 and halves, so x * (127/amax) hits exact ties (round away);
              * group 1 (if any): all zero (scale 0, codes 0); a tiny-magnitude group last. */
             for (int64_t j = 0; j < G; j++)
-                x[j] = j == 0 ? 127.0f : (float)rndi(-126, 126) + (rnd() & 1 ? 0.5f : 0.0f);
+                x[j] = j == 0 ? 127.0f : (float)rndi(-126, 126) + (rnd64() & 1 ? 0.5f : 0.0f);
             if (m > 1)
                 for (int64_t j = 0; j < G; j++) x[G + j] = 0.0f;
             if (m > 2)
@@ -502,6 +479,5 @@ int main(void) {
     test_exact();
     test_float();
     printf("float mode: worst |y - ref| / sum|w||x| = %.3g (tolerance 1e-6)\n", g_worst_ratio);
-    printf("%ld passed, %ld failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return report();
 }

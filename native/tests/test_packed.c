@@ -13,28 +13,9 @@
 
 #include "internal.h"
 
-static long g_pass, g_fail;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            g_pass++;                                                                              \
-        } else {                                                                                   \
-            if (g_fail < 40) {                                                                     \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-                printf(__VA_ARGS__);                                                               \
-                printf("\n");                                                                      \
-            }                                                                                      \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "harness.h"
 
-static uint64_t g_rng = 12345;
-static uint32_t rnd(void) {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return (uint32_t)((g_rng * 0x2545F4914F6CDD1DULL) >> 32);
-}
+static uint32_t rnd(void) { return (uint32_t)(rnd64() >> 32); }
 
 static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
                             LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0};
@@ -143,6 +124,7 @@ static void test_type(int type, int isa) {
 }
 
 int main(void) {
+    g_rng = 12345;
     unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
     printf("liblowbit %s; packed layout vs scalar file layout, variants 0x%x\n", lowbit_version(),
            usable);
@@ -171,6 +153,5 @@ int main(void) {
               "bad type");
         CHECK(lowbit_matrix_gemv(NULL, NULL, NULL, 1) == LOWBIT_EINVAL, "null matrix");
     }
-    printf("%ld passed, %ld failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return report();
 }
