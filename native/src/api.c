@@ -4,8 +4,13 @@
 
 #include "internal.h"
 
-/* Rows per task: big enough to amortize the task hand-out, small enough to balance two cores. */
+/* Rows per task: big enough to amortize the task hand-out, small enough to balance two cores.
+ * A multiple of LOWBIT_PACK_ROWS, so a task covers whole packed row groups (at 2560 columns a task
+ * is 40 KB of codes: ten pages, each thread streaming its own contiguous share of them). */
 #define ROWS_PER_TASK 64
+/* Weight bytes x batch below which one more thread costs more (waking it, joining it: a few
+ * microseconds) than it saves: a 256 x 256 ternary matrix runs on one thread. */
+#define MIN_WORK_PER_THREAD (32 << 10)
 
 int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (!x || !q || !d || !s || n < 0 || group <= 0) return LOWBIT_EINVAL;
@@ -83,6 +88,9 @@ static void run_job(job *J, int threads) {
     }
     if (J->batch <= 0 || J->rows <= 0) return;
     if (threads <= 0) threads = lowbit_get_threads();
+    const int64_t row_bytes = J->m ? J->m->nbytes / J->rows : J->row_bytes;
+    const double work = (double)J->rows * (double)(row_bytes > 0 ? row_bytes : J->cols) * J->batch;
+    if (work / MIN_WORK_PER_THREAD < threads) threads = (int)(work / MIN_WORK_PER_THREAD) + 1;
     J->row_tasks = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     /* Column tiles: enough tasks for every thread to take several, tiles of >= 8 columns so the
      * GEMM kernels still reuse each unpacked weight across many activations. */

@@ -1,74 +1,142 @@
 /* A persistent thread pool: workers are started once and reused by every call.
  *
- * A decode step issues hundreds of small GEMVs, so waking workers must cost microseconds: a worker
- * spins on the job generation counter for a while before it sleeps on a condition variable.  One job
- * runs at a time; a caller that finds the pool busy (another Python thread) runs its job itself,
- * which keeps concurrent callers correct without deadlock. */
+ * A decode step issues ~210 GEMVs of a few hundred microseconds each, so a job must cost
+ * microseconds to hand out and to join:
+ *  - One job runs at a time.  A caller that finds the pool busy (another Python thread) runs its
+ *    job itself, which keeps concurrent callers correct without deadlock.
+ *  - The tasks 0..n-1 are cut into one contiguous range per thread (slot 0 is the caller), so each
+ *    thread streams its own region of a matrix (the prefetchers follow one sequential run per core).
+ *    A thread that runs out of its range steals from the others', so a thread that the OS has
+ *    descheduled (a shared or oversubscribed machine) delays nobody: the caller never waits for a
+ *    worker to wake up, only for tasks a worker has already taken.
+ *  - Each slot's counter carries the job's generation in its high 32 bits, so a worker that wakes
+ *    late, for a job already finished, can never take a task of the next one.
+ *  - Idle workers spin for a short while (pause, then sched_yield so that on a busy machine they
+ *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
+ *    variable.  The caller only takes the lock to wake them when one is asleep.
+ * PYLOWBIT_SPIN_US sets the spin time (default 300; 0 sleeps at once). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 #define MAX_THREADS 256
-#define SPIN_ROUNDS 20000
+#define PAUSE_US 20 /* of the spin, busy-wait with `pause` before yielding the core */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t next; /* gen << 32 | next task of this slot */
+    _Atomic uint64_t end;               /* gen << 32 | end of this slot's range */
+} slot;
 
 static struct {
     pthread_mutex_t busy; /* held by the thread that owns the current job */
     pthread_mutex_t lock; /* guards sleeping / waking */
     pthread_cond_t wake;
     pthread_cond_t done_cv;
-    int nworkers;          /* started worker threads (the caller is not counted) */
-    _Atomic uint64_t generation;
-    _Atomic int64_t next;  /* next task index to take */
-    _Atomic int active;    /* workers still inside the current job */
-    int wanted;            /* workers taking part in the current job */
-    int64_t ntasks;
+    int nworkers;        /* started worker threads (the caller is not counted) */
+    _Alignas(64) _Atomic uint32_t generation;
+    _Atomic int nslots;  /* threads taking part in the current job */
+    _Atomic int sleepers;
+    _Atomic int caller_sleeping;
     lowbit_task_fn fn;
     void *ctx;
+    _Alignas(64) _Atomic int64_t done; /* tasks finished in the current job */
+    int64_t ntasks;
+    slot slots[MAX_THREADS];
 } P = {.busy = PTHREAD_MUTEX_INITIALIZER,
        .lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .done_cv = PTHREAD_COND_INITIALIZER};
 
 static _Atomic int g_default_threads = 0;
+static int g_spin_us = -1;
 
-static void run_tasks(void) {
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static int spin_us(void) {
+    if (g_spin_us < 0) {
+        const char *env = getenv("PYLOWBIT_SPIN_US");
+        int v = env ? atoi(env) : 300;
+        g_spin_us = v < 0 ? 0 : v;
+    }
+    return g_spin_us;
+}
+
+/* Take one task of slot s in job `gen`; -1 when the slot is empty or the job is another one. */
+static int64_t claim(int s, uint32_t gen) {
+    slot *S = &P.slots[s];
+    uint64_t e = atomic_load_explicit(&S->end, memory_order_acquire);
+    if ((uint32_t)(e >> 32) != gen) return -1;
+    uint64_t v = atomic_load_explicit(&S->next, memory_order_relaxed);
     for (;;) {
-        int64_t i = atomic_fetch_add(&P.next, 1);
-        if (i >= P.ntasks) break;
-        P.fn(P.ctx, i);
+        if ((uint32_t)(v >> 32) != gen || v >= e) return -1;
+        if (atomic_compare_exchange_weak_explicit(&S->next, &v, v + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            return (int64_t)(uint32_t)v;
     }
 }
 
-static void *worker_main(void *arg) {
-    const int id = (int)(intptr_t)arg;
-    uint64_t seen = 0;
-    for (;;) {
-        uint64_t gen;
-        int spins = 0;
-        while ((gen = atomic_load(&P.generation)) == seen) {
-            if (++spins < SPIN_ROUNDS) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
-                continue;
-            }
-            pthread_mutex_lock(&P.lock);
-            while (atomic_load(&P.generation) == seen) pthread_cond_wait(&P.wake, &P.lock);
-            pthread_mutex_unlock(&P.lock);
-        }
-        seen = gen;
-        if (id < P.wanted) {
-            run_tasks();
-            if (atomic_fetch_sub(&P.active, 1) == 1) {
+/* Run the tasks of job `gen`: own slot first, then steal from the others in turn. */
+static void run_tasks(uint32_t gen, int own, int nslots) {
+    for (int k = 0; k < nslots; k++) {
+        int s = (own + k) % nslots;
+        int64_t i;
+        while ((i = claim(s, gen)) >= 0) {
+            const int64_t n = P.ntasks; /* read while the job is surely still this one */
+            P.fn(P.ctx, i);
+            if (atomic_fetch_add(&P.done, 1) + 1 == n && atomic_load(&P.caller_sleeping)) {
                 pthread_mutex_lock(&P.lock);
                 pthread_cond_signal(&P.done_cv);
                 pthread_mutex_unlock(&P.lock);
             }
         }
+    }
+}
+
+static void *worker_main(void *arg) {
+    const int own = 1 + (int)(intptr_t)arg; /* slot 0 is the caller's */
+    uint32_t seen = atomic_load(&P.generation);
+    for (;;) {
+        uint32_t gen = atomic_load_explicit(&P.generation, memory_order_acquire);
+        if (gen == seen) {
+            double t0 = now_us(), t;
+            const double limit = spin_us();
+            int n = 0;
+            while ((gen = atomic_load_explicit(&P.generation, memory_order_acquire)) == seen) {
+                if ((++n & 63) == 0) {
+                    t = now_us() - t0;
+                    if (t >= limit) break;
+                    if (t >= PAUSE_US) sched_yield();
+                }
+                cpu_relax();
+            }
+            if (gen == seen) {
+                pthread_mutex_lock(&P.lock);
+                atomic_fetch_add(&P.sleepers, 1);
+                while ((gen = atomic_load(&P.generation)) == seen) pthread_cond_wait(&P.wake, &P.lock);
+                atomic_fetch_sub(&P.sleepers, 1);
+                pthread_mutex_unlock(&P.lock);
+            }
+        }
+        seen = gen;
+        int nslots = atomic_load(&P.nslots);
+        if (own < nslots) run_tasks(gen, own, nslots);
     }
     return NULL;
 }
@@ -99,38 +167,57 @@ void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threa
     if (threads <= 0) threads = lowbit_get_threads();
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads > ntasks) threads = (int)ntasks;
-    if (threads <= 1 || pthread_mutex_trylock(&P.busy) != 0) {
+    if (threads <= 1 || ntasks >= ((int64_t)1 << 32) || pthread_mutex_trylock(&P.busy) != 0) {
         for (int64_t i = 0; i < ntasks; i++) fn(ctx, i);
         return;
     }
+    (void)spin_us(); /* read the environment here, not in a worker */
     while (P.nworkers < threads - 1) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker_main, (void *)(intptr_t)P.nworkers) != 0) break;
         pthread_detach(t);
         P.nworkers++;
     }
-    int helpers = threads - 1 < P.nworkers ? threads - 1 : P.nworkers;
+    const int nslots = threads - 1 < P.nworkers ? threads : P.nworkers + 1;
+    const uint32_t gen = atomic_load(&P.generation) + 1;
     P.fn = fn;
     P.ctx = ctx;
     P.ntasks = ntasks;
-    P.wanted = helpers;
-    atomic_store(&P.next, 0);
-    atomic_store(&P.active, helpers);
-    pthread_mutex_lock(&P.lock);
-    atomic_fetch_add(&P.generation, 1);
-    pthread_cond_broadcast(&P.wake);
-    pthread_mutex_unlock(&P.lock);
-    run_tasks();
-    /* Wait for the helpers: spin briefly (they finish within microseconds of us), then sleep. */
-    for (int spins = 0; atomic_load(&P.active) > 0 && spins < SPIN_ROUNDS; spins++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+    atomic_store(&P.done, 0);
+    atomic_store(&P.nslots, nslots);
+    for (int s = 0; s < nslots; s++) { /* equal contiguous ranges */
+        uint64_t b = (uint64_t)(ntasks * s / nslots), e = (uint64_t)(ntasks * (s + 1) / nslots);
+        atomic_store(&P.slots[s].end, (uint64_t)gen << 32 | e);
+        atomic_store(&P.slots[s].next, (uint64_t)gen << 32 | b);
     }
-    if (atomic_load(&P.active) > 0) {
+    atomic_store(&P.generation, gen); /* seq_cst: ordered before the read of `sleepers` */
+    if (atomic_load(&P.sleepers) > 0) {
         pthread_mutex_lock(&P.lock);
-        while (atomic_load(&P.active) > 0) pthread_cond_wait(&P.done_cv, &P.lock);
+        pthread_cond_broadcast(&P.wake);
         pthread_mutex_unlock(&P.lock);
+    }
+    run_tasks(gen, 0, nslots);
+    /* Wait only for tasks a worker has taken: they are under way, so spin (pause, then yield
+     * the core in case the worker is waiting for it), then sleep. */
+    if (atomic_load(&P.done) < ntasks) {
+        double t0 = now_us(), t;
+        const double limit = spin_us() > 50 ? spin_us() : 50;
+        int n = 0;
+        while (atomic_load(&P.done) < ntasks) {
+            if ((++n & 63) == 0) {
+                t = now_us() - t0;
+                if (t >= limit) break;
+                if (t >= PAUSE_US) sched_yield();
+            }
+            cpu_relax();
+        }
+        if (atomic_load(&P.done) < ntasks) {
+            pthread_mutex_lock(&P.lock);
+            atomic_store(&P.caller_sleeping, 1);
+            while (atomic_load(&P.done) < ntasks) pthread_cond_wait(&P.done_cv, &P.lock);
+            atomic_store(&P.caller_sleeping, 0);
+            pthread_mutex_unlock(&P.lock);
+        }
     }
     pthread_mutex_unlock(&P.busy);
 }
