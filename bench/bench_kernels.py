@@ -5,11 +5,12 @@
 Regimes: L2 (a matrix of ~384 KB), L3 (6912 x 2560, the BitNet-2B FFN shape), DRAM (copies of
 the 6912 x 2560 matrix totalling >= 512 MB, cycled so that no weight is in cache when read).
 The machine's streaming read bandwidth is measured in the same run (liblowbit's read loop over a
-1 GB buffer, 1 and 2 threads) and each GEMV is reported as a % of its roofline: bandwidth / bytes
-per weight of the layout it reads (the file format, or the packed copy).  numpy float32 GEMV
-(OpenBLAS) on the same shape gives a familiar yardstick.  One-thread rows are timed in thread CPU
-time (robust to other processes on a shared machine), two-thread rows in wall time.  The scalar variant is run in L2 and L3
-only (streaming 512 MB through it takes seconds per call).
+512 MB buffer on its thread pool, 1 and 2 threads, as `pylowbit bench` does) and each GEMV is
+reported as a % of its roofline: bandwidth / bytes per weight of the layout it reads (the file
+format, or the packed copy).  numpy float32 GEMV (OpenBLAS) on the same shape gives a familiar
+yardstick.  One-thread rows are timed in thread CPU time (robust to other processes on a shared
+machine), two-thread rows in wall time.  The scalar variant is run in L2 and L3 only (streaming
+512 MB through it takes seconds per call).
 """
 import time
 
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-from pylowbit import _lowbit
+from pylowbit.benchmark import read_bandwidth
 
 FORMATS = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q1_0", "q8_0", "f16"]
 PACKED = {"tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0"}
@@ -42,14 +43,12 @@ def _time_min(fn, rounds, threads=2):
 
 @pytest.fixture(scope="session")
 def bandwidth(results):
-    """Streaming read bandwidth (bytes/s) for 1 and 2 threads, same run as the kernels."""
-    buf = np.ones(1 << 30, dtype=np.uint8)
+    """Streaming read bandwidth (bytes/s) for 1 and 2 threads, same run as the kernels, measured
+    as `pylowbit bench` does (liblowbit's read loop on its thread pool)."""
     bw = {}
     for t in THREADS:
-        sec = _time_min(lambda: _lowbit.stream_read(buf, t), 5, t)
-        bw[t] = buf.nbytes / sec
+        bw[t] = read_bandwidth(t, DRAM_BYTES)
         results.append({"kind": "bandwidth", "threads": t, "gbps": bw[t] / 1e9})
-    del buf
     return bw
 
 

@@ -11,7 +11,6 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -77,17 +76,20 @@ def synthetic_model(preset: str, fmt: str, console=None) -> Path:
 # ---- machine read bandwidth ------------------------------------------------------------------
 
 def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5) -> float:
-    """Best-of-reps bytes/s streaming a buffer much larger than the caches on `threads` threads."""
-    from pylowbit._membw import read_words
+    """Best-of-reps bytes/s streaming a buffer much larger than the caches on `threads` threads.
 
-    buf = np.ones(nbytes // 8, dtype=np.uint64)  # ones, not empty: every page really mapped
-    parts = np.array_split(buf, threads)
+    The read loop is liblowbit's, run on the same thread pool and split the same way as the GEMV
+    kernels (one contiguous share per thread), so a roofline compares like with like.  Also used
+    by bench/bench_kernels.py."""
+    from pylowbit import _lowbit
+
+    buf = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: every page really mapped
+    _lowbit.stream_read(buf, threads)  # warm-up: starts the pool's workers
     best = 0.0
-    with ThreadPoolExecutor(threads) as pool:
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            list(pool.map(read_words, parts))
-            best = max(best, nbytes / (time.perf_counter() - t0))
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _lowbit.stream_read(buf, threads)
+        best = max(best, nbytes / (time.perf_counter() - t0))
     return best
 
 
@@ -206,7 +208,6 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
     rows: list[Row] = []
     ctx = max(n_prompt, 1) + n_gen + 16
-    tokens = [(7 * i + 11) % 1000 + 10 for i in range(n_prompt)]
     for t in threads:
         info["bandwidth_bytes_per_s"][t] = read_bandwidth(t)
     for label, path in paths:
@@ -215,6 +216,8 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
         fmt = _file_format(path)
         for t in threads:
             engines = [PylowbitEngine(path, t, ctx)]
+            vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
+            tokens = [(7 * i + 11) % (vocab - 10) + 10 for i in range(max(n_prompt, 1))]
             if vs_llama:
                 if fmt not in LLAMA_CPP_TYPES and fmt != "other":
                     console and console.print(f"[yellow]llama.cpp does not read {fmt}: "
@@ -223,7 +226,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                     engines.append(LlamaCppEngine(path, t, ctx))
             tests = []
             if n_prompt > 0:
-                tests.append((f"pp{n_prompt}", n_prompt, lambda e: e.prompt(tokens)))
+                tests.append((f"pp{n_prompt}", n_prompt, lambda e: e.prompt(tokens[:n_prompt])))
             if n_gen > 0:
                 tests.append((f"tg{n_gen}", n_gen, lambda e: e.generate(tokens[0], n_gen)))
             for test, n_tok, fn in tests:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 
 def _int_list(s: str) -> list[int]:
@@ -62,11 +63,16 @@ def main(args) -> int:
             raise B.BenchError("--vs llama.cpp needs llama-cpp-python "
                                "(pip install llama-cpp-python==0.3.36)") from None
     if args.model:
-        if not os.path.isfile(args.model):
+        path = Path(args.model)
+        if not path.exists():
             raise B.BenchError(f"no such file: {args.model}")
-        if not os.access(args.model, os.R_OK):
-            raise B.BenchError(f"cannot read {args.model}")
-        paths = [(os.path.basename(args.model), __import__("pathlib").Path(args.model))]
+        if not path.is_file():
+            raise B.BenchError(f"not a file: {args.model}")
+        try:  # the open itself tells (permissions, ACLs, root, network file systems)
+            path.open("rb").close()
+        except OSError as e:
+            raise B.BenchError(f"cannot read {args.model}: {e.strerror or e}") from None
+        paths = [(path.name, path)]
     else:
         types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
         paths = [(f"{args.preset} {t}", B.synthetic_model(args.preset, t, console=err)) for t in types]

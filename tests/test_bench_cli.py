@@ -1,0 +1,139 @@
+"""`pylowbit bench` end to end on the tiny preset: the table, the cache, and every error path as one
+clear line with a non-zero status and no traceback (each run is a separate process, as a user
+would start it)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pylowbit.model.synthetic import write_synthetic_model
+
+
+def bench(*args, env=None, tmp_path=None, pre=""):
+    """Run `pylowbit bench ARGS` in a fresh interpreter; `pre` is Python run before the CLI."""
+    code = f"{pre}\nimport sys\nfrom pylowbit.cli import main\nsys.exit(main(['bench', *sys.argv[1:]]))"
+    e = dict(os.environ)
+    e.update(env or {})
+    # -P: the interpreter does not put the working directory (a source checkout) on sys.path
+    return subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True, text=True,
+                          env=e, cwd=tmp_path, timeout=300)
+
+
+def assert_one_line_error(r, *needles):
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("pylowbit bench: error: ")
+    for n in needles:
+        assert n in lines[0]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+def test_tiny_preset_json_and_cache_reuse(cache):
+    env = {"PYLOWBIT_CACHE": str(cache)}
+    args = ["--preset", "tiny", "--type", "tq2_0,i2_s", "-t", "1,2", "-p", "8", "-n", "2", "-r",
+            "2", "--json"]
+    r = bench(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = out["rows"]
+    assert {(x["format"], x["threads"], x["test"]) for x in rows} == {
+        (f, t, s) for f in ("tq2_0", "i2_s") for t in (1, 2) for s in ("pp8", "tg2")}
+    assert all(x["tokens_per_s"] > 0 and len(x["samples"]) == 2 for x in rows)
+    assert all(x["roofline_share"] > 0 for x in rows if x["test"] == "tg2")
+    # one bandwidth per thread count, and each 2-thread row is judged against the 2-thread one
+    assert set(out["info"]["bandwidth_bytes_per_s"]) == {"1", "2"}
+    files = sorted(p.name for p in cache.iterdir())
+    assert files == ["synthetic-tiny-i2_s-v1.gguf", "synthetic-tiny-tq2_0-v1.gguf"]
+    stamps = [p.stat().st_mtime_ns for p in sorted(cache.iterdir())]
+    r = bench("--preset", "tiny", "--type", "tq2_0", "-t", "1", "-p", "0", "-n", "1", "-r", "1",
+              env=env)
+    assert r.returncode == 0, r.stderr
+    assert "tiny tq2_0" in r.stdout and "tg1" in r.stdout
+    assert [p.stat().st_mtime_ns for p in sorted(cache.iterdir())] == stamps  # reused, not rewritten
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(bench("-m", str(tmp_path / "nope.gguf")), "no such file", "nope.gguf")
+
+
+def test_directory_is_not_a_file(tmp_path):
+    assert_one_line_error(bench("-m", str(tmp_path)), "not a file")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root reads files whatever their mode")
+def test_unreadable_file(tmp_path):
+    p = tmp_path / "locked.gguf"
+    write_synthetic_model(p)
+    p.chmod(0)
+    assert_one_line_error(bench("-m", str(p)), "cannot read")
+
+
+def test_unreadable_file_as_root(tmp_path):
+    """Root can open anything: make the open itself fail (EACCES) to check the message path."""
+    p = tmp_path / "locked.gguf"
+    write_synthetic_model(p)
+    pre = ("import builtins, io, os\n"
+           "_real = io.open\n"
+           "def _open(f, *a, **k):\n"
+           f"    if os.fspath(f) == {str(p)!r}: raise PermissionError(13, 'Permission denied', f)\n"
+           "    return _real(f, *a, **k)\n"
+           "builtins.open = io.open = _open")
+    assert_one_line_error(bench("-m", str(p), pre=pre), "cannot read", "locked.gguf")
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"", "truncated"),
+    (b"NOPE" + bytes(100), "not a GGUF file"),
+], ids=["empty", "magic"])
+def test_not_a_gguf(tmp_path, content, needle):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(content)
+    assert_one_line_error(bench("-m", str(p), "-r", "1"), needle)
+
+
+def test_truncated_gguf(tmp_path):
+    good = tmp_path / "good.gguf"
+    write_synthetic_model(good)
+    p = tmp_path / "cut.gguf"
+    p.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    assert_one_line_error(bench("-m", str(p), "-r", "1"), "cut.gguf")
+
+
+def test_unsupported_model(tmp_path):
+    """A well-formed GGUF that is no model the decoder knows."""
+    import gguf
+    import numpy as np
+
+    p = tmp_path / "other.gguf"
+    w = gguf.GGUFWriter(str(p), "mamba")
+    w.add_tensor("blk.0.ssm_in.weight", np.zeros((64, 64), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = bench("-m", str(p), "-r", "1")
+    assert_one_line_error(r)
+
+
+def test_unknown_type_and_bad_lists():
+    assert_one_line_error(bench("--preset", "tiny", "--type", "q9_9"), "unknown type", "q9_9")
+    assert_one_line_error(bench("--preset", "tiny", "-t", "0"), "positive")
+    assert_one_line_error(bench("--preset", "tiny", "-t", "two"), "integers")
+    assert_one_line_error(bench("--preset", "tiny", "-r", "0"), "-r")
+
+
+def test_vs_llama_cpp_missing(tmp_path):
+    # sys.modules[name] = None makes `import llama_cpp` raise ImportError, as if not installed
+    r = bench("--preset", "tiny", "--vs", "llama.cpp", pre="sys_ = __import__('sys')\n"
+              "sys_.modules['llama_cpp'] = None", env={"PYLOWBIT_CACHE": str(tmp_path)})
+    assert_one_line_error(r, "llama-cpp-python")
+    assert not list(tmp_path.iterdir())  # refused before writing any model file
