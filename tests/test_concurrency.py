@@ -1,5 +1,10 @@
 """Many Python threads at once: kernels and separate models give the serial results bit for bit;
-one model stepped from two threads fails clearly."""
+one model stepped from two threads fails clearly.  The thread pool itself: every split of rows and
+column tiles, back-to-back jobs (a worker waking late must never run a task of the next job), and
+both ways of waking workers (spinning, and sleeping when PYLOWBIT_SPIN_US=0)."""
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +19,8 @@ from pylowbit.model.synthetic import write_synthetic_model
 def test_kernels_from_many_threads_equal_serial():
     rng = np.random.default_rng(0)
     fmts = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q8_0", "f16"]
-    mats = [lb.quantize(rng.standard_normal((300, 512)).astype(np.float32), f) for f in fmts]
+    # 1000 rows: big enough that threads=2 really splits every format over the pool
+    mats = [lb.quantize(rng.standard_normal((1000, 512)).astype(np.float32), f) for f in fmts]
     mats += [m.pack() for m in mats]
     xs = [rng.standard_normal((5, 512)).astype(np.float32) for _ in mats]
 
@@ -28,6 +34,48 @@ def test_kernels_from_many_threads_equal_serial():
     for a, b in zip(serial, parallel):
         for u, v in zip(a, b):
             np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("rows", [4, 64, 68, 200, 1000, 1027])
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "i2_s", "q8_0", "f16"])
+def test_every_split_equals_one_thread(fmt, rows):
+    """Rows not a multiple of the task size, fewer tasks than threads, 2..5 threads, GEMV and GEMM
+    (row x column tiles), file layout and packed: all bit-identical to one thread."""
+    rng = np.random.default_rng(rows)
+    w = lb.quantize(rng.standard_normal((rows, 1024)).astype(np.float32), fmt)
+    x = rng.standard_normal((13, 1024)).astype(np.float32)
+    for m in ([w, w.pack()] if fmt not in ("q8_0", "f16") else [w]):
+        one_v, one_m = m.gemv(x[0], threads=1), m.gemm(x, threads=1)
+        for t in (2, 3, 5):
+            np.testing.assert_array_equal(m.gemv(x[0], threads=t), one_v)
+            np.testing.assert_array_equal(m.gemm(x, threads=t), one_m)
+
+
+def _back_to_back():
+    """Thousands of short jobs in a row, each into its own output, checked against one thread."""
+    rng = np.random.default_rng(5)
+    m = lb.quantize(rng.standard_normal((512, 1024)).astype(np.float32), "tq2_0").pack()
+    xs = rng.standard_normal((64, 1024)).astype(np.float32)
+    ref = np.stack([m.gemv(x, threads=1) for x in xs])
+    outs = np.full((3000, 512), np.nan, np.float32)
+    for i in range(len(outs)):
+        m.gemv(xs[i % 64], out=outs[i], threads=2)
+    for i in range(len(outs)):
+        np.testing.assert_array_equal(outs[i], ref[i % 64])
+
+
+def test_back_to_back_jobs():
+    _back_to_back()
+
+
+def test_back_to_back_jobs_with_sleeping_workers():
+    """PYLOWBIT_SPIN_US=0: workers sleep as soon as they are idle, so every job wakes them."""
+    code = "import test_concurrency as t; t._back_to_back(); print('ok')"
+    path = [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, PYLOWBIT_SPIN_US="0", PYTHONPATH=os.pathsep.join(p for p in path if p))
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 @pytest.fixture(scope="module")
