@@ -15,6 +15,9 @@
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
  * PYLOWBIT_SPIN_US sets the spin time (default 300; 0 sleeps at once). */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -149,6 +152,10 @@ int lowbit_get_threads(void) {
         t = atoi(env);
     } else {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+        cpu_set_t set; /* the CPUs this process may run on (taskset, cgroups cpusets) */
+        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+#endif
         t = n > 0 ? (int)n : 1;
     }
     if (t > MAX_THREADS) t = MAX_THREADS;
