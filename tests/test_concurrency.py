@@ -123,3 +123,22 @@ def test_one_model_from_two_threads_fails_clearly(two_models):
     m.w.token_embd = lookup
     assert m.cache.n == 3  # thread A's step went through untouched
     assert np.isfinite(m.forward([4])).all()
+
+
+def _gemv_in_child(args):
+    m, x = args
+    return m.gemv(x, threads=2)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_pool_works_in_a_forked_child():
+    """After fork() the child has none of the parent's workers (nor the state of its locks)."""
+    import multiprocessing
+
+    rng = np.random.default_rng(6)
+    m = lb.quantize(rng.standard_normal((1000, 1024)).astype(np.float32), "tq2_0")
+    x = rng.standard_normal(1024).astype(np.float32)
+    ref = m.gemv(x, threads=2)  # the parent's pool is up
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply(_gemv_in_child, ((m, x),))
+    np.testing.assert_array_equal(got, ref)

@@ -169,6 +169,19 @@ int lowbit_set_threads(int threads) {
     return LOWBIT_OK;
 }
 
+/* A fork()ed child (Python multiprocessing) has none of the workers: start afresh. */
+static void after_fork_child(void) {
+    pthread_mutex_init(&P.busy, NULL);
+    pthread_mutex_init(&P.lock, NULL);
+    pthread_cond_init(&P.wake, NULL);
+    pthread_cond_init(&P.done_cv, NULL);
+    P.nworkers = 0;
+    atomic_store(&P.sleepers, 0);
+    atomic_store(&P.caller_sleeping, 0);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+
 void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threads) {
     if (ntasks <= 0) return;
     if (threads <= 0) threads = lowbit_get_threads();
@@ -179,6 +192,8 @@ void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threa
         return;
     }
     (void)spin_us(); /* read the environment here, not in a worker */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
     while (P.nworkers < threads - 1) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker_main, (void *)(intptr_t)P.nworkers) != 0) break;
