@@ -29,9 +29,8 @@ DRAM_BYTES = 512 << 20
 
 
 def _time_min(fn, rounds, threads=2):
-    """Best of `rounds`.  One thread: the thread's CPU time, which does not count the slices
-    other processes steal on a shared machine; several threads: wall time."""
-    clock = time.thread_time if threads == 1 else time.perf_counter
+    """Best of `rounds`, on the clock of _clock(threads)."""
+    clock = _clock(threads)
     fn()
     best = float("inf")
     for _ in range(rounds):
@@ -41,13 +40,31 @@ def _time_min(fn, rounds, threads=2):
     return best
 
 
+def _clock(threads):
+    """One thread: the thread's CPU time, which does not count the slices other processes steal
+    on a shared machine; several threads: wall time."""
+    return time.thread_time if threads == 1 else time.perf_counter
+
+
 @pytest.fixture(scope="session")
-def bandwidth(results):
-    """Streaming read bandwidth (bytes/s) for 1 and 2 threads, same run as the kernels, measured
-    as `pylowbit bench` does (liblowbit's read loop on its thread pool)."""
+def stream_buf():
+    return np.ones(DRAM_BYTES, dtype=np.uint8)
+
+
+def _bandwidth(threads, buf, reps=5):
+    """Streaming read bandwidth (bytes/s) as `pylowbit bench` measures it (liblowbit's read loop
+    on its thread pool), on the same clock as the kernel it is compared with."""
+    return read_bandwidth(threads, reps=reps, clock=_clock(threads), buf=buf)
+
+
+@pytest.fixture(scope="session")
+def bandwidth(results, stream_buf):
+    """Read bandwidth for 1 and 2 threads at the start of the run (for L2 / L3 rows and the
+    summary); DRAM rows re-measure it right next to each kernel, as load on a shared machine
+    drifts within minutes."""
     bw = {}
     for t in THREADS:
-        bw[t] = read_bandwidth(t, DRAM_BYTES)
+        bw[t] = _bandwidth(t, stream_buf)
         results.append({"kind": "bandwidth", "threads": t, "gbps": bw[t] / 1e9})
     return bw
 
@@ -99,7 +116,8 @@ def _bytes_per_weight(w, layout):
 @pytest.mark.parametrize("layout", ["file", "packed"])
 @pytest.mark.parametrize("regime", ["L2", "L3", "DRAM"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_gemv(benchmark, mats, variant, regime, layout, threads, bandwidth, numpy_gws, results):
+def test_gemv(benchmark, mats, variant, regime, layout, threads, bandwidth, stream_buf, numpy_gws,
+              results):
     fmt = mats["fmt"]
     if layout not in mats[regime]:
         pytest.skip(f"{fmt} is not repacked")
@@ -118,14 +136,15 @@ def test_gemv(benchmark, mats, variant, regime, layout, threads, bandwidth, nump
         rounds = 3 if regime == "DRAM" or variant == "scalar" else 30
         benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=1)
         sec = _time_min(run, rounds, threads)  # also works with --benchmark-disable
+        bw = _bandwidth(threads, stream_buf, 3) if regime == "DRAM" else bandwidth[threads]
     finally:
         lb.set_isa(before)
     nw = sum(w.shape[0] * w.shape[1] for w in ws)
     gws = nw / sec / 1e9
     bpw = _bytes_per_weight(ws[0], layout)
-    roof = bandwidth[threads] / bpw / 1e9
+    roof = bw / bpw / 1e9
     rec = {"kind": "gemv", "fmt": fmt, "variant": variant, "layout": layout, "threads": threads,
-           "regime": regime, "gws": gws, "bpw": 8 * bpw, "roofline_pct": 100 * gws / roof,
+           "regime": regime, "gws": gws, "bpw": 8 * bpw, "bw_gbps": bw / 1e9, "roofline_pct": 100 * gws / roof,
            "vs_numpy": gws * 1e9 / numpy_gws}
     results.append(rec)
     benchmark.extra_info.update({k: v for k, v in rec.items() if k != "kind"})

@@ -22,20 +22,22 @@ def pytest_terminal_summary(terminalreporter):
     if not RESULTS:
         return
     tr = terminalreporter
-    tr.section("pylowbit kernel summary (G weights/s; roofline = read bandwidth / bytes per weight)")
+    tr.section("pylowbit kernel summary (G weights/s; roofline = read bandwidth / bytes per weight;"
+               " DRAM rows: bandwidth re-measured next to each, same clock)")
     for r in RESULTS:
         if r.get("kind") == "bandwidth":
             tr.write_line(f"read bandwidth, {r['threads']} thread(s): {r['gbps']:.1f} GB/s")
     tr.write_line("")
     tr.write_line(f"{'format':8} {'variant':7} {'layout':6} {'thr':>3} {'regime':6} "
-                  f"{'Gw/s':>7} {'bits/w':>6} {'%roof':>6} {'x numpy':>7}")
+                  f"{'Gw/s':>7} {'bits/w':>6} {'GB/s':>5} {'%roof':>6} {'x numpy':>7}")
     for r in RESULTS:
         if r.get("kind") != "gemv":
             continue
         roof = f"{r['roofline_pct']:6.1f}" if r.get("roofline_pct") is not None else "     -"
         ratio = f"{r['vs_numpy']:7.2f}" if r.get("vs_numpy") is not None else "      -"
+        bw = f"{r['bw_gbps']:5.1f}" if r.get("bw_gbps") is not None else "    -"
         tr.write_line(f"{r['fmt']:8} {r['variant']:7} {r['layout']:6} {r['threads']:>3} "
-                      f"{r['regime']:6} {r['gws']:7.2f} {r['bpw']:6.3f} {roof} {ratio}")
+                      f"{r['regime']:6} {r['gws']:7.2f} {r['bpw']:6.3f} {bw} {roof} {ratio}")
     gemm = [r for r in RESULTS if r.get("kind") == "gemm"]
     if gemm:
         tr.write_line("")

@@ -75,21 +75,24 @@ def synthetic_model(preset: str, fmt: str, console=None) -> Path:
 
 # ---- machine read bandwidth ------------------------------------------------------------------
 
-def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5) -> float:
+def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5, clock=time.perf_counter,
+                   buf: np.ndarray | None = None) -> float:
     """Best-of-reps bytes/s streaming a buffer much larger than the caches on `threads` threads.
 
     The read loop is liblowbit's, run on the same thread pool and split the same way as the GEMV
     kernels (one contiguous share per thread), so a roofline compares like with like.  Also used
-    by bench/bench_kernels.py."""
+    by bench/bench_kernels.py, which times one thread in thread CPU time (`clock`) and passes a
+    buffer of its own to re-measure next to each DRAM case."""
     from pylowbit import _lowbit
 
-    buf = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: every page really mapped
+    if buf is None:
+        buf = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: every page really mapped
     _lowbit.stream_read(buf, threads)  # warm-up: starts the pool's workers
     best = 0.0
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         _lowbit.stream_read(buf, threads)
-        best = max(best, nbytes / (time.perf_counter() - t0))
+        best = max(best, buf.nbytes / (clock() - t0))
     return best
 
 
