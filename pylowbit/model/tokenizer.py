@@ -64,9 +64,9 @@ class TextTokenizer:
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
-        tokens = f.get("tokenizer.ggml.tokens", list)
+        tokens = f.get("tokenizer.ggml.tokens", list, of=str)
         n = len(tokens)
-        types = f.metadata.get("tokenizer.ggml.token_type")
+        types = f.get("tokenizer.ggml.token_type", list, None, of=int)
         types = [TOKEN_NORMAL] * n if types is None else [int(t) for t in types]
         if len(types) != n:
             raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
@@ -82,7 +82,7 @@ class TextTokenizer:
             if pre not in PRE:
                 raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
             regex, ignore_merges = PRE[pre]
-            merges = f.get("tokenizer.ggml.merges", list, [])
+            merges = f.get("tokenizer.ggml.merges", list, [], of=str)
             pairs = []
             for m in merges:
                 a, sep, b = m.partition(" ")
@@ -97,7 +97,7 @@ class TextTokenizer:
             tok.decoder = decoders.ByteLevel()
             default_bos = False
         elif kind == "llama":
-            scores = f.get("tokenizer.ggml.scores", list)
+            scores = f.get("tokenizer.ggml.scores", list, of=float)
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
             merges = _spm_merges(tokens, types, scores, vocab)
