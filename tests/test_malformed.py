@@ -336,6 +336,12 @@ rows("Tokenizer metadata", "file",
      ("merges of the wrong type", "tokenizer.ggml.merges as float32",
       meta({"tokenizer.ggml.merges": np.ones(3, np.float32)}), GGUFError,
       r"metadata 'tokenizer.ggml.merges' has type array\[float32\], expected list\[str\]"),
+     ("merge naming an unknown token", "tokenizer.ggml.merges = ['zzz qqq']",
+      meta({"tokenizer.ggml.merges": ["zzz qqq"]}), ModelError,
+      r"tokenizer.ggml.merges: .*Token `zzz` out of vocabulary"),
+     ("flag of the wrong type", "tokenizer.ggml.add_bos_token = 'yes'",
+      meta({"tokenizer.ggml.add_bos_token": "yes"}), GGUFError,
+      r"metadata 'tokenizer.ggml.add_bos_token' has type string, expected bool"),
      ("merge without a space", "tokenizer.ggml.merges = ['ab']", meta({"tokenizer.ggml.merges": ["ab"]}),
       ModelError, r"tokenizer.ggml.merges entry 'ab' is not 'left right'"),
      ("special token id out of range", "tokenizer.ggml.bos_token_id = 300",
@@ -614,7 +620,7 @@ def test_the_measurements_can_fail(bases, tmp_path):
 
 
 _WORKER = textwrap.dedent("""
-    import json, resource, sys
+    import gc, json, resource, sys
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     from test_malformed import load
@@ -634,7 +640,8 @@ _WORKER = textwrap.dedent("""
             load(path)
             out[name] = ["loaded"]
         except BaseException as e:
-            out[name] = [c.__name__ for c in type(e).__mro__]
+            out[name] = [c.__name__ for c in type(e).__mro__] + [str(e)[:200]]
+        gc.collect()  # a failed load's mappings sit in reference cycles (traceback -> frames) until collected
     print(json.dumps(out))
 """)
 

@@ -57,6 +57,15 @@ def _spm_merges(tokens, types, scores, vocab) -> list[tuple[str, str]]:
     return [(tokens[i][:c], tokens[i][c:]) for i, c in zip(ids_np[order].tolist(), cuts_np[order].tolist())]
 
 
+def _bpe(models, key: str, vocab, merges, **kw):
+    """models.BPE, its errors (a merge naming a token the vocabulary lacks...) as ModelError naming the key:
+    the tokenizers package raises a bare Exception."""
+    try:
+        return models.BPE(vocab, merges, **kw)
+    except Exception as e:  # noqa: BLE001 - tokenizers has no narrower class
+        raise ModelError(f"{key}: {e}") from None
+
+
 class TextTokenizer:
     def __init__(self, f: GGUFFile):
         from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
@@ -89,7 +98,7 @@ class TextTokenizer:
                 if not sep:
                     raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
                 pairs.append((a, b))
-            tok = Tokenizer(models.BPE(vocab, pairs, ignore_merges=ignore_merges))
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, pairs, ignore_merges=ignore_merges))
             tok.pre_tokenizer = pre_tokenizers.Sequence([
                 pre_tokenizers.Split(Regex(regex), behavior="isolated"),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -102,8 +111,8 @@ class TextTokenizer:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
             merges = _spm_merges(tokens, types, scores, vocab)
             unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
-            tok = Tokenizer(models.BPE(vocab, merges, byte_fallback=True, fuse_unk=True,
-                                       unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, merges, byte_fallback=True, fuse_unk=True,
+                                 unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
             self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
             norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []
             tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
