@@ -288,6 +288,9 @@ class GGUFFile:
         except GGUFError as e:
             self.close()
             raise GGUFError(f"{self.path}: {e}") from None
+        except BaseException:  # (MemoryError, KeyboardInterrupt...): no mapping left behind either
+            self.close()
+            raise
 
     # -- parsing --------------------------------------------------------------------------------
     def _parse(self) -> None:
