@@ -15,7 +15,7 @@ import pytest
 
 import pylowbit as lb
 from pylowbit.convert import ConversionError, convert, decode_float, quantize_search
-from pylowbit.gguf import GGUFFile, MetaValue, TensorSpec, ValueType, write_gguf
+from pylowbit.gguf import GGUFFile, MetaValue, TensorSpec, write_gguf
 from pylowbit.model import load_model
 from pylowbit.model.synthetic import write_synthetic_model
 from pylowbit.repack import CODE_FORMATS, LOW_BIT, LossyError, pack_codes, repack, repack_problems, unpack_codes
