@@ -569,6 +569,7 @@ def built(bases, tmp_path_factory):
 
 def _peak_bytes(fn) -> tuple[int, BaseException | None]:
     """Peak traced allocation while fn runs, and what it raised."""
+    was_tracing = tracemalloc.is_tracing()
     tracemalloc.start()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
@@ -576,12 +577,13 @@ def _peak_bytes(fn) -> tuple[int, BaseException | None]:
     faulthandler.dump_traceback_later(TIMEOUT, exit=True)  # a hang ends the run with a traceback
     try:
         fn()
-    except BaseException as e:  # noqa: B902 - returned to the caller, which checks its class
+    except Exception as e:  # returned to the caller, which checks its class
         err = e
     finally:
         faulthandler.cancel_dump_traceback_later()
         peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
+        if not was_tracing:
+            tracemalloc.stop()
     return peak, err
 
 
