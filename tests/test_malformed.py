@@ -430,8 +430,8 @@ rows("Rotation metadata (prism.hadamard.*)", "file",
 class Ctx:
     """What call rows need: the valid model's path, a loaded model, a small weight matrix."""
 
-    def __init__(self, path: Path, tmp: Path):
-        self.path, self.tmp = path, tmp
+    def __init__(self, base: Base, tmp: Path):
+        self.base, self.path, self.tmp = base, base.path, tmp
         self._model = None
 
     @property
@@ -454,6 +454,23 @@ class Ctx:
         base = ["-m", str(self.path)] + (["-f", str(text)] if cmd == "perplexity" else [])
         args = ap.parse_args([cmd, *base, *argv])
         return lambda: mod.main(args)
+
+
+    def chat(self, template: str, seconds: float = 0.5):
+        """--chat with this tokenizer.chat_template (rendering limited to `seconds`)."""
+        from pylowbit.model import tokenizer
+
+        p = self.tmp / "chat.gguf"
+        p.write_bytes(self.base.meta_changed({"tokenizer.chat_template": template}))
+
+        def call():
+            old, tokenizer.CHAT_TEMPLATE_SECONDS = tokenizer.CHAT_TEMPLATE_SECONDS, seconds
+            try:
+                with GGUFFile(p) as f:
+                    TextTokenizer(f).apply_chat_template([{"role": "user", "content": "hi"}])
+            finally:
+                tokenizer.CHAT_TEMPLATE_SECONDS = old
+        return call
 
 
 def _w(fmt="tq2_0", rows=4, cols=256):
@@ -489,6 +506,23 @@ rows("Model inputs", "call",
      ("negative threads (global)", "set_threads(-1)", lambda c: lambda: lb.set_threads(-1), ValueError, r"threads"),
      ("negative generation length", "run -n -1", lambda c: c.cli("run", "-n", "-1"), ValueError,
       r"-n must be >= 0, got -1"),
+     )
+
+rows("Chat template (tokenizer.chat_template, used by run --chat)", "call",
+     ("template that never ends", "two nested range(100000) loops",
+      lambda c: c.chat("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"),
+      ModelError, r"chat template: rendering took longer than 0.5 s"),
+     ("template output too large", "'a' * 10**9", lambda c: c.chat("{{ 'a' * 10**9 }}"), ModelError,
+      r"chat template: repetition of 1 x 1000000000 is too large"),
+     ("template power too large", "2 ** 10**8", lambda c: c.chat("{% set n = 10**8 %}{{ 2 ** n }}"), ModelError,
+      r"chat template: power 100000000 is too large"),
+     ("template that fails", "1/0", lambda c: c.chat("{{ 1/0 }}"), ModelError,
+      r"chat template failed to render: ZeroDivisionError"),
+     ("template that recurses", "a macro calling itself",
+      lambda c: c.chat("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), ModelError,
+      r"chat template failed to render: RecursionError"),
+     ("template that does not parse", "'{% for %}'", lambda c: c.chat("{% for %}"), ModelError,
+      r"chat template failed to render: Expected an expression"),
      )
 
 rows("Arrays", "call",
@@ -613,7 +647,7 @@ def test_malformed_file(built, row):
 
 @pytest.mark.parametrize("row", CALL_ROWS, ids=[r.name for r in CALL_ROWS])
 def test_malformed_call(bases, tmp_path, row):
-    fn = row.make(Ctx(bases[0].path, tmp_path))
+    fn = row.make(Ctx(bases[0], tmp_path))
     with pytest.raises(row.exc, match=row.match):
         fn()
 

@@ -12,6 +12,10 @@ runs, as llama.cpp does.
 
 from __future__ import annotations
 
+import sys
+import time
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..gguf import GGUFFile
@@ -55,6 +59,30 @@ def _spm_merges(tokens, types, scores, vocab) -> list[tuple[str, str]]:
     sc = np.asarray(scores, np.float64)[ids_np]
     order = np.lexsort((cuts_np, ids_np, -sc))  # last key is primary: score high to low
     return [(tokens[i][:c], tokens[i][c:]) for i, c in zip(ids_np[order].tolist(), cuts_np[order].tolist())]
+
+
+# A chat template is code from the file: its rendering is bounded in time and size.
+CHAT_TEMPLATE_SECONDS = 5.0
+CHAT_TEMPLATE_MAX_CHARS = 1 << 22
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Raise ModelError in Python code running longer than `seconds` (a line-event trace on the
+    frames it calls: jinja templates compile to Python, so their loops are seen)."""
+    end = time.monotonic() + seconds
+    previous = sys.gettrace()
+
+    def trace(frame, event, arg):
+        if time.monotonic() > end:
+            raise ModelError(f"chat template: rendering took longer than {seconds:g} s")
+        return trace
+
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 def _bpe(models, key: str, vocab, merges, **kw):
@@ -167,15 +195,37 @@ class TextTokenizer:
         def raise_exception(msg):
             raise ModelError(f"chat template: {msg}")
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        class Sandbox(ImmutableSandboxedEnvironment):
+            # The template comes from the file: no giant string/list repetition or power (the
+            # sandbox already caps range() at 100000).
+            intercepted_binops = frozenset({"*", "**"})
+
+            def call_binop(self, context, operator, left, right):
+                seq, n = (left, right) if isinstance(right, int) else (right, left)
+                if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                        and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
+                    raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
+                if operator == "**" and isinstance(right, int) and abs(right) > 1024:
+                    raise ModelError(f"chat template: power {right} is too large")
+                return super().call_binop(context, operator, left, right)
+
+        env = Sandbox(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
         try:
             tmpl = env.from_string(self.chat_template)
-            return tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
-                               eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "")
+            with _deadline(CHAT_TEMPLATE_SECONDS):
+                out = tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                  bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
+                                  eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "")
+        except ModelError:
+            raise
         except jinja2.TemplateError as e:
             raise ModelError(f"chat template failed to render: {e}") from None
+        except Exception as e:  # noqa: BLE001 - the template's own errors (1/0, recursion...) are the file's
+            raise ModelError(f"chat template failed to render: {type(e).__name__}: {e}") from None
+        if len(out) > CHAT_TEMPLATE_MAX_CHARS:
+            raise ModelError(f"chat template: rendered {len(out)} characters (limit {CHAT_TEMPLATE_MAX_CHARS})")
+        return out
 
 
 class StreamDecoder:
