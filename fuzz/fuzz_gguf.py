@@ -1,10 +1,10 @@
-"""atheris fuzz target: the GGUF reader and the decoder's loading path (model, rotation, tokenizer) and
-one forward step.
+"""atheris fuzz target: the GGUF reader and the decoder's loading path (model, rotation, tokenizer), one
+forward step, a tokenizer round trip and the chat template.
 
 Every input must either load or raise one of pylowbit's clear errors (GGUFError, ModelError,
 HadamardError and the ValueError/TypeError of argument checks); anything else - another exception,
 a crash, a hang, a huge allocation - is a finding.  The loading is the same as the file rows of
-tests/test_malformed.py (`load` there), plus a forward step and a tokenizer round trip.
+tests/test_malformed.py (`load` there), plus the calls `pylowbit run --chat` makes next.
 
     python fuzz/make_corpus.py fuzz/corpus
     nice python fuzz/fuzz_gguf.py fuzz/corpus -max_total_time=600 -rss_limit_mb=3072 -max_len=200000 \\
@@ -19,6 +19,9 @@ import atheris
 with atheris.instrument_imports(include=["pylowbit"]):
     from pylowbit.gguf import GGUFFile
     from pylowbit.model import TextTokenizer, load_model
+    from pylowbit.model import tokenizer
+
+tokenizer.CHAT_TEMPLATE_SECONDS = 0.5  # a mutated template that loops ends quickly (and still counts as refused)
 
 # UnicodeDecodeError is a ValueError, but one that escaped unwrapped names no GGUF field: a finding.
 EXPECTED = (ValueError, TypeError)
@@ -36,6 +39,8 @@ def one_input(data: bytes) -> None:
         model.forward([1], pos=0)
         tok = TextTokenizer(model.file)
         tok.decode(tok.encode("Hello, world! 123"))
+        if tok.chat_template:
+            tok.apply_chat_template([{"role": "user", "content": "Hi"}])
     except UnicodeDecodeError:
         raise
     except EXPECTED:
