@@ -31,15 +31,14 @@ How:
   is rotated on its own, so a partial list is exact.  The prism.hadamard.* keys are always written
   with the folded weights.
 
-The output is written to an anonymous temporary file in the destination directory and linked into
-place only when complete: an interrupted or killed conversion leaves no output and never touches the
-input.
+The output is written with pylowbit.gguf.write_gguf (an anonymous temporary file in the destination
+directory, linked into place only when complete): an interrupted or killed conversion leaves no output
+and never touches the input.
 """
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -47,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from pylowbit import core
-from pylowbit.gguf import TYPES, GGUFFile, MetaValue, ValueType, tensor_nbytes, type_id
+from pylowbit.gguf import TYPES, GGUFFile, MetaValue, TensorSpec, ValueType, tensor_nbytes, type_id, write_gguf
 from pylowbit.repack import CODE_FORMATS, LOW_BIT, LossyError, repack, repack_problems
 
 __all__ = ["convert", "plan", "quantize_search", "decode_float", "encode", "ConversionError", "TARGETS",
@@ -410,8 +409,9 @@ def convert(src, dst, to_type: str, rotate: int | None = None, keep: str | None 
             how[s.name] = ("rotated+" if s.rotate else "") + kind
             return _transcode(t.data, s, signs.get(s.shape[-1]) if s.rotate else None, rotate, method)
 
-        tensors = [_Spec(s.name, type_id(s.dst), s.shape, (lambda s=s: produce(s))) for s in steps]
-        size = _write_atomic(dst, meta, tensors, f.alignment, progress)
+        tensors = [TensorSpec(s.name, type_id(s.dst), s.shape, (lambda s=s: produce(s))) for s in steps]
+        write_gguf(dst, meta, tensors, f.alignment, progress=progress)
+        size = dst.stat().st_size
     finally:
         f.close()
     return {"tensors": {s.name: (s.src, s.dst, how[s.name]) for s in steps},
@@ -445,118 +445,3 @@ def _transcode(data, s: Step, signs, block, method) -> np.ndarray:
             x = rotate_rows(x, block, signs)
         out[r * out_row:r1 * out_row] = encode(x, s.dst, method)
     return out
-
-
-# ---- writing -----------------------------------------------------------------------------------
-
-@dataclass
-class _Spec:
-    name: str
-    type_id: int
-    shape: tuple
-    data: Callable
-
-
-def _header(meta: dict, tensors, alignment: int) -> tuple[bytes, list[tuple[int, int]]]:
-    # The GGUF header packing is pylowbit.gguf's; only the file handling differs (see _write_atomic).
-    import struct
-
-    from pylowbit import gguf as G
-
-    if alignment != G.DEFAULT_ALIGNMENT:
-        meta["general.alignment"] = MetaValue(ValueType.UINT32, alignment)
-    head = bytearray(G.GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(meta)))
-    for k, v in meta.items():
-        mv = G._infer(v)
-        head += G._pack_string(k) + struct.pack("<I", mv.type) + G._pack_value(mv)
-    spans, off = [], 0
-    for t in tensors:
-        nb = tensor_nbytes(t.type_id, t.shape)
-        spans.append((off, nb))
-        head += G._pack_string(t.name) + struct.pack("<I", len(t.shape))
-        head += struct.pack(f"<{len(t.shape)}Q", *reversed([int(x) for x in t.shape]))
-        head += struct.pack("<IQ", t.type_id, off)
-        off = G._align(off + nb, alignment)
-    head += b"\0" * (G._align(len(head), alignment) - len(head))
-    return bytes(head), spans
-
-
-def _link_fd(fd: int, path: str) -> None:
-    """Give an O_TMPFILE file a name: linkat through /proc (ordinary users), or AT_EMPTY_PATH
-    (needs CAP_DAC_READ_SEARCH; the only way on some sandboxed kernels)."""
-    try:
-        os.link(f"/proc/self/fd/{fd}", path, follow_symlinks=True)
-        return
-    except OSError as e:
-        first = e
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    at_fdcwd, at_empty_path = -100, 0x1000
-    if libc.linkat(fd, b"", at_fdcwd, os.fsencode(path), at_empty_path) != 0:
-        raise first
-
-
-def _open_anonymous(directory: Path):
-    """(fd, None) for an unnamed file in `directory` (Linux O_TMPFILE) that vanishes if the process
-    dies, after checking that it can be linked in there; else (fd, path) of a named temporary file."""
-    flag = getattr(os, "O_TMPFILE", 0)
-    if flag:
-        try:
-            probe = os.open(directory, flag | os.O_WRONLY, 0o600)
-            try:
-                name = tempfile.mktemp(prefix=".pylowbit-probe-", dir=directory)
-                _link_fd(probe, name)
-                os.unlink(name)
-            finally:
-                os.close(probe)
-            return os.open(directory, flag | os.O_WRONLY, 0o666), None
-        except (OSError, AttributeError):
-            pass  # no O_TMPFILE here: fall back to a named temporary file
-    fd, tmp = tempfile.mkstemp(prefix=".pylowbit-", suffix=".tmp", dir=directory)
-    return fd, tmp
-
-
-def _write_atomic(dst: Path, meta: dict, tensors, alignment: int, progress) -> int:
-    head, spans = _header(meta, tensors, alignment)
-    total = len(head) + (spans[-1][0] + spans[-1][1] if spans else 0)
-    directory = dst.parent
-    fd, tmp = _open_anonymous(directory)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as fh:
-            fh.write(head)
-            pos = 0
-            for t, (off, nb) in zip(tensors, spans):
-                fh.write(b"\0" * (off - pos))
-                data = t.data()
-                mv = memoryview(np.ascontiguousarray(data)).cast("B")
-                if mv.nbytes != nb:
-                    raise RuntimeError(f"internal error: {t.name} produced {mv.nbytes} bytes, expected {nb}")
-                fh.write(mv)
-                del mv, data
-                pos = off + nb
-                if progress is not None:
-                    progress(len(head) + pos, total, t.name)
-            fh.flush()
-            os.fsync(fd)
-        if tmp is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)
-            # Give the anonymous file a name, then move it over dst in one step.
-            tmp = tempfile.mktemp(prefix=f".{dst.name}.", suffix=".tmp", dir=directory)
-            _link_fd(fd, tmp)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, dst)
-        tmp = None
-    finally:
-        os.close(fd)
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    return total

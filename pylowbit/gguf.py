@@ -8,10 +8,12 @@ allocation.  The type table covers what gguf-py 0.19.0 knows plus the low-bit id
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -31,6 +33,8 @@ __all__ = [
     "type_name",
     "tensor_nbytes",
     "write_gguf",
+    "gguf_header",
+    "atomic_file",
     "open_gguf",
 ]
 
@@ -239,7 +243,8 @@ class _Cursor:
         # is allocated for it.
         min_size = {ValueType.STRING: 8, ValueType.ARRAY: 12}.get(et) or _SCALAR_DTYPES[et].itemsize
         if n > (self.size - self.pos) // min_size:
-            raise GGUFError(f"{what}: array length {n} is absurd for the {self.size - self.pos} bytes left in the file")
+            raise GGUFError(f"{what}: array length {n} is absurd: that many cannot fit in the {self.size - self.pos} "
+                            f"bytes left in the file (truncated or corrupt)")
         if et in _SCALAR_DTYPES:
             dt = _SCALAR_DTYPES[et]
             arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos).copy()
@@ -283,6 +288,9 @@ class GGUFFile:
         except GGUFError as e:
             self.close()
             raise GGUFError(f"{self.path}: {e}") from None
+        except BaseException:  # (MemoryError, KeyboardInterrupt...): no mapping left behind either
+            self.close()
+            raise
 
     # -- parsing --------------------------------------------------------------------------------
     def _parse(self) -> None:
@@ -302,9 +310,11 @@ class GGUFFile:
         # Each key/value needs >= 13 bytes (8 length + 1 char + 4 type + >=0 value), each tensor
         # info >= 8+1+4+8+4+8 bytes: a count beyond that cannot be honest.
         if n_kv > (self.size - c.pos) // 13:
-            raise GGUFError(f"metadata count {n_kv} is absurd for a {self.size}-byte file")
+            raise GGUFError(f"metadata count {n_kv} is absurd: that many cannot fit in a {self.size}-byte file "
+                            f"(truncated or corrupt)")
         if n_tensors > (self.size - c.pos) // 33:
-            raise GGUFError(f"tensor count {n_tensors} is absurd for a {self.size}-byte file")
+            raise GGUFError(f"tensor count {n_tensors} is absurd: that many cannot fit in a {self.size}-byte file "
+                            f"(truncated or corrupt)")
 
         self.metadata: dict[str, Any] = {}
         self.metadata_types: dict[str, tuple[ValueType, ValueType | None]] = {}
@@ -406,9 +416,9 @@ class GGUFFile:
         list: lambda vt, et: vt == ValueType.ARRAY,
     }
 
-    def get(self, key: str, kind: type | None = None, default: Any = ...):
-        """Metadata value; `kind` (int, float, bool, str, list) checks its type.  A missing key
-        returns `default` or raises GGUFError."""
+    def get(self, key: str, kind: type | None = None, default: Any = ..., of: type | None = None):
+        """Metadata value; `kind` (int, float, bool, str, list) checks its type, and for lists `of`
+        (int, float, bool, str) the element type.  A missing key returns `default` or raises GGUFError."""
         if key not in self.metadata:
             if default is ...:
                 raise GGUFError(f"missing metadata key {key!r}")
@@ -416,9 +426,13 @@ class GGUFFile:
         v = self.metadata[key]
         if kind is not None:
             vt, et = self.metadata_types[key]
-            if not self._PYTYPE_CHECK[kind](vt, et):
+            ok = self._PYTYPE_CHECK[kind](vt, et)
+            if ok and of is not None:
+                ok = et is not None and self._PYTYPE_CHECK[of](et, None)
+            if not ok:
+                want = kind.__name__ + (f"[{of.__name__}]" if of is not None else "")
                 raise GGUFError(f"metadata {key!r} has type {vt.name.lower()}"
-                                f"{'[' + et.name.lower() + ']' if et is not None else ''}, expected {kind.__name__}")
+                                f"{'[' + et.name.lower() + ']' if et is not None else ''}, expected {want}")
             if kind is float:
                 v = float(v)
             elif kind is int:
@@ -549,74 +563,143 @@ def _pack_value(mv: MetaValue) -> bytes:
     return np.array(mv.value).astype(dt).tobytes()
 
 
-def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: Iterable[TensorSpec],
-               alignment: int = DEFAULT_ALIGNMENT, version: int = 3,
-               progress: Callable[[int, int, str], None] | None = None) -> Path:
-    """Write a GGUF file atomically (temp file in the same directory, fsync, rename).
-
-    metadata values: python scalars/str/lists/numpy arrays (types inferred: int -> uint32 when it
-    fits) or `MetaValue` for an explicit type.  progress(done_bytes, total_bytes, tensor_name) is
-    called after each tensor."""
-    path = Path(path)
+def gguf_header(metadata: Mapping[str, Any], tensors: Iterable[TensorSpec], alignment: int = DEFAULT_ALIGNMENT,
+                version: int = 3) -> tuple[bytes, list[tuple[int, int]]]:
+    """The header of a GGUF file (magic .. tensor infos, zero-padded to `alignment`) and each tensor's
+    (offset from the data start, nbytes).  metadata values: python scalars/str/lists/numpy arrays
+    (int -> uint32 when it fits) or `MetaValue` for an explicit type."""
     if alignment <= 0 or alignment & (alignment - 1):
         raise GGUFError(f"alignment {alignment} is not a positive power of two")
+    if version not in (2, 3):
+        raise GGUFError(f"cannot write GGUF version {version} (2 and 3 are)")
     tensors = list(tensors)
     meta = dict(metadata)
     if alignment != DEFAULT_ALIGNMENT or "general.alignment" in meta:
         meta["general.alignment"] = MetaValue(ValueType.UINT32, alignment)
-
     header = bytearray(GGUF_MAGIC + struct.pack("<IQQ", version, len(tensors), len(meta)))
     for k, v in meta.items():
         mv = _infer(v)
         header += _pack_string(k) + struct.pack("<I", mv.type) + _pack_value(mv)
-    offsets, off, seen = [], 0, set()
+    spans, off, seen = [], 0, set()
     for t in tensors:
         if t.name in seen:
             raise GGUFError(f"duplicate tensor name {t.name!r}")
         seen.add(t.name)
         nb = tensor_nbytes(t.type_id, t.shape)
-        offsets.append((off, nb))
+        spans.append((off, nb))
         header += _pack_string(t.name) + struct.pack("<I", len(t.shape))
         header += struct.pack(f"<{len(t.shape)}Q", *reversed([int(s) for s in t.shape]))
         header += struct.pack("<IQ", type_id(t.type_id), off)
         off = _align(off + nb, alignment)
-    total = off
     header += b"\0" * (_align(len(header), alignment) - len(header))
+    return bytes(header), spans
 
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
+
+def _link_fd(fd: int, path: str) -> None:
+    """Give an O_TMPFILE file a name (fails if `path` exists): linkat through /proc (ordinary users),
+    or AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH; the only way on some sandboxed kernels)."""
     try:
+        os.link(f"/proc/self/fd/{fd}", path, follow_symlinks=True)
+        return
+    except FileExistsError:
+        raise
+    except OSError as e:
+        first = e
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, at_empty_path = -100, 0x1000
+    if libc.linkat(fd, b"", at_fdcwd, os.fsencode(path), at_empty_path) != 0:
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise FileExistsError(err, os.strerror(err), path)
+        raise first
+
+
+def _open_anonymous(directory: Path) -> tuple[int, str | None]:
+    """(fd, None) for an unnamed file in `directory` (Linux O_TMPFILE: it vanishes with the process),
+    after checking that such a file can be linked in there; else (fd, path) of a named temp file."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            probe = os.open(directory, flag | os.O_WRONLY, 0o600)
+            try:
+                name = tempfile.mktemp(prefix=".pylowbit-probe-", dir=directory)
+                _link_fd(probe, name)
+                os.unlink(name)
+            finally:
+                os.close(probe)
+            return os.open(directory, flag | os.O_WRONLY, 0o666), None
+        except (OSError, AttributeError):
+            pass  # no O_TMPFILE here (or no way to link it): a named temporary file
+    return tempfile.mkstemp(prefix=".pylowbit-", suffix=".tmp", dir=directory)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike):
+    """Open `path` for writing so that it appears only complete: the body writes to the yielded
+    binary file; on success it is fsynced and put in place in one step, on any exception (or a
+    SIGKILL) nothing is left - not the output, not a temporary file (O_TMPFILE + linkat where the
+    kernel has it; elsewhere mkstemp + rename, which a SIGKILL can leave behind as .pylowbit-*.tmp)."""
+    path = Path(path)
+    directory = path.parent
+    fd, tmp = _open_anonymous(directory)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            yield fh
+            fh.flush()
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file ordinary permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(header)
-            done = 0
-            for t, (o, nb) in zip(tensors, offsets):
-                data = t.data() if callable(t.data) else t.data
-                chunks = [data] if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)) else data
-                written = 0
-                for chunk in chunks:  # a generator may yield the tensor in pieces (row blocks)
-                    mv = memoryview(np.ascontiguousarray(chunk) if isinstance(chunk, np.ndarray) else chunk).cast("B")
-                    written += mv.nbytes
-                    if written > nb:
-                        break
-                    f.write(mv)
-                    del mv, chunk
-                if written != nb:
-                    raise GGUFError(f"tensor {t.name!r}: got {'more than ' if written > nb else ''}{written} bytes, "
-                                    f"type {type_name(t.type_id)} shape {tuple(t.shape)} needs {nb}")
-                del data, chunks
-                f.write(b"\0" * (_align(nb, alignment) - nb))
-                done += nb
-                if progress is not None:
-                    progress(done, total, t.name)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        os.fchmod(fd, 0o666 & ~umask)  # ordinary permissions (mkstemp makes 0600)
+        os.fsync(fd)
+        if tmp is None:
+            try:
+                _link_fd(fd, str(path))  # a new file: linked straight into place
+            except FileExistsError:
+                # linkat cannot replace: link under a temporary name, then rename over the old file
+                tmp = tempfile.mktemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+                _link_fd(fd, tmp)
+        if tmp is not None:
+            os.replace(tmp, path)
+            tmp = None
+    finally:
+        os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: Iterable[TensorSpec],
+               alignment: int = DEFAULT_ALIGNMENT, version: int = 3,
+               progress: Callable[[int, int, str], None] | None = None) -> Path:
+    """Write a GGUF file atomically (`atomic_file`): the header from `gguf_header`, then each tensor's
+    data, produced only when its turn comes (callables and generators stream).  A tensor whose data
+    is not exactly the size its type and shape need is refused and nothing is written.
+    progress(file bytes written, file size, tensor name) is called after each tensor."""
+    path = Path(path)
+    tensors = list(tensors)
+    header, spans = gguf_header(metadata, tensors, alignment, version)
+    total = len(header) + (_align(spans[-1][0] + spans[-1][1], alignment) if spans else 0)
+    with atomic_file(path) as f:
+        f.write(header)
+        for t, (o, nb) in zip(tensors, spans):
+            data = t.data() if callable(t.data) else t.data
+            chunks = [data] if isinstance(data, (bytes, bytearray, memoryview, np.ndarray)) else data
+            written = 0
+            for chunk in chunks:  # a generator may yield the tensor in pieces (row blocks)
+                mv = memoryview(np.ascontiguousarray(chunk) if isinstance(chunk, np.ndarray) else chunk).cast("B")
+                written += mv.nbytes
+                if written > nb:
+                    break
+                f.write(mv)
+                del mv, chunk
+            if written != nb:
+                raise GGUFError(f"tensor {t.name!r}: got {'more than ' if written > nb else ''}{written} bytes, "
+                                f"type {type_name(t.type_id)} shape {tuple(t.shape)} needs {nb}")
+            del data, chunks
+            f.write(b"\0" * (_align(nb, alignment) - nb))
+            if progress is not None:
+                progress(len(header) + _align(o + nb, alignment), total, t.name)
     return path

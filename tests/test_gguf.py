@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from pylowbit.gguf import (GGUFError, GGUFFile, MetaValue, TensorSpec, ValueType, tensor_nbytes, type_id,
-                           write_gguf)
+from pylowbit.gguf import (GGUFError, GGUFFile, MetaValue, TensorSpec, ValueType, atomic_file, gguf_header,
+                           tensor_nbytes, type_id, write_gguf)
 
 
 def _rand_bytes(n, seed=0):
@@ -117,6 +117,42 @@ def test_writer_is_atomic_and_checks_sizes(tmp_path):
         assert f.alignment == 64 and f.tensor("w").offset % 64 == 0
 
 
+def test_header_builder_is_what_the_writer_writes(tmp_path):
+    specs = _specs()
+    head, spans = gguf_header(ALL_META, specs, alignment=64)
+    p = write_gguf(tmp_path / "a.gguf", ALL_META, specs, alignment=64)
+    raw = p.read_bytes()
+    assert len(head) % 64 == 0 and raw[:len(head)] == head
+    with GGUFFile(p) as f:
+        assert f.data_offset == len(head)
+        assert [(f.tensor(s.name).offset - len(head), f.tensor(s.name).nbytes) for s in specs] == spans
+
+
+@pytest.mark.parametrize("tmpfile", ["O_TMPFILE", "mkstemp"])
+def test_atomic_writer_replaces_whole_or_not_at_all(tmp_path, monkeypatch, tmpfile):
+    import os
+
+    if tmpfile == "mkstemp":  # the fallback where the kernel has no O_TMPFILE
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    p = tmp_path / "m.gguf"
+    write_gguf(p, {"k": 1}, [TensorSpec("w", 0, (1,), b"\0" * 4)])
+    old = p.read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_file(p) as f:
+            f.write(b"partial")
+            raise RuntimeError("boom")
+    assert p.read_bytes() == old and sorted(x.name for x in tmp_path.iterdir()) == ["m.gguf"]
+    with atomic_file(p) as f:  # over an existing file: replaced in one step
+        f.write(b"new")
+    assert p.read_bytes() == b"new" and sorted(x.name for x in tmp_path.iterdir()) == ["m.gguf"]
+    with atomic_file(tmp_path / "fresh") as f:
+        f.write(b"x")
+    assert (tmp_path / "fresh").read_bytes() == b"x"
+
+
 # ---- type id 42: group-64 Q2_0 or legacy group-128 data, told apart by byte span ------------
 
 def _retype(path, name, new_id):
@@ -151,64 +187,7 @@ def test_type_42_refuses_span_that_fits_neither(tmp_path):
         GGUFFile(p)
 
 
-# ---- hostile files -----------------------------------------------------------------------------
-
-def _s(x: str) -> bytes:
-    b = x.encode()
-    return struct.pack("<Q", len(b)) + b
-
-
-def build(kvs=(), tensors=(), data=b"", version=3, n_kv=None, n_t=None, align=32) -> bytes:
-    """Raw GGUF bytes; kvs: (key, type, payload bytes); tensors: (name, ne list, type id, offset)."""
-    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if n_t is None else n_t,
-                                len(kvs) if n_kv is None else n_kv)
-    for k, t, payload in kvs:
-        out += _s(k) + struct.pack("<I", t) + payload
-    for name, ne, tid, off in tensors:
-        out += _s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
-        out += struct.pack("<IQ", tid, off)
-    out += b"\0" * (-len(out) % align)
-    return out + data
-
-
-F32x4 = np.arange(4, dtype=np.float32).tobytes()
-BAD = {
-    "bad magic": (b"GGML" + build()[4:], "not a GGUF file"),
-    "version": (build(version=7), "unsupported GGUF version 7"),
-    "absurd tensor count": (build(n_t=2**62), "tensor count .* absurd"),
-    "absurd kv count": (build(n_kv=2**40), "metadata count .* absurd"),
-    "absurd string": (build([("k", 8, struct.pack("<Q", 2**60))]), "absurd|truncated"),
-    "absurd array": (build([("k", 9, struct.pack("<IQ", 6, 2**50))]), "array length .* absurd"),
-    "array of unknown type": (build([("k", 9, struct.pack("<IQ", 77, 1))]), "unknown array element type 77"),
-    "unknown value type": (build([("k", 42, b"")]), "unknown value type 42"),
-    "bad bool": (build([("k", 7, b"\x05")]), "neither 0 nor 1"),
-    "duplicate key": (build([("k", 4, struct.pack("<I", 1))] * 2), "duplicate metadata key 'k'"),
-    "deep nesting": (build([("k", 9, struct.pack("<IQ", 9, 1) * 6 + struct.pack("<IQ", 4, 0))]), "nested deeper"),
-    "alignment not pow2": (build([("general.alignment", 4, struct.pack("<I", 48))]), "not a positive power of two"),
-    "alignment wrong type": (build([("general.alignment", 8, _s("32"))]), "general.alignment.*expected int"),
-    "too many dims": (build(tensors=[("w", [1, 1, 1, 1, 4], 0, 0)], data=F32x4), "5 dims"),
-    "zero dim": (build(tensors=[("w", [4, 0], 0, 0)], data=F32x4), "zero dimension"),
-    "overflowing dims": (build(tensors=[("w", [2**32, 2**32, 2**32], 0, 0)], data=F32x4), "overflow"),
-    "unknown tensor type": (build(tensors=[("w", [4], 99, 0)], data=F32x4), "unknown type id 99"),
-    "misaligned offset": (build(tensors=[("w", [1], 0, 4)], data=F32x4 * 2), "not a multiple of the alignment"),
-    "tensor past EOF": (build(tensors=[("w", [8], 0, 0)], data=F32x4), "past the end of the file"),
-    "offset past EOF": (build(tensors=[("w", [4], 0, 2**40)], data=F32x4), "past the end of the file"),
-    "duplicate tensor": (build(tensors=[("w", [4], 0, 0), ("w", [4], 0, 32)], data=F32x4 + bytes(16) + F32x4),
-                         "duplicate tensor name 'w'"),
-    "overlapping tensors": (build(tensors=[("a", [16], 0, 0), ("b", [4], 0, 32)], data=bytes(64)), "overlaps"),
-    "row not a block multiple": (build(tensors=[("w", [48], 8, 0)], data=bytes(64)), "not a multiple of the q8_0 block"),
-    "truncated tensor info": (build(tensors=[("w" * 40, [4], 0, 0)])[:80], "truncated file: dim 0"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD))
-def test_malformed_files_are_refused_by_name(tmp_path, case):
-    raw, msg = BAD[case]
-    p = tmp_path / "bad.gguf"
-    p.write_bytes(raw)
-    with pytest.raises(GGUFError, match=msg):
-        GGUFFile(p)
-
+# ---- hostile files: the table of refused files is tests/test_malformed.py; here, sweeps --------------
 
 def test_every_truncation_and_random_corruption_gives_gguf_error(tmp_path):
     good = write_gguf(tmp_path / "good.gguf", ALL_META, _specs()).read_bytes()

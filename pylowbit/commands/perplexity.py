@@ -77,8 +77,13 @@ def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int |
 def main(args) -> int:
     from ..model import Model, TextTokenizer
 
-    if args.ctx_size < 4:
-        raise ValueError("-c must be at least 4")
+    from .run import check_threads_ctx
+
+    check_threads_ctx(args.threads, args.ctx_size, min_ctx=4)
+    if args.chunks is not None and args.chunks < 1:
+        raise ValueError(f"--chunks must be >= 1, got {args.chunks}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
     model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
     tok = TextTokenizer(model.file)
     text = read_text(args.file)

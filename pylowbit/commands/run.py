@@ -26,11 +26,20 @@ def add_parser(sub):
     return p
 
 
+def check_threads_ctx(threads: int | None, ctx: int | None, min_ctx: int = 1) -> None:
+    """The -t / -c checks of run and perplexity, before the model is loaded."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"-t/--threads must be >= 1, got {threads}")
+    if ctx is not None and ctx < min_ctx:
+        raise ValueError(f"-c/--ctx-size must be >= {min_ctx}, got {ctx}")
+
+
 def main(args) -> int:
     from ..model import Model, Sampler, SamplerConfig, StreamDecoder, TextTokenizer, generate
 
     if args.n_predict < 0:
-        raise ValueError("-n must be >= 0")
+        raise ValueError(f"-n must be >= 0, got {args.n_predict}")
+    check_threads_ctx(args.threads, args.ctx_size)
     sampler = Sampler(SamplerConfig(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                     repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
                                     seed=args.seed))

@@ -64,7 +64,10 @@ class Config:
 
     @classmethod
     def from_gguf(cls, f: GGUFFile) -> "Config":
-        arch = f.get("general.architecture", str)
+        try:
+            arch = f.get("general.architecture", str)
+        except GGUFError as e:
+            raise ModelError(str(e)) from None
         if arch not in ARCHS:
             raise ModelError(f"unsupported architecture {arch!r} (supported: {', '.join(ARCHS)})")
         neox, qk_norm, sub_norms, post_norms, act, embed_scale = ARCHS[arch]

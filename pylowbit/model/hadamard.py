@@ -152,17 +152,18 @@ def parse_rotation(f: GGUFFile) -> Rotation | None:
             raise HadamardError(f"{PREFIX}sign_widths: must be a non-empty integer array")
         if values.ndim != 1 or values.dtype.kind not in "iuf":
             raise HadamardError(f"{PREFIX}sign_values: must be a numeric array")
-        if len(set(widths.tolist())) != widths.size:
+        widths = widths.tolist()  # python ints: a numpy sum of huge widths would wrap around
+        if len(set(widths)) != len(widths):
             raise HadamardError(f"{PREFIX}sign_widths: a width is listed twice")
-        for w in widths.tolist():
+        for w in widths:
             if w <= 0 or w % block:
                 raise HadamardError(f"{PREFIX}sign_widths: width {w} is not a positive multiple of block_size {block}")
-        if values.size != int(widths.sum()):
-            raise HadamardError(f"{PREFIX}sign_values: {values.size} values, but sign_widths sum to {int(widths.sum())}")
+        if values.size != sum(widths):
+            raise HadamardError(f"{PREFIX}sign_values: {values.size} values, but sign_widths sum to {sum(widths)}")
         if not np.all((values == 1) | (values == -1)):
             raise HadamardError(f"{PREFIX}sign_values: values must all be +1 or -1")
         off = 0
-        for w in widths.tolist():
+        for w in widths:
             signs[w] = values[off:off + w].astype(np.float32)
             off += w
     for w, n in widths_needed.items():

@@ -12,6 +12,10 @@ runs, as llama.cpp does.
 
 from __future__ import annotations
 
+import sys
+import time
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..gguf import GGUFFile
@@ -57,6 +61,39 @@ def _spm_merges(tokens, types, scores, vocab) -> list[tuple[str, str]]:
     return [(tokens[i][:c], tokens[i][c:]) for i, c in zip(ids_np[order].tolist(), cuts_np[order].tolist())]
 
 
+# A chat template is code from the file: its rendering is bounded in time and size.
+CHAT_TEMPLATE_SECONDS = 5.0
+CHAT_TEMPLATE_MAX_CHARS = 1 << 22
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Raise ModelError in Python code running longer than `seconds` (a line-event trace on the
+    frames it calls: jinja templates compile to Python, so their loops are seen)."""
+    end = time.monotonic() + seconds
+    previous = sys.gettrace()
+
+    def trace(frame, event, arg):
+        if time.monotonic() > end:
+            raise ModelError(f"chat template: rendering took longer than {seconds:g} s")
+        return trace
+
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+def _bpe(models, key: str, vocab, merges, **kw):
+    """models.BPE, its errors (a merge naming a token the vocabulary lacks...) as ModelError naming the key:
+    the tokenizers package raises a bare Exception."""
+    try:
+        return models.BPE(vocab, merges, **kw)
+    except Exception as e:  # noqa: BLE001 - tokenizers has no narrower class
+        raise ModelError(f"{key}: {e}") from None
+
+
 class TextTokenizer:
     def __init__(self, f: GGUFFile):
         from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
@@ -64,9 +101,9 @@ class TextTokenizer:
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
-        tokens = f.get("tokenizer.ggml.tokens", list)
+        tokens = f.get("tokenizer.ggml.tokens", list, of=str)
         n = len(tokens)
-        types = f.metadata.get("tokenizer.ggml.token_type")
+        types = f.get("tokenizer.ggml.token_type", list, None, of=int)
         types = [TOKEN_NORMAL] * n if types is None else [int(t) for t in types]
         if len(types) != n:
             raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
@@ -82,14 +119,14 @@ class TextTokenizer:
             if pre not in PRE:
                 raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
             regex, ignore_merges = PRE[pre]
-            merges = f.get("tokenizer.ggml.merges", list, [])
+            merges = f.get("tokenizer.ggml.merges", list, [], of=str)
             pairs = []
             for m in merges:
                 a, sep, b = m.partition(" ")
                 if not sep:
                     raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
                 pairs.append((a, b))
-            tok = Tokenizer(models.BPE(vocab, pairs, ignore_merges=ignore_merges))
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, pairs, ignore_merges=ignore_merges))
             tok.pre_tokenizer = pre_tokenizers.Sequence([
                 pre_tokenizers.Split(Regex(regex), behavior="isolated"),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -97,13 +134,13 @@ class TextTokenizer:
             tok.decoder = decoders.ByteLevel()
             default_bos = False
         elif kind == "llama":
-            scores = f.get("tokenizer.ggml.scores", list)
+            scores = f.get("tokenizer.ggml.scores", list, of=float)
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
             merges = _spm_merges(tokens, types, scores, vocab)
             unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
-            tok = Tokenizer(models.BPE(vocab, merges, byte_fallback=True, fuse_unk=True,
-                                       unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, merges, byte_fallback=True, fuse_unk=True,
+                                 unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
             self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
             norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []
             tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
@@ -158,15 +195,37 @@ class TextTokenizer:
         def raise_exception(msg):
             raise ModelError(f"chat template: {msg}")
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        class Sandbox(ImmutableSandboxedEnvironment):
+            # The template comes from the file: no giant string/list repetition or power (the
+            # sandbox already caps range() at 100000).
+            intercepted_binops = frozenset({"*", "**"})
+
+            def call_binop(self, context, operator, left, right):
+                seq, n = (left, right) if isinstance(right, int) else (right, left)
+                if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                        and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
+                    raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
+                if operator == "**" and isinstance(right, int) and abs(right) > 1024:
+                    raise ModelError(f"chat template: power {right} is too large")
+                return super().call_binop(context, operator, left, right)
+
+        env = Sandbox(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
         try:
             tmpl = env.from_string(self.chat_template)
-            return tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
-                               eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "")
+            with _deadline(CHAT_TEMPLATE_SECONDS):
+                out = tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                  bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
+                                  eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "")
+        except ModelError:
+            raise
         except jinja2.TemplateError as e:
             raise ModelError(f"chat template failed to render: {e}") from None
+        except Exception as e:  # noqa: BLE001 - the template's own errors (1/0, recursion...) are the file's
+            raise ModelError(f"chat template failed to render: {type(e).__name__}: {e}") from None
+        if len(out) > CHAT_TEMPLATE_MAX_CHARS:
+            raise ModelError(f"chat template: rendered {len(out)} characters (limit {CHAT_TEMPLATE_MAX_CHARS})")
+        return out
 
 
 class StreamDecoder:
