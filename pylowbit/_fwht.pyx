@@ -174,9 +174,9 @@ cdef cnp.ndarray _out_part(object a, int typenum, str dtname, cnp.npy_intp *dims
 def fwht_quantize_act(x, block, signs, int64_t group, *, out=None):
     """Decoder hot path in one pass: y = H(signs * x) blockwise (normalized), then A8-quantize y.
 
-    x is float32 (..., n); returns (q int8 (..., n), d float32 (..., n/group), s int32 (..., n/group)),
-    exactly pylowbit.quantize_act(fwht(x, block=block, signs=signs), group): the quantizer is the
-    dot kernels' own (quantize_act), applied to each block while it is still in cache.
+    x is float32 (..., n); returns q int8 (..., n), d float32 (..., n/group) and s int32
+    (..., n/group), exactly pylowbit.quantize_act(fwht(x, block=block, signs=signs), group): the
+    quantizer is the dot kernels' own (quantize_act), applied to each block while it is in cache.
     signs may be None (no flip).  out: optional (q, d, s) arrays of those shapes and dtypes to
     fill instead of allocating (the decoder reuses them token after token); returned as given.
     """
