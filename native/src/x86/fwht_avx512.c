@@ -40,6 +40,9 @@
 #define FWHT_LB_f64 12
 #endif
 
+#define FWHT_LEAF_f32 FWHT_LB_f32
+#define FWHT_LEAF_f64 FWHT_LB_f64
+
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
 #define VADD_f32 _mm512_add_ps
@@ -249,14 +252,16 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f32(const float *src, float *dst, int64_t n, int L, const float *pre, const float *post,
                    float scale, int last) {
     if (L <= FWHT_LB_f32) {
         in_cache_f32(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f32;
+    int g = L - FWHT_LEAF_f32;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -450,14 +455,16 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f64(const double *src, double *dst, int64_t n, int L, const double *pre, const double *post,
                    double scale, int last) {
     if (L <= FWHT_LB_f64) {
         in_cache_f64(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f64;
+    int g = L - FWHT_LEAF_f64;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
