@@ -13,9 +13,9 @@ from libc.stdint cimport int8_t, int32_t, int64_t
 from libc.string cimport memmove
 
 from pylowbit.lowbit cimport *
+from pylowbit._lowbit cimport check
 
 cnp.import_array()
-
 
 
 cpdef bint is_supported_size(int64_t n):
@@ -35,15 +35,6 @@ cpdef bint is_supported_size(int64_t n):
 cdef str _size_msg(int64_t n, str what):
     return (f"{what}={n} is not a supported Hadamard size (a power of two >= 2, or m * 2^k "
             f"with m in {{12, 20, 28}})")
-
-
-cdef int _raise(int status, str what) except -1:
-    if status == LOWBIT_OK:
-        return 0
-    msg = f"{what}: {lowbit_status_str(status).decode()}"
-    if status == LOWBIT_ENOMEM:
-        raise MemoryError(msg)
-    raise ValueError(msg)
 
 
 cdef inline int _check_float_array(object a, str what) except -1:
@@ -156,17 +147,38 @@ def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-ro
             st = _run(op, f32, rows, n, blk, norm, sp, ordv, nthreads)
     if st == LOWBIT_EINVAL and signs is not None:
         raise ValueError("signs must contain only +1 and -1")
-    _raise(st, "fwht")
+    check(st, "fwht")
     return oa
 
 
-def fwht_quantize_act(x, block, signs, int64_t group):
+cdef cnp.ndarray _out_part(object a, int typenum, str dtname, cnp.npy_intp *dims, int nd,
+                          str what):
+    """One of fwht_quantize_act's preallocated outputs, checked: dtype, shape, C-contiguous."""
+    cdef int i
+    if not cnp.PyArray_Check(a):
+        raise TypeError(f"out {what} must be a numpy array, got {type(a).__name__}")
+    cdef cnp.ndarray o = <cnp.ndarray>a
+    if cnp.PyArray_TYPE(o) != typenum:
+        raise TypeError(f"out {what} has dtype {o.dtype}, expected {dtname}")
+    ok = cnp.PyArray_NDIM(o) == nd
+    for i in range(nd):
+        ok = ok and cnp.PyArray_DIM(o, i) == dims[i]
+    if not ok:
+        raise ValueError(f"out {what} has shape {(<object>o).shape}, expected "
+                         f"{tuple(dims[i] for i in range(nd))}")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(o) or not cnp.PyArray_ISWRITEABLE(o):
+        raise ValueError(f"out {what} must be a writeable C-contiguous array")
+    return o
+
+
+def fwht_quantize_act(x, block, signs, int64_t group, *, out=None):
     """Decoder hot path in one pass: y = H(signs * x) blockwise (normalized), then A8-quantize y.
 
-    x is float32 (..., n); returns (q int8 (..., n), d float32 (..., n/group), s int32 (..., n/group))
-    with d = max|y| / 127 per group, q = round-half-away(y * 127 / max|y|), s = sum of q per group:
-    exactly pylowbit.quantize_act(fwht(x, block=block, signs=signs), group).
-    signs may be None (no flip).
+    x is float32 (..., n); returns q int8 (..., n), d float32 (..., n/group) and s int32
+    (..., n/group), exactly pylowbit.quantize_act(fwht(x, block=block, signs=signs), group): the
+    quantizer is the dot kernels' own (quantize_act), applied to each block while it is in cache.
+    signs may be None (no flip).  out: optional (q, d, s) arrays of those shapes and dtypes to
+    fill instead of allocating (the decoder reuses them token after token); returned as given.
     """
     cdef cnp.ndarray xa, sa, q, d, s
     cdef int64_t n, rows, blk, r, ng
@@ -203,10 +215,18 @@ def fwht_quantize_act(x, block, signs, int64_t group):
     ng = n // group
     for i in range(nd):
         dims[i] = cnp.PyArray_DIM(xa, i)
-    q = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT8, 0)
-    dims[nd - 1] = ng
-    d = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_FLOAT32, 0)
-    s = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT32, 0)
+    if out is None:
+        q = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT8, 0)
+        dims[nd - 1] = ng
+        d = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_FLOAT32, 0)
+        s = cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT32, 0)
+    else:
+        if not isinstance(out, tuple) or len(<tuple>out) != 3:
+            raise TypeError("out must be a tuple (q, d, s)")
+        q = _out_part((<tuple>out)[0], cnp.NPY_INT8, "int8", dims, nd, "q")
+        dims[nd - 1] = ng
+        d = _out_part((<tuple>out)[1], cnp.NPY_FLOAT32, "float32", dims, nd, "d")
+        s = _out_part((<tuple>out)[2], cnp.NPY_INT32, "int32", dims, nd, "s")
     xp = <const float *>cnp.PyArray_DATA(xa)
     qp = <int8_t *>cnp.PyArray_DATA(q)
     dp = <float *>cnp.PyArray_DATA(d)
@@ -226,5 +246,7 @@ def fwht_quantize_act(x, block, signs, int64_t group):
                     break
     if st == LOWBIT_EINVAL and signs is not None:
         raise ValueError("signs must contain only +1 and -1")
-    _raise(st, "fwht_quantize_act")
+    check(st, "fwht_quantize_act")
+    if out is not None:
+        return out
     return q, d, s

@@ -269,6 +269,52 @@ def test_fused_quantize_matches_a8_model():
     np.testing.assert_array_equal(s, q.reshape(-1, 128).sum(axis=1))
 
 
+
+def test_fused_quantize_into_preallocated_outputs():
+    """out=(q, d, s) is filled in place and returned as given, with the allocating call's values
+    (stale contents are overwritten, nothing past the arrays is touched)."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((3, 2048)).astype(np.float32)
+    s = rng.choice([-1.0, 1.0], 2048).astype(np.float32)
+    want = lb.fwht_quantize_act(x, 1024, s, 128)
+    q = np.full((3, 2048), 99, np.int8)
+    d = np.full((3, 16), np.nan, np.float32)
+    sm = np.full((3, 16), -7, np.int32)
+    out = (q, d, sm)
+    got = lb.fwht_quantize_act(x, 1024, s, 128, out=out)
+    assert got is out
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    big = np.full(3 * 2048 + 64, 5, np.int8)  # a view: the tail past it must stay untouched
+    lb.fwht_quantize_act(x, 1024, s, 128, out=(big[:3 * 2048].reshape(3, 2048), d, sm))
+    np.testing.assert_array_equal(big[:3 * 2048].reshape(3, 2048), want[0])
+    assert (big[3 * 2048:] == 5).all()
+
+
+def test_fused_quantize_bad_outputs():
+    x = np.zeros(256, np.float32)
+    q, d, s = np.empty(256, np.int8), np.empty(2, np.float32), np.empty(2, np.int32)
+    with pytest.raises(TypeError, match="tuple"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=[q, d, s])
+    with pytest.raises(TypeError, match="tuple"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q, d))
+    with pytest.raises(TypeError, match="out q has dtype int16"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q.astype(np.int16), d, s))
+    with pytest.raises(TypeError, match="out s has dtype float32"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q, d, d))
+    with pytest.raises(TypeError, match="out d must be a numpy array"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q, [0.0, 0.0], s))
+    with pytest.raises(ValueError, match=r"out d has shape \(4,\), expected \(2,\)"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q, np.empty(4, np.float32), s))
+    with pytest.raises(ValueError, match="out q has shape"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q.reshape(2, 128), d, s))
+    with pytest.raises(ValueError, match="out q must be a writeable C-contiguous"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(np.empty(512, np.int8)[::2], d, s))
+    ro = np.empty(2, np.int32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="out s must be a writeable"):
+        lb.fwht_quantize_act(x, 256, None, 128, out=(q, d, ro))
+
 # ---- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [1, 3, 6, 36, 1000, 44, 9 * 1024])

@@ -32,17 +32,12 @@ typedef void (*lowbit_fwht_mstage_f64_fn)(double *x, int m, int64_t len, const d
 typedef int (*lowbit_fwht_signs_ok_f32_fn)(const float *s, int64_t n);
 typedef int (*lowbit_fwht_signs_ok_f64_fn)(const double *s, int64_t n);
 
-/* A8 quantizer of the fused kernel: must give exactly lowbit_quantize_act_ref's output. */
-typedef void (*lowbit_fwht_quant_fn)(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                                     int32_t *s);
-
 typedef struct lowbit_fwht_kernels {
     int isa; /* lowbit_isa of the variant that filled the last entry */
     lowbit_fwht_run_f32_fn pow2_f32;
     lowbit_fwht_run_f64_fn pow2_f64;
     lowbit_fwht_mstage_f32_fn mstage_f32;
     lowbit_fwht_mstage_f64_fn mstage_f64;
-    lowbit_fwht_quant_fn quant;
     lowbit_fwht_signs_ok_f32_fn signs_ok_f32;
     lowbit_fwht_signs_ok_f64_fn signs_ok_f64;
 } lowbit_fwht_kernels;

@@ -12,24 +12,13 @@
 
 #include "lowbit/lowbit.h"
 
+#include "harness.h"
+
 #define GUARD 16
 static const uint32_t GUARD_BITS = 0x7fc0dead; /* a NaN payload no kernel writes */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static double urand(void) { /* xorshift64*, uniform in [-1, 1) */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) / 4503599627370496.0 - 1.0;
-}
-
-static int failures = 0;
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        printf("FAIL: " __VA_ARGS__);                                                              \
-        printf("\n");                                                                              \
-        failures++;                                                                                \
-    } while (0)
+/* Uniform in [-1, 1) from the harness's platform-independent stream. */
+static double urand(void) { return (double)(rnd64() >> 11) / 4503599627370496.0 - 1.0; }
 
 /* A buffer of n elements of `size` bytes with GUARD guard words on each side. */
 static void *guarded(int64_t n, size_t size) {
@@ -64,18 +53,18 @@ static void check_f32(int64_t rows, int64_t n, int64_t block, int with_signs) {
             lowbit_set_isa(LOWBIT_ISA_SCALAR);
             memcpy(ref, x, (size_t)total * 4);
             int st = lowbit_fwht_f32(ref, rows, n, block, norm, with_signs ? s : NULL, order, 1);
-            if (st) FAIL("scalar f32 rows=%ld n=%ld block=%ld status %d", (long)rows, (long)n,
-                         (long)block, st);
+            CHECK(st == LOWBIT_OK, "scalar f32 rows=%ld n=%ld block=%ld status %d", (long)rows,
+                  (long)n, (long)block, st);
             for (int v = 0; v < nvariants; v++)
                 for (int threads = 1; threads <= 2; threads++) {
                     lowbit_set_isa(variants[v]);
                     memcpy(got, x, (size_t)total * 4);
                     st = lowbit_fwht_f32(got, rows, n, block, norm, with_signs ? s : NULL, order,
                                          threads);
-                    if (st || memcmp(ref, got, (size_t)total * 4) || !guards_ok(got, total, 4))
-                        FAIL("%s f32 rows=%ld n=%ld block=%ld signs=%d order=%d norm=%d thr=%d",
-                             lowbit_isa_name(variants[v]), (long)rows, (long)n, (long)block,
-                             with_signs, order, norm, threads);
+                    CHECK(!st && !memcmp(ref, got, (size_t)total * 4) && guards_ok(got, total, 4),
+                          "%s f32 rows=%ld n=%ld block=%ld signs=%d order=%d norm=%d thr=%d",
+                          lowbit_isa_name(variants[v]), (long)rows, (long)n, (long)block,
+                          with_signs, order, norm, threads);
                 }
         }
     free(x);
@@ -97,9 +86,9 @@ static void check_f64(int64_t rows, int64_t n, int64_t block) {
         lowbit_set_isa(variants[v]);
         memcpy(got, x, (size_t)total * 8);
         int st = lowbit_fwht_f64(got, rows, n, block, 1, s, 0, 2);
-        if (st || memcmp(ref, got, (size_t)total * 8) || !guards_ok(got, total, 8))
-            FAIL("%s f64 rows=%ld n=%ld block=%ld", lowbit_isa_name(variants[v]), (long)rows,
-                 (long)n, (long)block);
+        CHECK(!st && !memcmp(ref, got, (size_t)total * 8) && guards_ok(got, total, 8),
+              "%s f64 rows=%ld n=%ld block=%ld", lowbit_isa_name(variants[v]), (long)rows, (long)n,
+              (long)block);
     }
     free(x);
     free(s);
@@ -125,11 +114,11 @@ static void check_fused(int64_t n, int64_t block, int64_t group) {
     for (int v = 0; v < nvariants; v++) {
         lowbit_set_isa(variants[v]);
         int st = lowbit_fwht_quantize_act(x, n, block, s, group, q, d, sm);
-        if (st || memcmp(q, q_ref, (size_t)n) || memcmp(d, d_ref, (size_t)ng * 4) ||
-            memcmp(sm, s_ref, (size_t)ng * 4) || !guards_ok(d, ng, 4) || !guards_ok(sm, ng, 4) ||
-            ((n % 4) == 0 && !guards_ok(q, n / 4, 4)))
-            FAIL("%s fused n=%ld block=%ld group=%ld", lowbit_isa_name(variants[v]), (long)n,
-                 (long)block, (long)group);
+        CHECK(!st && !memcmp(q, q_ref, (size_t)n) && !memcmp(d, d_ref, (size_t)ng * 4) &&
+                  !memcmp(sm, s_ref, (size_t)ng * 4) && guards_ok(d, ng, 4) &&
+                  guards_ok(sm, ng, 4) && ((n % 4) != 0 || guards_ok(q, n / 4, 4)),
+              "%s fused n=%ld block=%ld group=%ld", lowbit_isa_name(variants[v]), (long)n,
+              (long)block, (long)group);
     }
     free(x);
     free(s);
@@ -145,20 +134,20 @@ static void check_fused(int64_t n, int64_t block, int64_t group) {
 static void check_errors(void) {
     float x[64] = {0}, s[64];
     for (int i = 0; i < 64; i++) s[i] = 1.0f;
-    if (lowbit_fwht_f32(x, 1, 64, 48, 1, NULL, 0, 1) != LOWBIT_ESIZE) FAIL("64 %% 48 accepted");
-    if (lowbit_fwht_f32(x, 1, 36, 36, 1, NULL, 0, 1) != LOWBIT_ESIZE) FAIL("36 accepted");
-    if (lowbit_fwht_f32(x, 1, 1, 1, 1, NULL, 0, 1) != LOWBIT_ESIZE) FAIL("1 accepted");
-    if (lowbit_fwht_f32(NULL, 1, 64, 64, 1, NULL, 0, 1) != LOWBIT_EINVAL) FAIL("NULL accepted");
-    if (lowbit_fwht_f32(x, 1, 64, 64, 1, NULL, 7, 1) != LOWBIT_EINVAL) FAIL("order 7 accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 64, 48, 1, NULL, 0, 1) == LOWBIT_ESIZE, "64 %% 48 accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 36, 36, 1, NULL, 0, 1) == LOWBIT_ESIZE, "36 accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 1, 1, 1, NULL, 0, 1) == LOWBIT_ESIZE, "1 accepted");
+    CHECK(lowbit_fwht_f32(NULL, 1, 64, 64, 1, NULL, 0, 1) == LOWBIT_EINVAL, "NULL accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 64, 64, 1, NULL, 7, 1) == LOWBIT_EINVAL, "order 7 accepted");
     s[9] = 0.5f;
-    if (lowbit_fwht_f32(x, 1, 64, 64, 1, s, 0, 1) != LOWBIT_EINVAL) FAIL("sign 0.5 accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 64, 64, 1, s, 0, 1) == LOWBIT_EINVAL, "sign 0.5 accepted");
     s[9] = NAN;
-    if (lowbit_fwht_f32(x, 1, 64, 64, 1, s, 0, 1) != LOWBIT_EINVAL) FAIL("sign NaN accepted");
+    CHECK(lowbit_fwht_f32(x, 1, 64, 64, 1, s, 0, 1) == LOWBIT_EINVAL, "sign NaN accepted");
     int8_t q[64];
     float d[2];
     int32_t sm[2];
-    if (lowbit_fwht_quantize_act(x, 64, 64, NULL, 48, q, d, sm) != LOWBIT_ESIZE)
-        FAIL("group 48 accepted");
+    CHECK(lowbit_fwht_quantize_act(x, 64, 64, NULL, 48, q, d, sm) == LOWBIT_ESIZE,
+          "group 48 accepted");
 }
 
 int main(void) {
@@ -200,6 +189,5 @@ int main(void) {
     check_errors();
 
     lowbit_set_isa(saved);
-    printf("%s (%d failures)\n", failures ? "FAILED" : "ok", failures);
-    return failures != 0;
+    return report();
 }

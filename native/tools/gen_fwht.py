@@ -4,7 +4,8 @@ arm/fwht_neon.c) from one ISA-neutral body plus a small per-ISA prelude.
 
 The body is written once so that the three variants cannot drift apart: each ISA only supplies
 vector primitives (load/store/add/sub/mul/set1), its in-register stages (strides 1 .. W/2 inside
-one vector) and the A8 quantizer.  Run from the repository root:
+one vector) and the sign-vector check.  There is no quantizer here: the fused FWHT + A8 path calls
+the dot-kernel table's quantize_act (the one A8 quantizer per ISA).  Run from the repository root:
 
     python native/tools/gen_fwht.py
 
@@ -188,14 +189,16 @@ static void in_cache_$S(const $T *src, $T *dst, int64_t n, int L, const $T *pre,
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_$S(const $T *src, $T *dst, int64_t n, int L, const $T *pre, const $T *post,
                    $T scale, int last) {
     if (L <= FWHT_LB_$S) {
         in_cache_$S(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_$S;
+    int g = L - FWHT_LEAF_$S;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -244,19 +247,19 @@ void lowbit_fill_fwht_$NAME(lowbit_fwht_kernels *k) {
     k->pow2_f64 = pow2_f64;
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
-    k->quant = quant_$NAME;
     k->signs_ok_f32 = signs_ok_f32;
     k->signs_ok_f64 = signs_ok_f64;
 }
 """
 
 # ---------------------------------------------------------------------------------------------
-# Per-ISA preludes: primitives, tile parameters, in-vector stages, A8 quantizer, sign check.
+# Per-ISA preludes: primitives, tile parameters, in-vector stages, sign check.
 #   FWHT_LOGR_FIRST  log2(vectors per first-pass tile)
 #   FWHT_GMAX        max stages per mid pass (2^GMAX rows x FWHT_COLS vectors live)
 #   FWHT_COLS        vectors per row in a mid-pass tile (a whole 64-byte line where possible)
 #   FWHT_GMAX_NEAR   stages per mid pass while rows are <= FWHT_NEAR_BYTES apart (1 vector/row)
-#   FWHT_LB_*        log2(elements) transformed entirely in cache before the recursive sweeps
+#   FWHT_LB_*        log2(elements) of the largest transform done entirely in cache
+#   FWHT_LEAF_*      log2(elements) of the in-cache sub-blocks of a larger transform (<= FWHT_LB_*)
 # The #ifndef guards let a benchmark build override a value with -D; the values chosen here were
 # measured on Zen 4 (AVX2): LB 13 beat 12 and 14, plain sub beat fma(b, -1, a) for the differences,
 # and 16-row tiles at short strides gained nothing over 8-row tiles with two vectors per row.
@@ -290,6 +293,10 @@ AVX2 = r"""
 #ifndef FWHT_LB_f64
 #define FWHT_LB_f64 12
 #endif
+#ifndef FWHT_LEAF_f32
+#define FWHT_LEAF_f32 12 /* 2^20 3-10% faster than leaves of 2^13 on Zen 3 (min of 41 runs) */
+#endif
+#define FWHT_LEAF_f64 FWHT_LB_f64
 
 #define VLD_f32(p) _mm256_loadu_ps(p)
 #define VST_f32(p, v) _mm256_storeu_ps(p, v)
@@ -318,59 +325,6 @@ static inline __m256d vinreg_f64(__m256d v) {
     return v;
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref: d = amax / 127, code = roundf(x * (127 / amax)).
- * roundf (half away from zero) is trunc(v + copysign(0.49999997f, v)): exact for every |v| <= 128,
- * checked exhaustively (0.5 itself would round 0.49999997 up).  No clamp is needed: |x| <= amax,
- * so |x * (127 / amax)| <= 127 * (1 + 2^-23)^2 < 127.5 (NaN input has no defined code anyway).
- * The empty asm keeps the compiler from fusing x * id and the add into one FMA, which would skip
- * the product's rounding.  Code sums come from pmaddwd on the int16 codes (one op per 16). */
-static void quant_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
-    if (group % 32) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
-        return;
-    }
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256 sgnm = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-    const __m256 half = _mm256_set1_ps(0.49999997f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), ones = _mm256_set1_epi16(1);
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
-        for (int64_t j = 0; j < group; j += 32) {
-            m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(xg + j), absm));
-            m1 = _mm256_max_ps(m1, _mm256_and_ps(_mm256_loadu_ps(xg + j + 8), absm));
-            m2 = _mm256_max_ps(m2, _mm256_and_ps(_mm256_loadu_ps(xg + j + 16), absm));
-            m3 = _mm256_max_ps(m3, _mm256_and_ps(_mm256_loadu_ps(xg + j + 24), absm));
-        }
-        m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-        const float amax = _mm_cvtss_f32(m4);
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i acc = _mm256_setzero_si256();
-        for (int64_t j = 0; j < group; j += 32) {
-            __m256i c[4];
-            for (int u = 0; u < 4; u++) {
-                __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xg + j + 8 * u), vid);
-                __asm__("" : "+x"(v));
-                v = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sgnm), half));
-                c[u] = _mm256_cvttps_epi32(v);
-            }
-            const __m256i w01 = _mm256_packs_epi32(c[0], c[1]), w23 = _mm256_packs_epi32(c[2], c[3]);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(w01, w23), ones));
-            const __m256i b = _mm256_packs_epi16(w01, w23);
-            _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(b, perm));
-        }
-        __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-        a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0x4E));
-        a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0xB1));
-        d[g] = dg;
-        s[g] = _mm_cvtsi128_si32(a4);
-    }
-}
 
 /* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
 static int signs_ok_f32(const float *s, int64_t n) {
@@ -430,6 +384,9 @@ AVX512 = r"""
 #define FWHT_LB_f64 12
 #endif
 
+#define FWHT_LEAF_f32 FWHT_LB_f32
+#define FWHT_LEAF_f64 FWHT_LB_f64
+
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
 #define VADD_f32 _mm512_add_ps
@@ -464,38 +421,6 @@ static inline __m512d vinreg_f64(__m512d v) {
     return v;
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
- * no-clamp proofs). */
-static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                         int32_t *s) {
-    if (group % 16) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
-        return;
-    }
-    const __m512 half = _mm512_set1_ps(0.49999997f);
-    const __m512i sgnm = _mm512_set1_epi32((int)0x80000000u);
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        __m512 m0 = _mm512_setzero_ps();
-        for (int64_t j = 0; j < group; j += 16) m0 = _mm512_max_ps(m0, _mm512_abs_ps(_mm512_loadu_ps(xg + j)));
-        const float amax = _mm512_reduce_max_ps(m0);
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
-        const __m512 vid = _mm512_set1_ps(id);
-        __m512i acc = _mm512_setzero_si512();
-        for (int64_t j = 0; j < group; j += 16) {
-            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xg + j), vid);
-            __asm__("" : "+v"(v));
-            const __m512 h = _mm512_castsi512_ps(
-                _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sgnm), _mm512_castps_si512(half)));
-            const __m512i c = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
-            acc = _mm512_add_epi32(acc, c);
-            _mm_storeu_si128((__m128i *)(q + g * group + j), _mm512_cvtsepi32_epi8(c));
-        }
-        d[g] = dg;
-        s[g] = _mm512_reduce_add_epi32(acc);
-    }
-}
 
 /* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref). */
 static int signs_ok_f32(const float *s, int64_t n) {
@@ -544,6 +469,9 @@ NEON = r"""
 #define FWHT_LB_f64 12
 #endif
 
+#define FWHT_LEAF_f32 FWHT_LB_f32
+#define FWHT_LEAF_f64 FWHT_LB_f64
+
 #define VLD_f32(p) vld1q_f32(p)
 #define VST_f32(p, v) vst1q_f32(p, v)
 #define VADD_f32 vaddq_f32
@@ -569,43 +497,6 @@ static inline float64x2_t vinreg_f64(float64x2_t v) {
     return vfmaq_f64(vextq_f64(v, v, 1), v, vld1q_f64(s1));
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
- * no-clamp proofs); vcvtq_s32_f32 truncates toward zero. */
-static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
-    if (group % 16) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
-        return;
-    }
-    const uint32x4_t sgnm = vdupq_n_u32(0x80000000u), half = vreinterpretq_u32_f32(vdupq_n_f32(0.49999997f));
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        float32x4_t m0 = vdupq_n_f32(0), m1 = m0;
-        for (int64_t j = 0; j < group; j += 8) {
-            m0 = vmaxq_f32(m0, vabsq_f32(vld1q_f32(xg + j)));
-            m1 = vmaxq_f32(m1, vabsq_f32(vld1q_f32(xg + j + 4)));
-        }
-        const float amax = vmaxvq_f32(vmaxq_f32(m0, m1));
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
-        const float32x4_t vid = vdupq_n_f32(id);
-        int32x4_t acc = vdupq_n_s32(0);
-        for (int64_t j = 0; j < group; j += 16) {
-            int32x4_t c[4];
-            for (int u = 0; u < 4; u++) {
-                float32x4_t v = vmulq_f32(vld1q_f32(xg + j + 4 * u), vid);
-                __asm__("" : "+w"(v));
-                const float32x4_t h = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), sgnm), half));
-                c[u] = vcvtq_s32_f32(vaddq_f32(v, h));
-                acc = vaddq_s32(acc, c[u]);
-            }
-            const int16x8_t p01 = vcombine_s16(vmovn_s32(c[0]), vmovn_s32(c[1]));
-            const int16x8_t p23 = vcombine_s16(vmovn_s32(c[2]), vmovn_s32(c[3]));
-            vst1q_s8(q + g * group + j, vcombine_s8(vmovn_s16(p01), vmovn_s16(p23)));
-        }
-        d[g] = dg;
-        s[g] = vaddvq_s32(acc);
-    }
-}
 
 /* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
 static int signs_ok_f32(const float *s, int64_t n) {

@@ -40,6 +40,9 @@
 #define FWHT_LB_f64 12
 #endif
 
+#define FWHT_LEAF_f32 FWHT_LB_f32
+#define FWHT_LEAF_f64 FWHT_LB_f64
+
 #define VLD_f32(p) vld1q_f32(p)
 #define VST_f32(p, v) vst1q_f32(p, v)
 #define VADD_f32 vaddq_f32
@@ -65,43 +68,6 @@ static inline float64x2_t vinreg_f64(float64x2_t v) {
     return vfmaq_f64(vextq_f64(v, v, 1), v, vld1q_f64(s1));
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
- * no-clamp proofs); vcvtq_s32_f32 truncates toward zero. */
-static void quant_neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
-    if (group % 16) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
-        return;
-    }
-    const uint32x4_t sgnm = vdupq_n_u32(0x80000000u), half = vreinterpretq_u32_f32(vdupq_n_f32(0.49999997f));
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        float32x4_t m0 = vdupq_n_f32(0), m1 = m0;
-        for (int64_t j = 0; j < group; j += 8) {
-            m0 = vmaxq_f32(m0, vabsq_f32(vld1q_f32(xg + j)));
-            m1 = vmaxq_f32(m1, vabsq_f32(vld1q_f32(xg + j + 4)));
-        }
-        const float amax = vmaxvq_f32(vmaxq_f32(m0, m1));
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
-        const float32x4_t vid = vdupq_n_f32(id);
-        int32x4_t acc = vdupq_n_s32(0);
-        for (int64_t j = 0; j < group; j += 16) {
-            int32x4_t c[4];
-            for (int u = 0; u < 4; u++) {
-                float32x4_t v = vmulq_f32(vld1q_f32(xg + j + 4 * u), vid);
-                __asm__("" : "+w"(v));
-                const float32x4_t h = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), sgnm), half));
-                c[u] = vcvtq_s32_f32(vaddq_f32(v, h));
-                acc = vaddq_s32(acc, c[u]);
-            }
-            const int16x8_t p01 = vcombine_s16(vmovn_s32(c[0]), vmovn_s32(c[1]));
-            const int16x8_t p23 = vcombine_s16(vmovn_s32(c[2]), vmovn_s32(c[3]));
-            vst1q_s8(q + g * group + j, vcombine_s8(vmovn_s16(p01), vmovn_s16(p23)));
-        }
-        d[g] = dg;
-        s[g] = vaddvq_s32(acc);
-    }
-}
 
 /* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref): four independent OR chains. */
 static int signs_ok_f32(const float *s, int64_t n) {
@@ -285,14 +251,16 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f32(const float *src, float *dst, int64_t n, int L, const float *pre, const float *post,
                    float scale, int last) {
     if (L <= FWHT_LB_f32) {
         in_cache_f32(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f32;
+    int g = L - FWHT_LEAF_f32;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -486,14 +454,16 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f64(const double *src, double *dst, int64_t n, int L, const double *pre, const double *post,
                    double scale, int last) {
     if (L <= FWHT_LB_f64) {
         in_cache_f64(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f64;
+    int g = L - FWHT_LEAF_f64;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -540,7 +510,6 @@ void lowbit_fill_fwht_neon(lowbit_fwht_kernels *k) {
     k->pow2_f64 = pow2_f64;
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
-    k->quant = quant_neon;
     k->signs_ok_f32 = signs_ok_f32;
     k->signs_ok_f64 = signs_ok_f64;
 }

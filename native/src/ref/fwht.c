@@ -135,7 +135,6 @@ void lowbit_fill_fwht_scalar(lowbit_fwht_kernels *k) {
     k->pow2_f64 = lowbit_fwht_pow2_f64_ref;
     k->mstage_f32 = lowbit_fwht_mstage_f32_ref;
     k->mstage_f64 = lowbit_fwht_mstage_f64_ref;
-    k->quant = lowbit_quantize_act_ref; /* the A8 spec itself */
     k->signs_ok_f32 = lowbit_fwht_signs_ok_f32_ref;
     k->signs_ok_f64 = lowbit_fwht_signs_ok_f64_ref;
 }
@@ -221,19 +220,26 @@ static int split_block(int64_t block, int64_t *pow2) {
         T scale;                                                                                   \
     } fwht_job_##SUF;                                                                              \
                                                                                                    \
+    /* One block of block = m * pow2 elements, src -> dst (may be equal): the pow2-point transform \
+     * of each of the m chunks, then the m-point stage across them (m = 1: a power of two). */    \
+    static void fwht_block_##SUF(const lowbit_fwht_kernels *k, const T *src, T *dst, int64_t block, \
+                                 int m, int64_t pow2, const T *pre, const T *post, T scale) {      \
+        if (m == 1) {                                                                              \
+            k->pow2_##SUF(src, dst, block, pre, post, scale);                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int a = 0; a < m; a++)                                                                \
+            k->pow2_##SUF(src + a * pow2, dst + a * pow2, pow2, pre ? pre + a * pow2 : NULL, NULL, \
+                          (T)1);                                                                   \
+        k->mstage_##SUF(dst, m, pow2, post, scale);                                                \
+    }                                                                                              \
+                                                                                                   \
     static void fwht_blocks_##SUF(const fwht_job_##SUF *J, int64_t b0, int64_t b1) {               \
         for (int64_t b = b0; b < b1; b++) {                                                        \
             T *xb = J->x + b * J->block;                                                           \
             const int64_t off = (b % J->nblk_row) * J->block; /* position within its row */        \
-            const T *pre = J->pre ? J->pre + off : NULL, *post = J->post ? J->post + off : NULL;   \
-            if (J->m == 1) {                                                                       \
-                J->k->pow2_##SUF(xb, xb, J->block, pre, post, J->scale);                           \
-            } else {                                                                               \
-                for (int a = 0; a < J->m; a++)                                                     \
-                    J->k->pow2_##SUF(xb + a * J->pow2, xb + a * J->pow2, J->pow2,                  \
-                                     pre ? pre + a * J->pow2 : NULL, NULL, (T)1);                  \
-                J->k->mstage_##SUF(xb, J->m, J->pow2, post, J->scale);                             \
-            }                                                                                      \
+            fwht_block_##SUF(J->k, xb, xb, J->block, J->m, J->pow2, J->pre ? J->pre + off : NULL,  \
+                             J->post ? J->post + off : NULL, J->scale);                            \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -280,8 +286,11 @@ DEFINE_FWHT_API(float, f32)
 DEFINE_FWHT_API(double, f64)
 
 /* Fused decoder path.  The row is processed in chunks of c = max(block, group) elements (one divides
- * the other): transform the chunk into a buffer that stays in L1/L2, quantize it from there.  The
- * codes equal lowbit_quantize_act_ref applied to the (bit-exact) transformed vector. */
+ * the other, else c is the whole row): each chunk is transformed into a buffer that stays in L1/L2
+ * and quantized from there while hot.  The quantizer is the active dot-kernel table's
+ * quantize_act -- the one A8 quantizer of each ISA, not a copy -- so the result is exactly
+ * lowbit_quantize_act(lowbit_fwht_f32(x)) whatever its rounding: groups never straddle a chunk,
+ * and the transform is bit-exact across variants. */
 #define FUSED_STACK 4096
 
 int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const float *signs,
@@ -295,8 +304,8 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
     const lowbit_fwht_kernels *k = lowbit_active_fwht();
     if (signs && !k->signs_ok_f32(signs, n)) return LOWBIT_EINVAL;
     if (n == 0) return LOWBIT_OK;
+    const lowbit_quantize_act_fn quant = lowbit_active_kernels()->quantize_act;
     const float scale = (float)(1.0 / sqrt((double)block));
-    /* Chunk: the larger of block and group when one divides the other, else the whole row. */
     int64_t c = n;
     if (block % group == 0) c = block;
     else if (group % block == 0) c = group;
@@ -304,19 +313,10 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
     float *buf = c <= FUSED_STACK ? stackbuf : (float *)malloc((size_t)c * sizeof(float));
     if (!buf) return LOWBIT_ENOMEM;
     for (int64_t c0 = 0; c0 < n; c0 += c) {
-        for (int64_t b0 = c0; b0 < c0 + c; b0 += block) {
-            const float *pre = signs ? signs + b0 : NULL;
-            float *dst = buf + (b0 - c0);
-            if (m == 1) {
-                k->pow2_f32(x + b0, dst, block, pre, NULL, scale);
-            } else {
-                for (int a = 0; a < m; a++)
-                    k->pow2_f32(x + b0 + a * pow2, dst + a * pow2, pow2, pre ? pre + a * pow2 : NULL,
-                                NULL, 1.0f);
-                k->mstage_f32(dst, m, pow2, NULL, scale);
-            }
-        }
-        k->quant(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
+        for (int64_t b0 = c0; b0 < c0 + c; b0 += block)
+            fwht_block_f32(k, x + b0, buf + (b0 - c0), block, m, pow2, signs ? signs + b0 : NULL,
+                           NULL, scale);
+        quant(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
     }
     if (buf != stackbuf) free(buf);
     return LOWBIT_OK;

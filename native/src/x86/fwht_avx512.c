@@ -40,6 +40,9 @@
 #define FWHT_LB_f64 12
 #endif
 
+#define FWHT_LEAF_f32 FWHT_LB_f32
+#define FWHT_LEAF_f64 FWHT_LB_f64
+
 #define VLD_f32(p) _mm512_loadu_ps(p)
 #define VST_f32(p, v) _mm512_storeu_ps(p, v)
 #define VADD_f32 _mm512_add_ps
@@ -74,38 +77,6 @@ static inline __m512d vinreg_f64(__m512d v) {
     return v;
 }
 
-/* A8 quantizer, equal to lowbit_quantize_act_ref (see the AVX2 variant for the rounding and
- * no-clamp proofs). */
-static void quant_avx512(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                         int32_t *s) {
-    if (group % 16) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
-        return;
-    }
-    const __m512 half = _mm512_set1_ps(0.49999997f);
-    const __m512i sgnm = _mm512_set1_epi32((int)0x80000000u);
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        __m512 m0 = _mm512_setzero_ps();
-        for (int64_t j = 0; j < group; j += 16) m0 = _mm512_max_ps(m0, _mm512_abs_ps(_mm512_loadu_ps(xg + j)));
-        const float amax = _mm512_reduce_max_ps(m0);
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
-        const __m512 vid = _mm512_set1_ps(id);
-        __m512i acc = _mm512_setzero_si512();
-        for (int64_t j = 0; j < group; j += 16) {
-            __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xg + j), vid);
-            __asm__("" : "+v"(v));
-            const __m512 h = _mm512_castsi512_ps(
-                _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sgnm), _mm512_castps_si512(half)));
-            const __m512i c = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
-            acc = _mm512_add_epi32(acc, c);
-            _mm_storeu_si128((__m128i *)(q + g * group + j), _mm512_cvtsepi32_epi8(c));
-        }
-        d[g] = dg;
-        s[g] = _mm512_reduce_add_epi32(acc);
-    }
-}
 
 /* Sign-vector check (see lowbit_fwht_signs_ok_f32_ref). */
 static int signs_ok_f32(const float *s, int64_t n) {
@@ -281,14 +252,16 @@ static void in_cache_f32(const float *src, float *dst, int64_t n, int L, const f
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f32(const float *src, float *dst, int64_t n, int L, const float *pre, const float *post,
                    float scale, int last) {
     if (L <= FWHT_LB_f32) {
         in_cache_f32(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f32;
+    int g = L - FWHT_LEAF_f32;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -482,14 +455,16 @@ static void in_cache_f64(const double *src, double *dst, int64_t n, int L, const
 /* Larger than L1: transform the 2^g sub-blocks of n / 2^g elements recursively (depth first, so a
  * sub-block that fits L2 is finished while it is there), then do the top g stages in one sweep.
  * Each level adds one sweep at its own size: about two sweeps over memory for 2^20 floats instead
- * of log2(n) / GMAX. */
+ * of log2(n) / GMAX.  A transform of up to 2^LB runs in cache whole; a larger one splits down to
+ * sub-blocks of 2^LEAF (<= 2^LB), which may be smaller so that a leaf leaves room in L1 for the
+ * lines streaming in next. */
 static void rec_f64(const double *src, double *dst, int64_t n, int L, const double *pre, const double *post,
                    double scale, int last) {
     if (L <= FWHT_LB_f64) {
         in_cache_f64(src, dst, n, L, pre, post, scale, last);
         return;
     }
-    int g = L - FWHT_LB_f64;
+    int g = L - FWHT_LEAF_f64;
     if (g > FWHT_GMAX) g = FWHT_GMAX;
     const int64_t sub = n >> g;
     for (int64_t b = 0; b < n; b += sub)
@@ -536,7 +511,6 @@ void lowbit_fill_fwht_avx512(lowbit_fwht_kernels *k) {
     k->pow2_f64 = pow2_f64;
     k->mstage_f32 = mstage_f32;
     k->mstage_f64 = mstage_f64;
-    k->quant = quant_avx512;
     k->signs_ok_f32 = signs_ok_f32;
     k->signs_ok_f64 = signs_ok_f64;
 }

@@ -1,0 +1,5 @@
+# C-level helpers defined once in _lowbit.pyx and cimported by the other extension modules
+# (``from pylowbit._lowbit cimport check``), so each lives in one place.
+
+# Status code -> exception (ValueError; MemoryError for ENOMEM, RuntimeError for EISA).
+cdef int check(int status, str what) except -1
