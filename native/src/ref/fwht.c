@@ -316,7 +316,7 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
                 k->mstage_f32(dst, m, pow2, NULL, scale);
             }
         }
-        k->quant(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
+        lowbit_active_kernels()->quantize_act(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
     }
     if (buf != stackbuf) free(buf);
     return LOWBIT_OK;
