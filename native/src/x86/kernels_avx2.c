@@ -381,6 +381,55 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
  * lanes of a group are summed across its chunks and reduced once. */
+/* One full chunk of 4 rows at group size 32 (the Q8_0 family; qk = 64 or 128): the 16 group sums
+ * (4 rows x 4 groups) are reduced together.  A 32-group's products total <= 32 * 3 * 127 = 12192 in
+ * magnitude, so the reduction stays in int16 (vphaddw) until the 16 sums are widened, instead of
+ * a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8 lanes at a
+ * time (lane = row x group), transposed to lane = row, and added group by group in the spec's
+ * order, so the result is still bit-exact. */
+AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *aq, const int32_t *s,
+                  const float *da, const uint16_t *sc) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256i a[4], h3[4];
+    for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+        __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a[0]);
+        __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a[1]);
+        __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a[2]);
+        __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a[3]);
+        h3[i] = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+    }
+    /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
+    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
+    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
+    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+    const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
+    const __m256 D = _mm256_broadcast_ps((const __m128 *)da);
+    /* weight scales per lane: block (32 g) / qk of row r */
+    __m256 F, W01, W23;
+    if (qk == 64) {
+        F = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc)); /* b0 r0..r3, b1 r0..r3 */
+        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 4, 4, 1, 1, 5, 5));
+        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 6, 6, 3, 3, 7, 7));
+    } else {
+        F = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)sc)));
+        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+    }
+    __m256 p01 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t01, S)), _mm256_mul_ps(W01, D));
+    __m256 p23 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t23, S)), _mm256_mul_ps(W23, D));
+    __asm__("" : "+x"(p01), "+x"(p23)); /* keep the products rounded (no FMA into the adds) */
+    /* transpose: lo = [r0g0 r2g0 r0g1 r2g1 | r1g0 r3g0 r1g1 r3g1], hi likewise for g2, g3 */
+    const __m256 lo = _mm256_unpacklo_ps(p01, p23), hi = _mm256_unpackhi_ps(p01, p23);
+    const __m128 lo0 = _mm256_castps256_ps128(lo), lo1 = _mm256_extractf128_ps(lo, 1);
+    const __m128 hi0 = _mm256_castps256_ps128(hi), hi1 = _mm256_extractf128_ps(hi, 1);
+    acc = _mm_add_ps(acc, _mm_unpacklo_ps(lo0, lo1));
+    acc = _mm_add_ps(acc, _mm_unpackhi_ps(lo0, lo1));
+    acc = _mm_add_ps(acc, _mm_unpacklo_ps(hi0, hi1));
+    return _mm_add_ps(acc, _mm_unpackhi_ps(hi0, hi1));
+}
+
 AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, float *y) {
     const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
@@ -391,6 +440,17 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
         __m128 acc = _mm_setzero_ps();
         for (int64_t c = 0; c < nch; c += CPG) {
             const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
+            if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
+                const uint8_t *tile = base + c * 128;
+                if (LOWBIT_PF_DIST) {
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+                }
+                const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4;
+                acc = m->qk == 64 ? chunk32(64, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc)
+                                  : chunk32(128, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc);
+                continue;
+            }
             __m256i iv[4][4];
             for (int i = 0; i < 4; i++)
                 for (int gi = 0; gi < 128 / CG; gi++) iv[i][gi] = _mm256_setzero_si256();
