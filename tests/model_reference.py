@@ -1,8 +1,8 @@
 """A plain numpy float64 forward pass, written separately from pylowbit.model, to check it.
 
 Weights are decoded here from the byte layouts of FORMATS.md (gguf-py for the types it knows), not
-through pylowbit's codecs.  Activation quantization of the kernels (int8 per group of
-min(block, 128), scale absmax/127, round half away from zero) is emulated where the kernels do it,
+through pylowbit's codecs.  Activation quantization of the kernels (int8 in llama.cpp's groups and
+rounding: Q8_K / Q8_0 / A8 by group size, see _codes) is emulated where the kernels do it,
 so the remaining difference is float rounding.
 """
 
