@@ -1,8 +1,8 @@
 """A plain numpy float64 forward pass, written separately from pylowbit.model, to check it.
 
 Weights are decoded here from the byte layouts of FORMATS.md (gguf-py for the types it knows), not
-through pylowbit's codecs.  Activation quantization of the kernels (int8 per group of
-min(block, 128), scale absmax/127, round half away from zero) is emulated where the kernels do it,
+through pylowbit's codecs.  Activation quantization of the kernels (int8 in llama.cpp's groups and
+rounding: Q8_K / Q8_0 / A8 by group size, see _codes) is emulated where the kernels do it,
 so the remaining difference is float rounding.
 """
 
@@ -12,7 +12,8 @@ import numpy as np
 
 from pylowbit.gguf import GGUFFile
 
-_GROUP = {"q8_0": 32, "q2_0": 64, "q1_0": 128, "pq2_0": 128, "ptq1_0": 128, "tq1_0": 128, "tq2_0": 128, "i2_s": 128}
+# activation groups (lowbit_act_group): llama.cpp's Q8_K for TQ1_0/TQ2_0, its Q8_0 for the rest
+_GROUP = {"q8_0": 32, "q2_0": 32, "q1_0": 32, "pq2_0": 32, "ptq1_0": 32, "tq1_0": 256, "tq2_0": 256, "i2_s": 128}
 
 
 def _f16(b):
@@ -65,13 +66,26 @@ TIE = 1e-3  # code-units distance from a rounding tie below which either roundin
 
 
 def _codes(x: np.ndarray, group: int):
+    """The group size picks the rule (formats.h): 256 Q8_K, 32 Q8_0 (fp16 d, x86 rounding), else A8."""
     x32 = x.astype(np.float32).reshape(-1, group)
     amax = np.abs(x32).max(axis=1, keepdims=True)
-    d = amax / np.float32(127)
-    with np.errstate(divide="ignore"):
-        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    nz = amax > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if group == 256:
+            first = np.argmax(np.abs(x32) == amax, axis=1)[:, None]
+            smax = np.take_along_axis(x32, first, axis=1)
+            inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), np.float32(0)).astype(np.float32)
+            d = np.where(nz, np.float32(1) / np.where(nz, inv, 1), np.float32(0)).astype(np.float32)
+        else:
+            d = amax / np.float32(127)
+            inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+            if group == 32:
+                d = d.astype(np.float16).astype(np.float32)
     prod = x32 * inv
-    q = np.clip(np.sign(prod) * np.floor(np.abs(prod) + np.float32(0.5)), -127, 127)  # roundf: half away
+    if group in (32, 256):
+        q = np.clip(np.rint(prod), -127, 127)  # half to even
+    else:
+        q = np.clip(np.sign(prod) * np.floor(np.abs(prod) + np.float32(0.5)), -127, 127)  # roundf: half away
     return q, d, prod
 
 
@@ -89,6 +103,12 @@ def quantize_act(x: np.ndarray, group: int, tie_break: np.ndarray | None = None,
             q = np.where(near, qm, q)
             if stats is not None:
                 stats["ties"] = stats.get("ties", 0) + int((qm[near] != _codes(x, group)[0][near]).sum())
+        if group == 32:  # Q8_0 rounds d to fp16: a d near an fp16 rounding tie is a coin flip too
+            d32 = np.abs(x.astype(np.float32)).reshape(-1, group).max(axis=1, keepdims=True) / np.float32(127)
+            flip = (d32 * np.float32(1 - 1e-5)).astype(np.float16) != (d32 * np.float32(1 + 1e-5)).astype(np.float16)
+            if flip.any():
+                _, dm, _ = _codes(tie_break, group)
+                d = np.where(flip, dm, d)
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 

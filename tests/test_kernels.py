@@ -23,16 +23,41 @@ def act_group(fmt):
 
 
 def emulate_a8(x, group):
-    """numpy model of the A8 activation quantizer: what the kernels multiply with, in float64."""
-    g = x.astype(np.float64).reshape(-1, group)
-    amax = np.abs(x.reshape(-1, group)).max(axis=1).astype(np.float32)
-    d = amax / np.float32(127)
-    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-    prod = (x.reshape(-1, group) * inv[:, None]).astype(np.float32)
-    # roundf (half away from zero); floor(|p| + 0.5) would round 0.49999997 up
-    t = np.trunc(prod)
-    q = np.clip(t + np.where(np.abs(prod - t) >= 0.5, np.sign(prod), 0), -127, 127)
+    """numpy model of the activation quantizer: what the kernels multiply with, in float64.
+
+    The group size picks llama.cpp's activation type: 256 -> Q8_K (iscale = -127 / the element of
+    largest |x|, round half to even, d = 1 / iscale), 32 -> Q8_0 as ggml rounds it on x86
+    (127 / amax, half to even, d = amax / 127 rounded to fp16), anything else -> pylowbit's A8
+    (127 / amax, half away from zero, fp32 d = amax / 127)."""
+    xs = x.reshape(-1, group).astype(np.float32)
+    ax = np.abs(xs)
+    amax = ax.max(axis=1).astype(np.float32)
+    nz = amax > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if group == 256:
+            smax = xs[np.arange(len(xs)), np.argmax(ax == amax[:, None], axis=1)]
+            inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), 0).astype(np.float32)
+            d = np.where(nz, np.float32(1) / np.where(nz, inv, 1), 0).astype(np.float32)
+        else:
+            d = (amax / np.float32(127)).astype(np.float32)
+            ok = nz if group == 32 else d > 0
+            inv = np.where(ok, np.float32(127) / np.where(nz, amax, 1), 0).astype(np.float32)
+            if group == 32:
+                d = d.astype(np.float16).astype(np.float32)
+    prod = np.clip((xs * inv[:, None]).astype(np.float32), -127, 127)
+    if group in (32, 256):
+        q = np.rint(prod)  # half to even
+    else:  # roundf (half away from zero); floor(|p| + 0.5) would round 0.49999997 up
+        t = np.trunc(prod)
+        q = t + np.where(np.abs(prod - t) >= 0.5, np.sign(prod), 0)
     return (q * d[:, None].astype(np.float64)).reshape(-1), q.astype(np.int8).reshape(-1), d
+
+
+def test_activation_groups_follow_llama_cpp():
+    """TQ1_0/TQ2_0 pair with Q8_K (256), the Q8_0 family with Q8_0 (32); I2_S keeps 128."""
+    want = {"tq1_0": 256, "tq2_0": 256, "q1_0": 32, "q2_0": 32, "pq2_0": 32, "ptq1_0": 32,
+            "q8_0": 32, "i2_s": 128}
+    assert {f: act_group(f) for f in want} == want
 
 
 def weights(fmt, rows, cols, seed=0):
@@ -52,7 +77,7 @@ def shapes(fmt):
 def test_activation_quantizer_matches_numpy_model(variant, isa):
     isa(variant)
     rng = np.random.default_rng(0)
-    for group in (32, 64, 128):
+    for group in (32, 64, 128, 256):
         x = (rng.standard_normal(group * 9) * rng.choice([1e-3, 1, 100], group * 9)).astype(np.float32)
         x[:group] = 0  # an all-zero group: scale 0, codes 0
         q, d, s = lb.quantize_act(x, group)
@@ -242,20 +267,44 @@ def test_gemm_row_and_column_tiles(threads):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_activation_quantizer_ties_and_edges(variant, isa):
-    """Half-way cases round away from zero exactly as roundf; clamps at +-127."""
+    """Half-way cases: roundf (away from zero) for A8 groups, half to even for the Q8_0 (32) and
+    Q8_K (256) groups, as llama.cpp rounds them; clamps at +-127."""
     isa(variant)
-    x = np.zeros(64, np.float32)
-    x[0] = 127.0  # amax 127: scale 1, inverse 1, so codes are round(x)
-    x[1:12] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -126.5, 0.49999997, -0.49999997, 3.5]
-    x[12:32] = np.linspace(-127, 127, 20, dtype=np.float32)
-    x[32] = np.float32(1e-30)  # group 2: tiny
-    q, d, s = lb.quantize_act(x, 32)
-    _, q_ref, d_ref = emulate_a8(x, 32)
-    np.testing.assert_array_equal(q, q_ref)
-    np.testing.assert_array_equal(d, d_ref)
-    assert list(q[1:9]) == [1, -1, 2, -2, 3, -3, 127, -127]
-    assert q[9] == 0 and q[10] == 0
-    np.testing.assert_array_equal(s, q.reshape(-1, 32).sum(axis=1, dtype=np.int32))
+    for group, even in ((64, False), (32, True), (256, True)):
+        x = np.zeros(2 * group, np.float32)
+        x[0] = 127.0 if group != 256 else -127.0  # scale 1, inverse 1: codes are round(x)
+        x[1:12] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -126.5, 0.49999997, -0.49999997, 3.5]
+        x[12:32] = np.linspace(-127, 127, 20, dtype=np.float32)
+        x[group] = np.float32(1e-30)  # group 2: tiny
+        q, d, s = lb.quantize_act(x, group)
+        _, q_ref, d_ref = emulate_a8(x, group)
+        np.testing.assert_array_equal(q, q_ref)
+        np.testing.assert_array_equal(d, d_ref)
+        assert d[0] == 1.0
+        if even:
+            assert list(q[1:9]) == [0, 0, 2, -2, 2, -2, 126, -126] and q[11] == 4
+        else:
+            assert list(q[1:9]) == [1, -1, 2, -2, 3, -3, 127, -127]
+        assert q[9] == 0 and q[10] == 0
+        np.testing.assert_array_equal(s, q.reshape(-1, group).sum(axis=1, dtype=np.int32))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_q8_k_and_q8_0_scales_are_llama_cpps(variant, isa):
+    """Q8_K: the sign of the first largest-|x| element sets the sign of d (d = 1 / (-127 / max));
+    Q8_0: d is amax / 127 rounded to fp16; all-zero groups give d = 0 and codes 0."""
+    isa(variant)
+    x = np.zeros(512, np.float32)
+    x[3], x[7], x[9] = 2.0, -2.0, 1.0  # first largest is +2: iscale = -63.5, d = -1/63.5
+    q, d, _ = lb.quantize_act(x, 256)
+    assert d[0] == np.float32(1) / np.float32(-63.5) and d[1] == 0
+    assert (q[3], q[7], q[9]) == (-127, 127, -64)  # 63.5 rounds to even 64
+    assert not q[256:].any()
+    y = np.zeros(64, np.float32)
+    y[5] = -100.0
+    q, d, _ = lb.quantize_act(y, 32)
+    assert d[0] == np.float32(np.float16(np.float32(100) / np.float32(127))) and d[0] != np.float32(100) / np.float32(127)
+    assert q[5] == -127 and d[1] == 0 and not q[32:].any()
 
 
 def test_stream_read_checksum():

@@ -389,7 +389,7 @@ def _llama_cpp():
 def _llama_logits(path, tokens):
     llama_cpp = _llama_cpp()
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=len(tokens), n_batch=len(tokens), logits_all=True,
-                          n_threads=2, verbose=False)
+                          n_threads=2, verbose=False, type_k=0, type_v=0)  # f32 KV cache, like ours
     llm.reset()
     llm.eval(list(map(int, tokens)))
     return np.array(llm.scores[: len(tokens)], dtype=np.float64)
@@ -423,18 +423,24 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
     tokens = np.random.default_rng(0).integers(0, 512, 24)
     ours = Model(p, ctx=64, notice=None).forward(tokens, pos=0, logits="all")
     theirs = _llama_logits(p, tokens)
-    # observed 2e-4 .. 6e-4: llama.cpp keeps its KV cache in f16
+    # observed 2e-4 .. 6e-4 while llama.cpp kept its KV cache in f16 (_llama_logits now asks for f32)
     assert rel_err(ours, theirs) <= 2e-3
     assert np.array_equal(ours.argmax(1), theirs.argmax(1))
 
 
-# Measured (see the note): Gemma 3 270M ppl ratio 0.987, top-1 98.0 %; synthetic ternary models
-# top-1 ~95 %.  The runtimes round activations differently (llama.cpp: Q8_K, groups of 256, for
-# K-quants and TQ1_0/TQ2_0; pylowbit: groups of min(block, 128)), and random synthetic models turn
-# any rounding difference into ~1 % logit changes, so the 1.005 / 99 % targets are not met.
+# Activations are quantized as llama.cpp quantizes them (Q8_K groups of 256 for TQ1_0/TQ2_0, Q8_0
+# groups of 32 for Q2_0: formats.h), so both runtimes compute the same integer sums, and llama.cpp
+# runs with an f32 KV cache like ours.  Measured (256 Jargon File tokens, printed with -s):
+# llama-tq1_0 / llama-tq2_0 ratio 1.0006, top-1 99.2 %; llama-q2_0 0.9997, 99.2 %; qwen3-tq2_0
+# 0.9997, 100 %.  Gemma 3 270M does not agree yet: its Q4_K/Q5_0/Q6_K tensors are decoded at load
+# (float or re-quantized to Q8_0), while llama.cpp multiplies them with Q8_K / Q8_0 activations.
+_GEMMA_XFAIL = pytest.mark.xfail(reason="Gemma 3 270M: ppl ratio 0.9944, top-1 96.9 % (K-quant tensors "
+                                 "are decoded at load, llama.cpp keeps them)", strict=False)
+
+
 @pytest.mark.llama
-@pytest.mark.xfail(reason="activation rounding differs from llama.cpp; see comment", strict=False)
-@pytest.mark.parametrize("which", ["gemma", "llama-tq1_0", "llama-tq2_0", "llama-q2_0", "qwen3-tq2_0"])
+@pytest.mark.parametrize("which", [pytest.param("gemma", marks=_GEMMA_XFAIL), "llama-tq1_0", "llama-tq2_0",
+                                   "llama-q2_0", "qwen3-tq2_0"])
 def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
     from pylowbit.commands.perplexity import log_softmax_at, read_text
     from pylowbit.model import TextTokenizer
@@ -452,5 +458,8 @@ def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
     tgt = np.array(tokens[1:])
     ppl_ours = np.exp(-log_softmax_at(ours[:-1], tgt).mean())
     ppl_theirs = np.exp(-log_softmax_at(theirs[:-1], tgt).mean())
+    top1 = np.mean(ours.argmax(1) == theirs.argmax(1))
+    print(f"{which}: ppl ours {ppl_ours:.4f} llama.cpp {ppl_theirs:.4f} ratio {ppl_ours / ppl_theirs:.5f} "
+          f"top-1 {100 * top1:.2f} % over {len(tokens)} tokens")
     assert abs(ppl_ours / ppl_theirs - 1) <= 0.005, (ppl_ours, ppl_theirs)
-    assert np.mean(ours.argmax(1) == theirs.argmax(1)) >= 0.99
+    assert top1 >= 0.99

@@ -63,6 +63,26 @@ static inline uint16_t lowbit_fp32_to_fp16(float f) {
     return (uint16_t)(sign | half);
 }
 
+/* ---- A8 activation rules (formats.h) ----------------------------------------------------------
+ *
+ * The group size selects the rounding rule, so that every weight type llama.cpp reads gets the
+ * integer codes of llama.cpp's own activation type for it (its vec_dot_type) on x86:
+ *   256 (TQ1_0, TQ2_0) -> Q8_K: max = the element of largest |x| (first one), iscale = -127 / max,
+ *        q = round-half-even(iscale * x), d = 1 / iscale (fp32); an all-zero group gives d = 0.
+ *   32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q8_0) -> Q8_0 as ggml's x86 quantize_row_q8_0 does it:
+ *        q = round-half-even(x * (127 / amax)), d = amax / 127 rounded to fp16 (ggml's reference
+ *        and Arm versions use 1/d and round-half-away instead: they can differ on ties).
+ *   any other (I2_S: 128) -> pylowbit's A8: q = round-half-away(x * (127 / amax)), d = amax / 127.
+ * Products are clamped to [-127, 127] before rounding (NaN -> -127), in every variant. */
+enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K };
+static inline int lowbit_act_rule(int64_t group) {
+    return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0 : LOWBIT_ACT_A8;
+}
+static inline float lowbit_act_clamp(float v) {
+    v = v < 127.0f ? v : 127.0f;
+    return v >= -127.0f ? v : -127.0f; /* NaN fails the test */
+}
+
 /* ---- packed matrices (repack.c) ----------------------------------------------------------------
  *
  * The decode path reads each weight once per token, so the layout is chosen for DRAM streaming: the

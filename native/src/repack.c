@@ -180,8 +180,7 @@ static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act 
     uint8_t codes[128];
     float acc = 0.0f;
     for (int64_t g = 0; g < m->cols / G; g++) {
-        const int64_t j0 = g * G; /* groups (64 or 128) never straddle a 128-chunk */
-        if (j0 % 128 == 0) packed_chunk_codes(m, r, j0 / 128, codes);
+        const int64_t j0 = g * G; /* 32- and 128-groups sit in one chunk, 256-groups span two */
         /* the scale of the file block holding group g (groups never straddle blocks) */
         float dw = 1.0f;
         if (m->qk) {
@@ -189,7 +188,10 @@ static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act 
             dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i]);
         }
         int32_t isum = 0;
-        for (int64_t j = 0; j < G; j++) isum += codes[j0 % 128 + j] * a->q[j0 + j];
+        for (int64_t j = j0; j < j0 + G; j++) {
+            if (j % 128 == 0 || j == j0) packed_chunk_codes(m, r, j / 128, codes);
+            isum += codes[j % 128] * a->q[j];
+        }
         isum -= a->s[g]; /* every packed code carries the +1 offset */
         acc += (float)isum * (dw * a->d[g]);
     }

@@ -78,7 +78,11 @@ int64_t lowbit_act_group(int type) {
     int64_t bs = lowbit_type_block_size(type);
     if (bs < 0) return bs;
     if (bs == 1) return 128; /* float weights take float activations; 128 is harmless */
-    return bs < 128 ? bs : 128;
+    /* llama.cpp's activation type for the weight type (see lowbit_act_rule in internal.h):
+     * Q8_K for TQ1_0/TQ2_0, Q8_0 for the rest; bitnet.cpp's per-row I2_S scale is not done. */
+    if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_TQ2_0) return 256;
+    if (type == LOWBIT_TYPE_I2_S) return 128;
+    return 32;
 }
 
 const char *lowbit_status_str(int status) {

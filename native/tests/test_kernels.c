@@ -425,7 +425,7 @@ static void test_degenerate(void) {
     int8_t q[256] = {0};
     float d[2] = {1, 1};
     int32_t s[2] = {0, 0};
-    lowbit_act a = {q, d, s, 256, 128};
+    lowbit_act a = {q, d, s, 256, 256}; /* TQ2_0 pairs with 256-groups (Q8_K) */
     for (int v = 0; v < g_nvariants; v++) {
         set_isa(g_variants[v]);
         float *y = guarded(0);

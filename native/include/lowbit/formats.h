@@ -113,11 +113,18 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes");
 
 /* Activations (pylowbit's own layout, "A8"): a float vector of n elements is cut into groups of G
- * (G = lowbit_act_group(weight type): min(weight block, 128)).  Group g has one fp32 scale
- * d[g] = max|x| / 127, codes q[i] = round-half-away(x[i] / d[g]) in [-127, 127], and the code sum
- * s[g] = sum of q over the group, which kernels use to undo the +1 offset of ternary/2-bit codes
- * (sum (c - 1) * a = sum c * a - s) once per group instead of once per weight.  Codes, scales and
- * sums are three separate arrays so SIMD loads stay aligned and dense. */
+ * (G = lowbit_act_group(weight type)).  Group g has one fp32 scale d[g], codes q[i] in [-127, 127]
+ * with x[i] ~ q[i] * d[g], and the code sum s[g] = sum of q over the group, which kernels use to
+ * undo the +1 offset of ternary/2-bit codes (sum (c - 1) * a = sum c * a - s) once per group
+ * instead of once per weight.  Codes, scales and sums are three separate arrays so SIMD loads stay
+ * aligned and dense.  G and the rounding are llama.cpp's activation type for the weight type, so
+ * both runtimes compute the same integer sums:
+ *   G = 256 (TQ1_0, TQ2_0), Q8_K: iscale = -127 / (element of largest |x|), q = rint(iscale * x),
+ *           d = 1 / iscale; an all-zero group has d = 0.
+ *   G = 32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q8_0), Q8_0 (ggml's x86 rounding): q = rint(x * 127 / amax),
+ *           d = amax / 127 rounded to fp16 (stored here as the fp32 value of that fp16).
+ *   other G (I2_S: 128), pylowbit's A8: q = roundf(x * 127 / amax), d = amax / 127.
+ * rint rounds half to even, roundf half away from zero; amax = max|x| over the group. */
 typedef struct {
     const int8_t *q;  /* n codes */
     const float *d;   /* n / group scales */

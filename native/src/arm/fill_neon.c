@@ -4,18 +4,20 @@
 #define LOWBIT_ARM_DOTPROD 0
 #include "kernels_arm.h"
 
-/* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref ----------------------- */
+/* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref (every rule) ------------ */
 
 /* Same arithmetic as the reference, lane by lane: max|x| is exact in any order (vmaxnm ignores
- * NaN like fmaxf), the scale and its inverse are computed in scalar exactly as there, and
- * FCVTAS (vcvtaq) rounds half away from zero like roundf. */
+ * NaN like the reference's compare), the scale and its inverse are computed in scalar exactly as
+ * there, the clamp sends NaN to -127 (vmaxnm returns the number), and FCVTAS (vcvtaq) rounds half
+ * away from zero like roundf, FCVTNS (vcvtnq) half to even like rintf. */
 static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                               int32_t *s) {
     if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const int32x4_t lo = vdupq_n_s32(-127), hi = vdupq_n_s32(127);
+    const int rule = lowbit_act_rule(group);
+    const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         int8_t *qg = q + g * group;
@@ -25,15 +27,29 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8
             m1 = vmaxnmq_f32(m1, vabsq_f32(vld1q_f32(xg + j + 4)));
         }
         const float amax = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
+        float dg, id;
+        if (rule == LOWBIT_ACT_Q8_K) {
+            float smax = 0.0f; /* the first element with |x| = amax carries the sign */
+            for (int64_t j = 0; amax && j < group; j++)
+                if (fabsf(xg[j]) == amax) {
+                    smax = xg[j];
+                    break;
+                }
+            id = amax ? -127.0f / smax : 0.0f;
+            dg = amax ? 1.0f / id : 0.0f;
+        } else {
+            dg = amax / 127.0f;
+            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
+            if (rule == LOWBIT_ACT_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
+        }
         const float32x4_t vid = vdupq_n_f32(id);
         int32x4_t sum = vdupq_n_s32(0);
         for (int64_t j = 0; j < group; j += 16) {
             int32x4_t v[4];
             for (int i = 0; i < 4; i++) {
-                v[i] = vcvtaq_s32_f32(vmulq_f32(vld1q_f32(xg + j + 4 * i), vid));
-                v[i] = vminq_s32(vmaxq_s32(v[i], lo), hi);
+                float32x4_t p = vmulq_f32(vld1q_f32(xg + j + 4 * i), vid);
+                p = vminq_f32(vmaxnmq_f32(p, lo), hi);
+                v[i] = rule == LOWBIT_ACT_A8 ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
                 sum = vaddq_s32(sum, v[i]);
             }
             const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));

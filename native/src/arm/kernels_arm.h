@@ -8,7 +8,7 @@
  * How every quantized dot works (the contract of native/src/ref/dot.c):
  *   1. a weight block is unpacked into int8x16_t registers holding its codes in weight order,
  *      so activations are plain contiguous loads;
- *   2. each activation group (16..128 codes) gets its exact int32 sum  sum c*q  from DOT16;
+ *   2. each activation group (32..256 codes) gets its exact int32 sum  sum c*q  from DOT16;
  *   3. the code offset is undone once per group with the activation code sum s[g];
  *   4. the float part  acc += (float)isum * (d_w * d_a[g])  runs per row in the reference's
  *      order (block by block, group by group), so results match scalar, not just approximately.
@@ -193,7 +193,8 @@ AI int fmt_bytes(int f) {
     default: return (int)sizeof(lowbit_block_q8_0);
     }
 }
-AI int fmt_group(int f) { return fmt_block(f) < 128 ? fmt_block(f) : 128; }
+/* activation group: lowbit_act_group of the format (llama.cpp's Q8_K for TQ, Q8_0 for the rest) */
+AI int fmt_group(int f) { return f == F_TQ1_0 || f == F_TQ2_0 ? 256 : f == F_I2_S ? 128 : 32; }
 AI int fmt_offset(int f) { return f == F_Q8_0 ? 0 : 1; }
 AI int fmt_negated(int f) { return f == F_TQ1_0 || f == F_PTQ1_0; } /* unpack gives -code */
 
@@ -330,45 +331,39 @@ AI void store_group(float *y, float32x4_t acc, int64_t rg0, int64_t r0, int64_t 
         if (rg0 + i >= r0 && rg0 + i < rend) y[rg0 + i] = t[i];
 }
 
+/* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk
+ * (128 / CG group parts per chunk), a group spans CPG = max(G / 128, 1) chunks; the int32 lanes of
+ * a group are summed across its chunks and reduced once. */
+
 /* GEMV, the decode path: one sequential walk over the interleaved codes; each chunk's activations
  * are loaded once and serve the 4 rows of the group. */
 AI void packed_gemv_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                       float *y, const int G) {
+    const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1, RP = CG / 16;
     const int64_t nch = m->nchunks, cols = m->cols;
     const int64_t rend = r1 < m->rows ? r1 : m->rows;
     for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
         const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
         const uint16_t *sp = m->scales + rg0 / 4 * m->nscales * 4;
         float32x4_t acc = vdupq_n_f32(0.0f);
-        for (int64_t ch = 0; ch < nch; ch++, cp += 128) {
-            const int8_t *q = a->q + ch * 128;
-            if (G == 128) {
+        for (int64_t ch = 0; ch < nch; ch += CPG) {
+            const int ng = (int)((cols - ch * 128 < 128 ? cols - ch * 128 : 128) / CG);
+            int32x4_t v[4][4]; /* [group part][row] */
+            for (int h = 0; h < 4; h++)
+                for (int i = 0; i < 4; i++) v[h][i] = vdupq_n_s32(0);
+            for (int cc = 0; cc < CPG; cc++) {
+                const int8_t *q = a->q + (ch + cc) * 128;
                 int8x16_t qa[8];
-                for (int k = 0; k < 8; k++) qa[k] = vld1q_s8(q + 16 * k);
-                int32x4_t v[4];
+                for (int k = 0; k < ng * RP; k++) qa[k] = vld1q_s8(q + 16 * k);
                 for (int i = 0; i < 4; i++) {
                     int8x16_t c[8];
-                    unpack_chunk(cp + 32 * i, c);
-                    v[i] = vdupq_n_s32(0);
-                    for (int k = 0; k < 8; k++) v[i] = dot16(v[i], c[k], qa[k]);
+                    unpack_chunk(cp + (ch + cc) * 128 + 32 * i, c);
+                    for (int h = 0; h < ng; h++)
+                        for (int k = 0; k < RP; k++) v[h][i] = dot16(v[h][i], c[h * RP + k], qa[h * RP + k]);
                 }
-                acc = packed_accumulate(acc, hsum4(v), m, sp, a, ch, G);
-            } else { /* G == 64 (Q2_0): two groups per chunk, the last chunk may hold one */
-                const int ng = ch * 128 + 128 <= cols ? 2 : 1;
-                int8x16_t qa[8];
-                for (int k = 0; k < 4 * ng; k++) qa[k] = vld1q_s8(q + 16 * k);
-                int32x4_t v0[4], v1[4];
-                for (int i = 0; i < 4; i++) {
-                    int8x16_t c[8];
-                    unpack_chunk(cp + 32 * i, c);
-                    v0[i] = v1[i] = vdupq_n_s32(0);
-                    for (int k = 0; k < 4; k++) v0[i] = dot16(v0[i], c[k], qa[k]);
-                    if (ng == 2)
-                        for (int k = 4; k < 8; k++) v1[i] = dot16(v1[i], c[k], qa[k]);
-                }
-                acc = packed_accumulate(acc, hsum4(v0), m, sp, a, 2 * ch, G);
-                if (ng == 2) acc = packed_accumulate(acc, hsum4(v1), m, sp, a, 2 * ch + 1, G);
             }
+            for (int h = 0; h < ng; h++)
+                acc = packed_accumulate(acc, hsum4(v[h]), m, sp, a, (ch * 128 + h * CG) / G, G);
         }
         store_group(y, acc, rg0, r0, rend);
     }
@@ -377,6 +372,7 @@ AI void packed_gemv_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
 /* GEMM, the prompt path: each row's chunk is unpacked once per tile of GEMM_TILE activations. */
 AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                       int64_t batch, float *y, int64_t ldy, const int G) {
+    const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1, RP = CG / 16;
     const int64_t nch = m->nchunks, cols = m->cols;
     const int64_t rend = r1 < m->rows ? r1 : m->rows;
     for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
@@ -386,26 +382,27 @@ AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
             const int nt = (int)(batch - b0 < GEMM_TILE ? batch - b0 : GEMM_TILE);
             float32x4_t acc[GEMM_TILE];
             for (int t = 0; t < nt; t++) acc[t] = vdupq_n_f32(0.0f);
-            for (int64_t ch = 0; ch < nch; ch++) {
-                const int ng = G == 128 ? 1 : (ch * 128 + 128 <= cols ? 2 : 1);
-                int32_t is[2][GEMM_TILE][4]; /* [group of chunk][column][row] */
-                for (int i = 0; i < 4; i++) {
-                    int8x16_t c[8];
-                    unpack_chunk(cp0 + ch * 128 + 32 * i, c);
-                    for (int t = 0; t < nt; t++) {
-                        const int8_t *q = a[b0 + t].q + ch * 128;
-                        for (int h = 0; h < ng; h++) {
-                            int32x4_t v = vdupq_n_s32(0);
-                            for (int k = 0; k < G / 16; k++)
-                                v = dot16(v, c[h * 4 + k], vld1q_s8(q + 64 * h + 16 * k));
-                            is[h][t][i] = vaddvq_s32(v);
+            for (int64_t ch = 0; ch < nch; ch += CPG) {
+                const int ng = (int)((cols - ch * 128 < 128 ? cols - ch * 128 : 128) / CG);
+                int32_t is[4][GEMM_TILE][4] = {{{0}}}; /* [group part][column][row] */
+                for (int cc = 0; cc < CPG; cc++)
+                    for (int i = 0; i < 4; i++) {
+                        int8x16_t c[8];
+                        unpack_chunk(cp0 + (ch + cc) * 128 + 32 * i, c);
+                        for (int t = 0; t < nt; t++) {
+                            const int8_t *q = a[b0 + t].q + (ch + cc) * 128;
+                            for (int h = 0; h < ng; h++) {
+                                int32x4_t v = vdupq_n_s32(0);
+                                for (int k = 0; k < RP; k++)
+                                    v = dot16(v, c[h * RP + k], vld1q_s8(q + h * CG + 16 * k));
+                                is[h][t][i] += vaddvq_s32(v);
+                            }
                         }
                     }
-                }
                 for (int t = 0; t < nt; t++)
                     for (int h = 0; h < ng; h++)
                         acc[t] = packed_accumulate(acc[t], vld1q_s32(is[h][t]), m, sp, &a[b0 + t],
-                                                   ch * (128 / G) + h, G);
+                                                   (ch * 128 + h * CG) / G, G);
             }
             for (int t = 0; t < nt; t++) store_group(y + (b0 + t) * ldy, acc[t], rg0, r0, rend);
         }
@@ -414,22 +411,22 @@ AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
 
 static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
-    if (m->group == 128)
-        packed_gemv_g(m, r0, r1, a, y, 128);
-    else if (m->group == 64)
-        packed_gemv_g(m, r0, r1, a, y, 64);
-    else
-        lowbit_packed_gemv_ref(m, r0, r1, a, y);
+    switch (m->group) {
+    case 32: packed_gemv_g(m, r0, r1, a, y, 32); break;
+    case 128: packed_gemv_g(m, r0, r1, a, y, 128); break;
+    case 256: packed_gemv_g(m, r0, r1, a, y, 256); break;
+    default: lowbit_packed_gemv_ref(m, r0, r1, a, y);
+    }
 }
 
 static void VARIANT(packed_gemm_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         int64_t batch, float *y, int64_t ldy) {
-    if (m->group == 128)
-        packed_gemm_g(m, r0, r1, a, batch, y, ldy, 128);
-    else if (m->group == 64)
-        packed_gemm_g(m, r0, r1, a, batch, y, ldy, 64);
-    else
-        lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy);
+    switch (m->group) {
+    case 32: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 32); break;
+    case 128: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 128); break;
+    case 256: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 256); break;
+    default: lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy);
+    }
 }
 
 static void fill_quant_kernels(lowbit_kernels *k) {

@@ -6,8 +6,9 @@
  *
  * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
  * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
- * A group never straddles two weight blocks (group = min(block, 128)).  I2_S returns the sum
- * without its per-tensor scale (d_w = 1); the caller multiplies once per row. */
+ * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 32 divides
+ * every other block, I2_S 128).  I2_S returns the sum without its per-tensor scale (d_w = 1);
+ * the caller multiplies once per row. */
 #include <stdlib.h>
 
 #include "../internal.h"
@@ -16,20 +17,30 @@ void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *c
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
 void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 
+/* The A8 spec (formats.h): the group size selects the rule, see lowbit_act_rule. */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                              int32_t *s) {
+    const int rule = lowbit_act_rule(group);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
-        float amax = 0.0f;
-        for (int64_t j = 0; j < group; j++) amax = fmaxf(amax, fabsf(xg[j]));
-        float dg = amax / 127.0f;
-        float id = dg ? 127.0f / amax : 0.0f; /* exact inverse of the scale's definition */
+        float amax = 0.0f, smax = 0.0f; /* max|x| and the first element reaching it */
+        for (int64_t j = 0; j < group; j++)
+            if (fabsf(xg[j]) > amax) amax = fabsf(xg[j]), smax = xg[j]; /* NaN never wins */
+        float id, dg;
+        if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
+            id = amax ? -127.0f / smax : 0.0f;
+            dg = amax ? 1.0f / id : 0.0f;
+        } else { /* Q8_0 and A8: q = round(127/amax * x), d = amax/127 (Q8_0: fp16-rounded) */
+            dg = amax / 127.0f;
+            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
+            if (rule == LOWBIT_ACT_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
+        }
         int32_t sum = 0;
         for (int64_t j = 0; j < group; j++) {
-            int v = (int)roundf(xg[j] * id);
-            v = v > 127 ? 127 : (v < -127 ? -127 : v);
-            q[g * group + j] = (int8_t)v;
-            sum += v;
+            float v = lowbit_act_clamp(xg[j] * id);
+            int c = (int)(rule == LOWBIT_ACT_A8 ? roundf(v) : rintf(v));
+            q[g * group + j] = (int8_t)c;
+            sum += c;
         }
         d[g] = dg;
         s[g] = sum;

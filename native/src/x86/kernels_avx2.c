@@ -65,10 +65,11 @@ AI uint16_t ld16(const uint8_t *p) {
 
 /* A "unit" is what one unpack produces: a file block (Q2_0: two 64-blocks; packed: one 128-weight
  * chunk), as NV = U / 32 vectors of byte codes in activation order. */
-enum { F_TQ1, F_TQ2, F_I2S, F_Q1, F_Q2, F_PQ2, F_PTQ1, F_Q8, F_PK128, F_PK64 };
+enum { F_TQ1, F_TQ2, F_I2S, F_Q1, F_Q2, F_PQ2, F_PTQ1, F_Q8, F_PK };
 
 AI int unit_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_Q8 ? 32 : 128; }
-AI int group_of(int F) { return F == F_Q2 || F == F_PK64 ? 64 : F == F_Q8 ? 32 : 128; }
+/* activation group of the file-layout kernels: lowbit_act_group of the format */
+AI int group_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_I2S ? 128 : 32; }
 /* bytes per unit in the file layout */
 AI int ustride_of(int F) {
     switch (F) {
@@ -138,8 +139,7 @@ AI void decode(const int F, const uint8_t *p, int half, __m256i c[8]) {
         c[0] = P[3], c[1] = P[2], c[2] = P[1], c[3] = P[0];
         break;
     }
-    case F_PK128:
-    case F_PK64: planes(_mm256_load_si256((const __m256i *)p), c); break;
+    case F_PK: planes(_mm256_load_si256((const __m256i *)p), c); break;
     case F_PQ2: {
         __m256i P[4];
         planes(_mm256_loadu_si256((const __m256i *)(p + 2)), P);
@@ -207,11 +207,11 @@ AI void decode(const int F, const uint8_t *p, int half, __m256i c[8]) {
     }
 }
 
-/* int32 lanes whose total is sum(code * act) over group gi of a decoded unit */
-AI __m256i group_dot(const int F, const __m256i c[8], int gi, const int8_t *aq) {
-    const int gv = group_of(F) / 32;
+/* int32 lanes whose total is sum(code * act) over the nv code vectors from c[v0] of a decoded
+ * unit (activations aq[32 v]).  nv <= 8 int16 pair sums of codes <= 3 stay below 6144. */
+AI __m256i vec_dot(const int F, const __m256i c[8], int v0, int nv, const int8_t *aq) {
     __m256i s16 = _mm256_setzero_si256();
-    for (int v = gi * gv; v < (gi + 1) * gv; v++) {
+    for (int v = v0; v < v0 + nv; v++) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(aq + 32 * v));
         __m256i m = F == F_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c[v]), _mm256_sign_epi8(a, c[v]))
                               : _mm256_maddubs_epi16(c[v], a);
@@ -220,13 +220,18 @@ AI __m256i group_dot(const int F, const __m256i c[8], int gi, const int8_t *aq) 
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
+/* the same over group gi of a file-layout unit */
+AI __m256i group_dot(const int F, const __m256i c[8], int gi, const int8_t *aq) {
+    return vec_dot(F, c, gi * (group_of(F) / 32), group_of(F) / 32, aq);
+}
+
 /* fp16 scale of group gi of unit u in a file-layout row (I2_S: none) */
 AI uint16_t file_scale(const int F, const uint8_t *unit, int gi) {
     switch (F) {
     case F_TQ1: return ld16(unit + 52);
     case F_TQ2: return ld16(unit + 64);
     case F_PTQ1: return ld16(unit + 26);
-    case F_Q2: return ld16(unit + 18 * gi);
+    case F_Q2: return ld16(unit + 18 * (gi / 2)); /* two 32-groups per 64-block */
     default: return ld16(unit);
     }
 }
@@ -247,7 +252,7 @@ AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
         for (int64_t u = 0; u <= nfull; u++) {
             const int ng = u < nfull ? NG : (int)ntail;
             if (ng == 0) break;
-            __m256i iv[4][2];
+            __m256i iv[4][4];
             for (int i = 0; i < 4; i++) {
                 __m256i c[8];
                 if (LOWBIT_PF_DIST && US >= 32) /* four row streams: help the prefetchers */
@@ -373,29 +378,98 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
     return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(m->scales + (rg * m->nscales + b) * 4)));
 }
 
-AI void packed_gemv_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r1,
+/* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
+ * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
+ * lanes of a group are summed across its chunks and reduced once. */
+/* One full chunk of 4 rows at group size 32 (the Q8_0 family; qk = 64 or 128): the 16 group sums
+ * (4 rows x 4 groups) are reduced together.  A 32-group's products total <= 32 * 3 * 127 = 12192 in
+ * magnitude, so the reduction stays in int16 (vphaddw) until the 16 sums are widened, instead of
+ * a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8 lanes at a
+ * time (lane = row x group), transposed to lane = row, and added group by group in the spec's
+ * order, so the result is still bit-exact. */
+AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *aq, const int32_t *s,
+                  const float *da, const uint16_t *sc) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256i a[4], h3[4];
+    for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+        __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a[0]);
+        __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a[1]);
+        __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a[2]);
+        __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a[3]);
+        h3[i] = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+    }
+    /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
+    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
+    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
+    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+    const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
+    const __m256 D = _mm256_broadcast_ps((const __m128 *)da);
+    /* weight scales per lane: block (32 g) / qk of row r */
+    __m256 F, W01, W23;
+    if (qk == 64) {
+        F = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc)); /* b0 r0..r3, b1 r0..r3 */
+        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 4, 4, 1, 1, 5, 5));
+        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 6, 6, 3, 3, 7, 7));
+    } else {
+        F = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)sc)));
+        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+    }
+    __m256 p01 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t01, S)), _mm256_mul_ps(W01, D));
+    __m256 p23 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t23, S)), _mm256_mul_ps(W23, D));
+    __asm__("" : "+x"(p01), "+x"(p23)); /* keep the products rounded (no FMA into the adds) */
+    /* transpose: lo = [r0g0 r2g0 r0g1 r2g1 | r1g0 r3g0 r1g1 r3g1], hi likewise for g2, g3 */
+    const __m256 lo = _mm256_unpacklo_ps(p01, p23), hi = _mm256_unpackhi_ps(p01, p23);
+    const __m128 lo0 = _mm256_castps256_ps128(lo), lo1 = _mm256_extractf128_ps(lo, 1);
+    const __m128 hi0 = _mm256_castps256_ps128(hi), hi1 = _mm256_extractf128_ps(hi, 1);
+    acc = _mm_add_ps(acc, _mm_unpacklo_ps(lo0, lo1));
+    acc = _mm_add_ps(acc, _mm_unpackhi_ps(lo0, lo1));
+    acc = _mm_add_ps(acc, _mm_unpacklo_ps(hi0, hi1));
+    return _mm_add_ps(acc, _mm_unpackhi_ps(hi0, hi1));
+}
+
+AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, float *y) {
-    const int G = group_of(F), NG = 128 / G;
+    const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
     const int64_t nch = m->nchunks, n = m->cols;
     const int sh = qk_shift(m);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
         const uint8_t *base = m->codes + rg * nch * 128;
         __m128 acc = _mm_setzero_ps();
-        for (int64_t c = 0; c < nch; c++) {
-            const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / G);
-            const uint8_t *tile = base + c * 128;
-            if (LOWBIT_PF_DIST) { /* a 4-row chunk tile is two cache lines */
-                _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+        for (int64_t c = 0; c < nch; c += CPG) {
+            const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
+            if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
+                const uint8_t *tile = base + c * 128;
+                if (LOWBIT_PF_DIST) {
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+                }
+                const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4;
+                acc = m->qk == 64 ? chunk32(64, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc)
+                                  : chunk32(128, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc);
+                continue;
             }
-            __m256i iv[4][2];
-            for (int i = 0; i < 4; i++) {
-                __m256i cv[8];
-                decode(F, tile + 32 * i, 0, cv);
-                for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, cv, gi, a->q + c * 128);
+            __m256i iv[4][4];
+            for (int i = 0; i < 4; i++)
+                for (int gi = 0; gi < 128 / CG; gi++) iv[i][gi] = _mm256_setzero_si256();
+            for (int cc = 0; cc < CPG; cc++) {
+                const uint8_t *tile = base + (c + cc) * 128;
+                if (LOWBIT_PF_DIST) { /* a 4-row chunk tile is two cache lines */
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+                }
+                for (int i = 0; i < 4; i++) {
+                    __m256i cv[8];
+                    decode(F_PK, tile + 32 * i, 0, cv);
+                    for (int gi = 0; gi < ng && gi < 128 / CG; gi++)
+                        iv[i][gi] = _mm256_add_epi32(
+                            iv[i][gi], vec_dot(F_PK, cv, gi * CG / 32, CG / 32, a->q + (c + cc) * 128));
+                }
             }
-            for (int gi = 0; gi < ng && gi < NG; gi++) {
-                const int64_t g = c * NG + gi;
+            for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
+                const int64_t g = (c * 128 + gi * CG) / G;
                 __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
                 acc = group_acc(acc, isum, _mm_set1_epi32(a->s[g]), packed_dw(m, rg, g, G, sh),
                                 _mm_set1_ps(a->d[g]));
@@ -407,15 +481,49 @@ AI void packed_gemv_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-AI void packed_gemm_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r1,
+/* GEMM counterpart of chunk32: one row's full chunk against 4 activation columns.  The 16 sums
+ * come out as lane = group x column, so with the transposed activation scales (act_t) each
+ * 128-bit half is one group's 4 columns, added to the column accumulators in group order. */
+AI __m128 chunk32_gemm(__m128 acc, const uint8_t *code, const int8_t *const aq[4], const int32_t *Ts,
+                       const float *Td, int64_t bp, float dw0, float dw1) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i v = _mm256_load_si256((const __m256i *)code);
+    const __m256i P[4] = {_mm256_and_si256(v, m3), _mm256_and_si256(_mm256_srli_epi16(v, 2), m3),
+                          _mm256_and_si256(_mm256_srli_epi16(v, 4), m3),
+                          _mm256_and_si256(_mm256_srli_epi16(v, 6), m3)};
+    __m256i h3[4];
+    for (int g = 0; g < 4; g++) {
+        __m256i p[4];
+        for (int jj = 0; jj < 4; jj++)
+            p[jj] = _mm256_maddubs_epi16(P[g], _mm256_loadu_si256((const __m256i *)(aq[jj] + 32 * g)));
+        h3[g] = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
+    }
+    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
+    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
+    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+    const __m256i S01 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(Ts + bp)), _mm_loadu_si128((const __m128i *)Ts));
+    const __m256i S23 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(Ts + 3 * bp)),
+                                         _mm_loadu_si128((const __m128i *)(Ts + 2 * bp)));
+    const __m256 D01 = _mm256_set_m128(_mm_loadu_ps(Td + bp), _mm_loadu_ps(Td));
+    const __m256 D23 = _mm256_set_m128(_mm_loadu_ps(Td + 3 * bp), _mm_loadu_ps(Td + 2 * bp));
+    __m256 p01 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t01, S01)), _mm256_mul_ps(_mm256_set1_ps(dw0), D01));
+    __m256 p23 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t23, S23)), _mm256_mul_ps(_mm256_set1_ps(dw1), D23));
+    __asm__("" : "+x"(p01), "+x"(p23)); /* keep the products rounded (no FMA into the adds) */
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p01));
+    acc = _mm_add_ps(acc, _mm256_extractf128_ps(p01, 1));
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p23));
+    return _mm_add_ps(acc, _mm256_extractf128_ps(p23, 1));
+}
+
+AI void packed_gemm_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
-    const int G = group_of(F), NG = 128 / G;
+    const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
     const int64_t nch = m->nchunks, n = m->cols, bp = (batch + 3) & ~(int64_t)3;
     const int sh = qk_shift(m);
     if (r1 > m->rows) r1 = m->rows;
     act_t T;
     if (transpose_acts(a, batch, &T)) {
-        for (int64_t b = 0; b < batch; b++) packed_gemv_k(F, m, r0, r1, &a[b], y + b * ldy);
+        for (int64_t b = 0; b < batch; b++) packed_gemv_k(G, m, r0, r1, &a[b], y + b * ldy);
         return;
     }
     for (int64_t j = 0; j < batch; j += 4) {
@@ -425,16 +533,30 @@ AI void packed_gemm_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r
             const int64_t rg = r / 4, i = r % 4;
             const uint8_t *base = m->codes + rg * nch * 128 + 32 * i;
             __m128 acc = _mm_setzero_ps();
-            for (int64_t c = 0; c < nch; c++) {
-                const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / G);
-                __m256i cv[8];
-                decode(F, base + c * 128, 0, cv);
-                for (int gi = 0; gi < ng && gi < NG; gi++) {
-                    const int64_t g = c * NG + gi;
-                    __m128i isum = hsum4(group_dot(F, cv, gi, aq[0] + c * 128),
-                                         group_dot(F, cv, gi, aq[1] + c * 128),
-                                         group_dot(F, cv, gi, aq[2] + c * 128),
-                                         group_dot(F, cv, gi, aq[3] + c * 128));
+            for (int64_t c = 0; c < nch; c += CPG) {
+                const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
+                if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
+                    const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4 + i;
+                    const float dw0 = _cvtsh_ss(sc[0]), dw1 = m->qk == 64 ? _cvtsh_ss(sc[4]) : dw0;
+                    const int8_t *aqc[4] = {aq[0] + c * 128, aq[1] + c * 128, aq[2] + c * 128, aq[3] + c * 128};
+                    acc = chunk32_gemm(acc, base + c * 128, aqc, T.s + 4 * c * bp + j, T.d + 4 * c * bp + j,
+                                       bp, dw0, dw1);
+                    continue;
+                }
+                __m256i iv[4][4]; /* [column][group part] */
+                for (int jj = 0; jj < 4; jj++)
+                    for (int gi = 0; gi < 128 / CG; gi++) iv[jj][gi] = _mm256_setzero_si256();
+                for (int cc = 0; cc < CPG; cc++) {
+                    __m256i cv[8];
+                    decode(F_PK, base + (c + cc) * 128, 0, cv);
+                    for (int gi = 0; gi < ng && gi < 128 / CG; gi++)
+                        for (int jj = 0; jj < 4; jj++)
+                            iv[jj][gi] = _mm256_add_epi32(
+                                iv[jj][gi], vec_dot(F_PK, cv, gi * CG / 32, CG / 32, aq[jj] + (c + cc) * 128));
+                }
+                for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
+                    const int64_t g = (c * 128 + gi * CG) / G;
+                    __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
                     float dw = 1.0f;
                     if (m->qk)
                         dw = _cvtsh_ss(m->scales[(rg * m->nscales + ((g * G) >> sh)) * 4 + i]);
@@ -452,33 +574,36 @@ AI void packed_gemm_k(const int F, const lowbit_matrix *m, int64_t r0, int64_t r
 
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y) {
-    if (m->group == 64)
-        packed_gemv_k(F_PK64, m, r0, r1, a, y);
-    else
-        packed_gemv_k(F_PK128, m, r0, r1, a, y);
+    switch (m->group) {
+    case 32: packed_gemv_k(32, m, r0, r1, a, y); break;
+    case 256: packed_gemv_k(256, m, r0, r1, a, y); break;
+    default: packed_gemv_k(128, m, r0, r1, a, y); break;
+    }
 }
 
 static void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              int64_t batch, float *y, int64_t ldy) {
-    if (m->group == 64)
-        packed_gemm_k(F_PK64, m, r0, r1, a, batch, y, ldy);
-    else
-        packed_gemm_k(F_PK128, m, r0, r1, a, batch, y, ldy);
+    switch (m->group) {
+    case 32: packed_gemm_k(32, m, r0, r1, a, batch, y, ldy); break;
+    case 256: packed_gemm_k(256, m, r0, r1, a, batch, y, ldy); break;
+    default: packed_gemm_k(128, m, r0, r1, a, batch, y, ldy); break;
+    }
 }
 
-/* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref) -------------------------- */
+/* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref, every rule) ------------- */
 
-/* roundf (half away from zero): truncate, then step away from zero if the dropped fraction is
- * >= 0.5 (v - trunc(v) is exact).  NaN clamps to -127, as the scalar (int) cast + clamp does on
- * x86. */
-AI __m256i round_clamp(__m256 v) {
+/* round(clamp(v, -127, 127)) to int32: half away from zero (A8) or half to even (Q8_0, Q8_K).
+ * Half away: truncate, then step away from zero if the dropped fraction is >= 0.5 (v - trunc(v)
+ * is exact).  NaN clamps to -127 (max returns its 2nd operand on NaN), like the reference. */
+AI __m256i round_clamp(__m256 v, const int even) {
+    v = _mm256_max_ps(v, _mm256_set1_ps(-127.0f));
+    v = _mm256_min_ps(v, _mm256_set1_ps(127.0f));
+    if (even) return _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m256 fr = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
     __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
     __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(fr, _mm256_set1_ps(0.5f), _CMP_GE_OQ), step));
-    r = _mm256_max_ps(r, _mm256_set1_ps(-127.0f)); /* NaN -> -127 (max returns the 2nd operand) */
-    r = _mm256_min_ps(r, _mm256_set1_ps(127.0f));
     return _mm256_cvttps_epi32(r);
 }
 
@@ -488,26 +613,46 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
+    const int rule = lowbit_act_rule(group), even = rule != LOWBIT_ACT_A8;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         __m256 mx = _mm256_setzero_ps();
-        for (int64_t j = 0; j < group; j += 8) /* NaN in x is skipped, like fmaxf */
+        for (int64_t j = 0; j < group; j += 8) /* NaN in x is skipped, like the reference */
             mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xg + j)), mx);
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
-        const float dg = amax / 127.0f;
-        const float id = dg ? 127.0f / amax : 0.0f;
+        float dg, id;
+        if (rule == LOWBIT_ACT_Q8_K) {
+            float smax = 0.0f; /* the first element with |x| = amax carries the sign */
+            if (amax) {
+                const __m256 va = _mm256_set1_ps(amax);
+                for (int64_t j = 0; j < group; j += 8) {
+                    __m256 v = _mm256_loadu_ps(xg + j);
+                    int mk = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v), va, _CMP_EQ_OQ));
+                    if (mk) {
+                        smax = xg[j + __builtin_ctz((unsigned)mk)];
+                        break;
+                    }
+                }
+            }
+            id = amax ? -127.0f / smax : 0.0f;
+            dg = amax ? 1.0f / id : 0.0f;
+        } else {
+            dg = amax / 127.0f;
+            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
+            if (rule == LOWBIT_ACT_Q8_0) dg = _cvtsh_ss(_cvtss_sh(dg, 0)); /* RNE, as the reference */
+        }
         const __m256 vid = _mm256_set1_ps(id);
         __m256i sum = _mm256_setzero_si256();
         for (int64_t j = 0; j < group; j += 32) {
-            __m256i i0 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid));
-            __m256i i1 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid));
-            __m256i i2 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid));
-            __m256i i3 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid));
+            __m256i i0 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid), even);
+            __m256i i1 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid), even);
+            __m256i i2 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid), even);
+            __m256i i3 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid), even);
             sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
             _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(p, order));
