@@ -56,7 +56,8 @@ cdef cnp.ndarray _f32(object a, str what, int ndim=-1, bint writable=False):
 
 cdef cnp.ndarray _out(object out, object like, str what="out"):
     if out is None:
-        return np.empty_like(like)
+        return cnp.PyArray_EMPTY(cnp.PyArray_NDIM(<cnp.ndarray>like), cnp.PyArray_DIMS(<cnp.ndarray>like),
+                                 cnp.NPY_FLOAT32, 0)  # (np.empty_like: a Python-level dispatcher)
     cdef cnp.ndarray o = _f32(out, what, -1, True)
     if _shape(o) != _shape(like):
         raise ValueError(f"{what} must have shape {_shape(like)}, got {_shape(o)}")
@@ -69,6 +70,12 @@ cdef inline tuple _shape(object a):
 
 cdef inline int64_t _dim(cnp.ndarray a, int i) noexcept:
     return cnp.PyArray_DIM(a, i)
+
+
+cdef cnp.ndarray _empty3(int64_t a, int64_t b, int64_t c):
+    cdef cnp.npy_intp dims[3]
+    dims[0], dims[1], dims[2] = a, b, c
+    return cnp.PyArray_EMPTY(3, dims, cnp.NPY_FLOAT32, 0)
 
 
 cdef inline float *_p(cnp.ndarray a) noexcept:
@@ -160,7 +167,7 @@ def attention(q, k, v, k_cache, v_cache, int64_t pos, int64_t window, float scal
         raise ValueError(f"window must be >= 0 (0: none), got {window}")
     cdef cnp.ndarray o
     if out is None:
-        o = np.empty((T, H, vd), dtype=np.float32)
+        o = _empty3(T, H, vd)
     else:
         o = _f32(out, "out", 3, True)
         if _shape(o) != (T, H, vd):

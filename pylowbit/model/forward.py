@@ -9,7 +9,6 @@ token.  The float64 numpy reference these must match is tests/model_reference.py
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 
@@ -19,7 +18,7 @@ from .. import _ops as ops
 from ..gguf import GGUFFile
 from .config import Config, ModelError
 from .hadamard import parse_rotation
-from .weights import Weights
+from .weights import Weights, anon_array
 
 DEFAULT_CTX = 4096
 
@@ -31,21 +30,13 @@ def rope_tables(positions: np.ndarray, dim: int, base: float, scale: float):
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-def _lazy_zeros(shape) -> np.ndarray:
-    """float32 zeros in an anonymous mapping: pages cost memory only once written.  (np.zeros asks
-    for transparent huge pages on large arrays, so writing one position of each head would commit
-    2 MB per head: the whole cache of a 4k context at once.)"""
-    n = int(np.prod(shape))
-    return np.frombuffer(mmap.mmap(-1, max(4 * n, 1)), np.float32, count=n).reshape(shape)
-
-
 class KVCache:
     """K and V per layer as (Hkv, ctx, hd) float32, paid for as positions are written."""
 
     def __init__(self, cfg: Config, ctx: int):
         self.ctx = ctx
-        self.k = [_lazy_zeros((cfg.n_head_kv, ctx, cfg.head_dim)) for _ in range(cfg.n_layer)]
-        self.v = [_lazy_zeros((cfg.n_head_kv, ctx, cfg.v_head_dim)) for _ in range(cfg.n_layer)]
+        self.k = [anon_array((cfg.n_head_kv, ctx, cfg.head_dim), np.float32) for _ in range(cfg.n_layer)]
+        self.v = [anon_array((cfg.n_head_kv, ctx, cfg.v_head_dim), np.float32) for _ in range(cfg.n_layer)]
         self.n = 0  # positions filled
 
 
@@ -62,6 +53,9 @@ class Model:
         if self.ctx <= 0:
             raise ModelError(f"context length must be positive, got {self.ctx}")
         self.cache = KVCache(cfg, self.ctx)
+        # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
+        self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
+                      for il in range(cfg.n_layer)]
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -106,7 +100,7 @@ class Model:
         ropes = {}
         eps, norm = cfg.eps, ops.rms_norm
 
-        for il, L in enumerate(w.layers):
+        for il, (L, (rope, window)) in enumerate(zip(w.layers, self._attn)):
             # --- attention
             h = norm(x, L["attn_norm"], eps)
             q = L["attn_q"](h, th).reshape(T, H, hd)
@@ -115,13 +109,11 @@ class Model:
             if cfg.qk_norm:
                 norm(q, L["attn_q_norm"], eps, q)
                 norm(k, L["attn_k_norm"], eps, k)
-            rope = cfg.layer_rope(il)
             if rope not in ropes:
                 ropes[rope] = rope_tables(positions, cfg.rope_dim, *rope)
             ops.rope(q, *ropes[rope], cfg.rope_neox)
             ops.rope(k, *ropes[rope], cfg.rope_neox)
             # stores k, v at pos.. in the cache, then attends over positions 0..S-1
-            window = cfg.sliding_window if cfg.is_swa(il) else 0
             o = ops.attention(q, k, v, cache.k[il], cache.v[il], pos, window, cfg.attn_scale)
             o = o.reshape(T, H * vd)
             if cfg.sub_norms:
