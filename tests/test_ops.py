@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+import pylowbit as lb
 from pylowbit import _ops as ops
 
 RTOL = 1e-5  # float32 results vs float64 numpy: observed <= 1e-6; sums are taken in another order
@@ -66,6 +67,15 @@ ACTS = {
 }
 
 
+@pytest.fixture(params=lb.isa_supported())
+def variant(request):
+    """Each ISA variant this CPU runs (the attention loop has an AVX2 build), default restored."""
+    before = lb.isa_active()
+    lb.set_isa(request.param)
+    yield request.param
+    lb.set_isa(before)
+
+
 # ---- results ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", SIZES)
@@ -120,7 +130,7 @@ def test_softmax(n):
 @pytest.mark.parametrize("hd,vd", [(16, 16), (9, 7), (128, 128)])
 @pytest.mark.parametrize("pos,T,window", [(0, 1, 0), (0, 6, 0), (5, 1, 0), (9, 4, 0), (9, 4, 3), (12, 1, 5),
                                           (2, 3, 8)])
-def test_attention(H, Hkv, hd, vd, pos, T, window):
+def test_attention(variant, H, Hkv, hd, vd, pos, T, window):
     ctx = 16
     r = rng(pos * 100 + T)
     kc, vc = f32(r.normal(size=(Hkv, ctx, hd))), f32(r.normal(size=(Hkv, ctx, vd)))
@@ -136,6 +146,17 @@ def test_attention(H, Hkv, hd, vd, pos, T, window):
     assert np.array_equal(kc[:, :pos], before[:, :pos])
     assert np.all(np.isnan(kc[:, pos + T:]))  # nothing written past them
     close(out, ref_attention(q, kc, vc, pos + T, window, scale))
+
+
+def test_attention_variants_agree(variant):
+    """The same inputs through each variant and through scalar: equal to float32 rounding."""
+    r = rng(9)
+    kc, vc = f32(r.normal(size=(2, 300, 64))), f32(r.normal(size=(2, 300, 64)))
+    q, k, v = f32(r.normal(size=(7, 8, 64))), f32(r.normal(size=(7, 2, 64))), f32(r.normal(size=(7, 2, 64)))
+    got = ops.attention(q, k, v, kc.copy(), vc.copy(), 250, 0, 0.125)
+    lb.set_isa("scalar")
+    want = ops.attention(q, k, v, kc.copy(), vc.copy(), 250, 0, 0.125)
+    close(got, want, 1e-6)
 
 
 def test_attention_window_matters():

@@ -2,8 +2,11 @@
  *
  * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
- * expf / tanhf stay scalar libm calls: a few thousand per layer, small next to one GEMV. */
+ * expf / tanhf stay scalar libm calls: a few thousand per layer, small next to one GEMV.  The
+ * attention loop (ops_attention.h) is also built with AVX2 (x86/ops_avx2.c) and dispatched. */
 #include "lowbit/ops.h"
+
+#include "ops_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,17 +21,6 @@ static float sum_sq(const float *x, int64_t n) {
         for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * x[i + l];
     float s = 0;
     for (; i < n; i++) s += x[i] * x[i];
-    for (int l = 0; l < LANES; l++) s += acc[l];
-    return s;
-}
-
-static float dot(const float *a, const float *b, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += a[i + l] * b[i + l];
-    float s = 0;
-    for (; i < n; i++) s += a[i] * b[i];
     for (int l = 0; l < LANES; l++) s += acc[l];
     return s;
 }
@@ -98,6 +90,12 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
     return LOWBIT_OK;
 }
 
+#ifdef LOWBIT_HAVE_AVX2
+void lowbit_attention_loop__avx2(const float *q, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
+                                 int64_t vd, const float *kc, const float *vc, int64_t ctx,
+                                 int64_t pos, int64_t window, float scale, float *out, float *p);
+#endif
+
 int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, int64_t H,
                      int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
                      int64_t pos, int64_t window, float scale, float *out) {
@@ -105,32 +103,20 @@ int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, 
     if (T <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || hd <= 0 || vd <= 0 || ctx <= 0 || pos < 0 ||
         pos > ctx - T || window < 0)
         return LOWBIT_EINVAL;
-    const int64_t G = H / Hkv, S = pos + T;
-    float *p = malloc((size_t)S * sizeof(float));
+    float *p = malloc((size_t)(pos + T) * sizeof(float));
     if (!p) return LOWBIT_ENOMEM;
     for (int64_t t = 0; t < T; t++) /* the new positions into the caches, (T, Hkv) -> (Hkv, T) */
         for (int64_t kh = 0; kh < Hkv; kh++) {
             memcpy(kc + (kh * ctx + pos + t) * hd, k + (t * Hkv + kh) * hd, (size_t)hd * sizeof(float));
             memcpy(vc + (kh * ctx + pos + t) * vd, v + (t * Hkv + kh) * vd, (size_t)vd * sizeof(float));
         }
-    for (int64_t t = 0; t < T; t++) {
-        const int64_t i = pos + t;                                 /* this query's position */
-        const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0; /* keys lo..i visible */
-        const int64_t n = i + 1 - lo;
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t kh = h / G;
-            const float *qh = q + (t * H + h) * hd;
-            const float *K = kc + (kh * ctx + lo) * hd, *V = vc + (kh * ctx + lo) * vd;
-            for (int64_t j = 0; j < n; j++) p[j] = dot(qh, K + j * hd, hd) * scale;
-            softmax_row(p, n); /* n >= 1 and finite scores (NaN in: NaN out, like numpy) */
-            float *o = out + (t * H + h) * vd;
-            memset(o, 0, (size_t)vd * sizeof(float));
-            for (int64_t j = 0; j < n; j++) {
-                const float pj = p[j], *Vj = V + j * vd;
-                for (int64_t c = 0; c < vd; c++) o[c] += pj * Vj[c];
-            }
-        }
-    }
+#ifdef LOWBIT_HAVE_AVX2
+    const int isa = lowbit_isa_active(); /* the AVX-512 slot runs AVX2 code too */
+    if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
+        lowbit_attention_loop__avx2(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
+    else
+#endif
+        attention_loop(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
     free(p);
     return LOWBIT_OK;
 }

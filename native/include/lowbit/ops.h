@@ -1,8 +1,8 @@
 /* liblowbit decoder ops: the per-token float32 work between the matrix products (RMSNorm, RoPE,
  * attention over a KV cache, gated activations, residual adds).
  *
- * Plain C the compiler vectorizes (no ISA variants): these ops are a few percent of a token, the
- * point is to take them out of the Python interpreter.  Same conventions as lowbit.h: C-contiguous
+ * Plain C the compiler vectorizes: these ops are a few percent of a token, the point is to take them
+ * out of the Python interpreter.  Only the attention loop has an AVX2 build (dispatched at run time).  Same conventions as lowbit.h: C-contiguous
  * float32 arrays, a lowbit_status return, never an abort.  Results follow the numpy forward pass of
  * pylowbit.model to float32 rounding (sums are taken in another order).
  */
