@@ -159,6 +159,21 @@ def test_attention_variants_agree(variant):
     close(got, want, 1e-6)
 
 
+def test_attention_exp_range_and_non_finite_inputs(variant):
+    """Score gaps past the fast exp's -87 clamp weigh ~0; NaN or inf in q gives NaN for that head
+    only (numpy's result), never a crash."""
+    kc, vc = f32(np.zeros((1, 4, 8))), f32(np.zeros((1, 4, 8)))
+    kc[0, :2, 0] = [0.0, -1e6]  # position 1 scores a million below position 0
+    vc[0, :2, 0] = [1.0, 5.0]
+    q, k, v = f32(np.ones((1, 3, 8))), f32(np.zeros((1, 1, 8))), f32(np.zeros((1, 1, 8)))
+    k[0, 0, 0] = -2e6  # the new position 2 scores even lower
+    q[0, 1, 3] = np.nan
+    q[0, 2, 0] = np.inf
+    out = ops.attention(q, k, v, kc, vc, 2, 0, 1.0)
+    assert np.allclose(out[0, 0], [1, 0, 0, 0, 0, 0, 0, 0])  # all weight on position 0
+    assert np.all(np.isnan(out[0, 1])) and np.all(np.isnan(out[0, 2]))
+
+
 def test_attention_window_matters():
     r = rng(3)
     kc, vc = f32(r.normal(size=(2, 32, 16))), f32(r.normal(size=(2, 32, 16)))
