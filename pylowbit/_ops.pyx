@@ -45,8 +45,8 @@ cdef cnp.ndarray _f32(object a, str what, int ndim=-1, bint writable=False):
     cdef cnp.ndarray arr = <cnp.ndarray>a
     if cnp.PyArray_TYPE(arr) != cnp.NPY_FLOAT32:
         raise TypeError(f"{what} must be float32, got {arr.dtype}")
-    if not cnp.PyArray_IS_C_CONTIGUOUS(arr):
-        raise ValueError(f"{what} must be C-contiguous")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr):
+        raise ValueError(f"{what} must be C-contiguous and aligned")
     if ndim >= 0 and cnp.PyArray_NDIM(arr) != ndim:
         raise ValueError(f"{what} must have {ndim} dimensions, got shape {_shape(arr)}")
     if writable and not cnp.PyArray_ISWRITEABLE(arr):
@@ -66,10 +66,6 @@ cdef cnp.ndarray _out(object out, object like, str what="out"):
 
 cdef inline tuple _shape(object a):
     return (<object>a).shape
-
-
-cdef inline int64_t _dim(cnp.ndarray a, int i) noexcept:
-    return cnp.PyArray_DIM(a, i)
 
 
 cdef cnp.ndarray _empty3(int64_t a, int64_t b, int64_t c):

@@ -219,6 +219,8 @@ def test_bad_inputs():
         ops.rms_norm([[1.0, 2.0]], None, 1e-6)
     with pytest.raises(ValueError, match="C-contiguous"):
         ops.rms_norm(f32(np.ones((8, 2))).T, None, 1e-6)
+    with pytest.raises(ValueError, match="aligned"):
+        ops.rms_norm(np.frombuffer(bytearray(33), np.float32, 8, offset=1), None, 1e-6)
     with pytest.raises(ValueError, match=r"w must have shape \(8,\)"):
         ops.rms_norm(x, f32(np.ones(7)), 1e-6)
     with pytest.raises(ValueError, match="eps"):
