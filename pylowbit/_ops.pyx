@@ -59,13 +59,24 @@ cdef cnp.ndarray _out(object out, object like, str what="out"):
         return cnp.PyArray_EMPTY(cnp.PyArray_NDIM(<cnp.ndarray>like), cnp.PyArray_DIMS(<cnp.ndarray>like),
                                  cnp.NPY_FLOAT32, 0)  # (np.empty_like: a Python-level dispatcher)
     cdef cnp.ndarray o = _f32(out, what, -1, True)
-    if _shape(o) != _shape(like):
+    if not _same_shape(o, <cnp.ndarray>like):
         raise ValueError(f"{what} must have shape {_shape(like)}, got {_shape(o)}")
     return o
 
 
 cdef inline tuple _shape(object a):
     return (<object>a).shape
+
+
+cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
+    # (comparing .shape tuples costs a microsecond a call: the decoder makes hundreds a token)
+    cdef int i, nd = cnp.PyArray_NDIM(a)
+    if nd != cnp.PyArray_NDIM(b):
+        return False
+    for i in range(nd):
+        if cnp.PyArray_DIM(a, i) != cnp.PyArray_DIM(b, i):
+            return False
+    return True
 
 
 cdef cnp.ndarray _empty3(int64_t a, int64_t b, int64_t c):
@@ -189,7 +200,7 @@ def act_mul(str act, gate, up, out=None):
     except KeyError:
         raise ValueError(f"unknown activation {act!r} (known: {', '.join(ACTIVATIONS)})") from None
     cdef cnp.ndarray ga = _f32(gate, "gate"), ua = _f32(up, "up")
-    if _shape(ga) != _shape(ua):
+    if not _same_shape(ga, ua):
         raise ValueError(f"gate and up differ in shape: {_shape(ga)} vs {_shape(ua)}")
     cdef cnp.ndarray o = _out(out, ga)
     cdef float *gp = _p(ga)
@@ -206,7 +217,7 @@ def act_mul(str act, gate, up, out=None):
 def add(a, b, out=None):
     """a + b elementwise (same shapes)."""
     cdef cnp.ndarray aa = _f32(a, "a"), ba = _f32(b, "b")
-    if _shape(aa) != _shape(ba):
+    if not _same_shape(aa, ba):
         raise ValueError(f"a and b differ in shape: {_shape(aa)} vs {_shape(ba)}")
     cdef cnp.ndarray o = _out(out, aa)
     cdef float *ap = _p(aa)
