@@ -224,6 +224,35 @@ def test_foreign_types_are_decoded_at_load_with_a_notice(tmp_path):
     assert rel_err(m.forward(tokens, logits="all"), ref) <= 1e-4
 
 
+@pytest.mark.parametrize("src", ["q4_0", "q5_0", "q5_1", "bf16"])
+@pytest.mark.parametrize("to", ["q8_0", "f16", "f32"])
+def test_foreign_conversion_in_row_chunks(tmp_path, src, to):
+    """Q4_0 / Q5_0 -> Q8_0 is exact (same fp16 scale, int8 codes); every conversion gives the same
+    bytes whatever the chunk of rows, and equals gguf-py's decoding up to the target's rounding."""
+    gguf = pytest.importorskip("gguf")
+    from gguf.quants import dequantize as gdq
+    from gguf.quants import quantize as gq
+
+    import pylowbit as lb
+    from pylowbit.model.weights import convert_foreign
+
+    qt = gguf.GGMLQuantizationType[src.upper()]
+    x = (np.random.default_rng(5).normal(size=(37, 96)) * np.linspace(0.01, 3, 37)[:, None]).astype(np.float32)
+    p = write_gguf(tmp_path / "t.gguf", {}, [TensorSpec("w", int(qt), x.shape, gq(x, qt))])
+    with GGUFFile(p) as f:
+        t = f.tensor("w")
+        want = gdq(np.asarray(t.data).reshape(37, -1), qt).astype(np.float32)
+        whole = convert_foreign(t, to)
+        for chunk in (1, 97 * 4, 1000):  # one row per chunk, uneven chunks
+            assert np.array_equal(convert_foreign(t, to, chunk_bytes=chunk), whole)
+        got = lb.QTensor(whole, to, x.shape).dequantize()
+        exact = to == "f32" or (to == "q8_0" and src in ("q4_0", "q5_0"))
+        tol = 0 if exact else (2e-3 if to == "f16" else 1 / 127)
+        assert np.max(np.abs(got - want) / np.abs(want).max(axis=1, keepdims=True)) <= tol
+        if to == "q8_0" and src in ("q4_0", "q5_0"):  # the file's fp16 scales carried over as they are
+            assert np.array_equal(whole.reshape(-1, 34)[:, :2], np.asarray(t.data).reshape(-1, 18 if src == "q4_0" else 22)[:, :2])
+
+
 # ---- sampling ----------------------------------------------------------------------------------
 
 def test_sampling_rules():

@@ -3,12 +3,14 @@ vectors as float32, and decode-at-load for types without a pylowbit kernel."""
 
 from __future__ import annotations
 
+import mmap
 import sys
 from collections import Counter
 from typing import Callable
 
 import numpy as np
 
+from ..core import PackedTensor
 from ..gguf import TYPES, GGUFFile, TensorInfo
 from .config import Config, ModelError
 from .hadamard import Rotation
@@ -38,6 +40,64 @@ def _gguf_dequantize(data: np.ndarray, tid: int, shape) -> np.ndarray:
     return np.ascontiguousarray(out, dtype=np.float32).reshape(shape)
 
 
+def anon_array(shape, dtype=np.uint8) -> np.ndarray:
+    """Zeroed memory in its own anonymous mapping: pages are paid for once written and go back to
+    the system as a whole when freed.  (Long-lived buffers from malloc's heap pin the freed
+    temporaries below them: converting Gemma 3 270M's tensors left ~18 MB of such holes.  And np.zeros asks for
+    transparent huge pages on large arrays, committing 2 MB at the first write.)"""
+    n = int(np.prod(shape, dtype=np.int64))
+    nbytes = n * np.dtype(dtype).itemsize
+    return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype, count=n).reshape(shape)
+
+
+# Legacy 32-weight blocks whose codes fit Q8_0's int8 with the same fp16 scale:
+# Q4_0 (d, qs[16]): value d * (nibble - 8);  Q5_0 (d, qh u32, qs[16]): value d * (5-bit code - 16).
+# Weight j < 16 is the low nibble of qs[j], weight j + 16 the high one; Q5_0's fifth bit of weight
+# j is bit j of qh.  (Facts from ggml's block_q4_0 / block_q5_0.)
+_LOSSLESS_TO_Q8_0 = {"q4_0": 8, "q5_0": 16}  # code offset
+_Q5_SHIFTS = np.arange(32, dtype=np.uint32)
+
+
+def _legacy_to_q8_0(src: np.ndarray, fmt: str, dst: np.ndarray) -> None:
+    """Q4_0 / Q5_0 blocks src (nb, 18 or 22) -> Q8_0 blocks dst (nb, 34), exactly."""
+    dst[:, :2] = src[:, :2]  # the fp16 scale, unchanged
+    qs = src[:, -16:]
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)  # (nb, 32) codes 0..15
+    if fmt == "q5_0":
+        qh = np.ascontiguousarray(src[:, 2:6]).view("<u4")  # (nb, 1)
+        q |= (((qh >> _Q5_SHIFTS) & 1) << 4).astype(np.uint8)
+    dst[:, 2:] = q - np.uint8(_LOSSLESS_TO_Q8_0[fmt])  # wraps to the int8 bytes of code - offset
+
+
+def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.ndarray:
+    """A tensor of a type without kernels as `fmt` (q8_0, f16 or f32) bytes, converted a chunk of
+    rows at a time (temporaries stay ~chunk_bytes of float32) into an anon_array.  Q4_0 / Q5_0 go
+    to Q8_0 without loss; other types through gguf-py's dequantizer and pylowbit's quantizer."""
+    ti = TYPES[t.type_id]
+    cols = t.shape[-1]
+    rows = t.n_elements // cols if cols else 0
+    src_row = cols // ti.block_size * ti.type_size
+    if fmt == "q8_0":
+        dst_row = cols // 32 * 34
+    else:
+        dst_row = cols * (2 if fmt == "f16" else 4)
+    out = anon_array((rows, dst_row))
+    src = np.asarray(t.data).reshape(rows, src_row)
+    step = max(1, chunk_bytes // (4 * max(cols, 1)))
+    for r in range(0, rows, step):
+        s = src[r:r + step]
+        if fmt == "q8_0" and t.fmt in _LOSSLESS_TO_Q8_0:
+            nb = s.shape[0] * cols // 32
+            _legacy_to_q8_0(s.reshape(nb, -1), t.fmt, out[r:r + step].reshape(nb, 34))
+            continue
+        x = _gguf_dequantize(s, t.type_id, (s.shape[0], cols))
+        if fmt == "q8_0":
+            out[r:r + step] = np.asarray(_lb().quantize(x, "q8_0").data).reshape(s.shape[0], dst_row)
+        else:
+            out[r:r + step] = x.astype(np.float16 if fmt == "f16" else np.float32).view(np.uint8)
+    return out.reshape(-1)
+
+
 def dequantize_info(t: TensorInfo) -> np.ndarray:
     """float32 copy of any tensor (reference paths and small vectors)."""
     if t.fmt == "f32":
@@ -63,9 +123,16 @@ class Linear:
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
+        w = self.w
+        if type(w) is PackedTensor:
+            # Decode fast path: straight into the packed matrix (it checks shapes itself).  The
+            # generic QTensor.gemv re-validates in Python, ~5 us a call, 200+ calls a token.
+            y = np.empty((x.shape[0], self.rows), dtype=np.float32)
+            w._m.gemm(x, y, threads or 0)
+            return y
         if x.shape[0] == 1:
-            return self.w.gemv(x[0], threads=threads)[None, :]
-        return self.w.gemm(x, threads=threads)
+            return w.gemv(x[0], threads=threads)[None, :]
+        return w.gemm(x, threads=threads)
 
 
 class Embedding:
@@ -176,11 +243,11 @@ class Weights:
                     self.f.release(t)
         else:
             self._converted[t.fmt] += 1
-            x = _gguf_dequantize(t.data, t.type_id, t.shape)
             fmt = self.foreign if (self.foreign != "q8_0" or t.shape[-1] % 32 == 0) else "f32"
-            w = lb.quantize(x, fmt)
-            del x
+            w = lb.QTensor(convert_foreign(t, fmt), fmt, t.shape)
             self.f.release(t)
+            if self.pack and lb.packing_pays_off():
+                w = w.pack()  # not repacked (Q8_0 / F16 / F32): it only takes Linear's fast path
         if rotated is None:
             rotated = self.rot is not None and name in self.rot.weight_names
         return Linear(name, w, self.rot if rotated else None)

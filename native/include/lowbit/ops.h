@@ -1,0 +1,56 @@
+/* liblowbit decoder ops: the per-token float32 work between the matrix products (RMSNorm, RoPE,
+ * attention over a KV cache, gated activations, residual adds).
+ *
+ * Plain C the compiler vectorizes: these ops are a few percent of a token, the point is to take them
+ * out of the Python interpreter.  Only the attention loop has an AVX2 build (dispatched at run time).  Same conventions as lowbit.h: C-contiguous
+ * float32 arrays, a lowbit_status return, never an abort.  Results follow the numpy forward pass of
+ * pylowbit.model to float32 rounding (sums are taken in another order).
+ */
+#ifndef LOWBIT_OPS_H
+#define LOWBIT_OPS_H
+
+#include "lowbit/lowbit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w   for r < rows; w may be NULL (no scale).
+ * y may equal x. */
+LOWBIT_API int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps,
+                               float *y);
+
+/* Rotary embedding in place.  x: (T, heads, hd); cos, sin: (T, half) for the 2 * half <= hd
+ * rotated dims of each head.  neox: pairs (i, i + half); otherwise (GPT-J) pairs (2i, 2i + 1). */
+LOWBIT_API int lowbit_rope(float *x, int64_t T, int64_t heads, int64_t hd, const float *cos,
+                           const float *sin, int64_t half, int neox);
+
+/* Softmax of each row of x (rows, n) in place; -inf entries get 0 (a row of only -inf: EINVAL). */
+LOWBIT_API int lowbit_softmax(float *x, int64_t rows, int64_t n);
+
+/* Causal attention with grouped KV heads over a cache, storing the new keys / values first.
+ *   q: (T, H, hd) queries of positions pos .. pos + T - 1;  k: (T, Hkv, hd), v: (T, Hkv, vd) new.
+ *   kc: (Hkv, ctx, hd), vc: (Hkv, ctx, vd) caches; k, v are written at positions pos .. pos + T - 1.
+ *   out: (T, H, vd).  Query head h reads KV head h / (H / Hkv).  Query i sees key j iff j <= i and,
+ *   with window > 0, i - j < window.  scores = scale * q . k, softmax, then the weighted sum of v. */
+LOWBIT_API int lowbit_attention(const float *q, const float *k, const float *v, int64_t T,
+                                int64_t H, int64_t Hkv, int64_t hd, int64_t vd, float *kc,
+                                float *vc, int64_t ctx, int64_t pos, int64_t window, float scale,
+                                float *out);
+
+/* Gated activations: out[i] = act(gate[i]) * up[i]; out may equal gate or up. */
+typedef enum lowbit_act_kind {
+    LOWBIT_ACT_SILU = 0,      /* x / (1 + e^-x) */
+    LOWBIT_ACT_RELU2 = 1,     /* max(x, 0)^2 */
+    LOWBIT_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} lowbit_act_kind;
+LOWBIT_API int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float *out);
+
+/* out[i] = a[i] + b[i]; out may equal a or b. */
+LOWBIT_API int lowbit_add(const float *a, const float *b, int64_t n, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,154 @@
+/* Decoder ops between the matrix products (declared in lowbit/ops.h).
+ *
+ * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
+ * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
+ * expf / tanhf stay scalar libm calls: a few thousand per layer, small next to one GEMV.  The
+ * attention loop (ops_attention.h) is also built with AVX2 (x86/ops_avx2.c) and dispatched. */
+#include "lowbit/ops.h"
+
+#include "ops_attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LANES 8
+
+static float sum_sq(const float *x, int64_t n) {
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * x[i + l];
+    float s = 0;
+    for (; i < n; i++) s += x[i] * x[i];
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
+int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
+    if (!x || !y || rows < 0 || n <= 0 || !(eps >= 0)) return LOWBIT_EINVAL;
+    const float inv_n = 1.0f / (float)n;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        const float inv = 1.0f / sqrtf(sum_sq(xr, n) * inv_n + eps);
+        if (w) {
+            for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv * w[i];
+        } else {
+            for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv;
+        }
+    }
+    return LOWBIT_OK;
+}
+
+int lowbit_rope(float *x, int64_t T, int64_t heads, int64_t hd, const float *cos, const float *sin,
+                int64_t half, int neox) {
+    if (!x || !cos || !sin || T < 0 || heads < 0 || hd <= 0 || half < 0 || 2 * half > hd)
+        return LOWBIT_EINVAL;
+    for (int64_t t = 0; t < T; t++) {
+        const float *c = cos + t * half, *s = sin + t * half;
+        for (int64_t h = 0; h < heads; h++) {
+            float *p = x + (t * heads + h) * hd;
+            if (neox) { /* pairs (i, i + half): two contiguous runs, vectorizes */
+                float *a = p, *b = p + half;
+                for (int64_t i = 0; i < half; i++) {
+                    const float ai = a[i], bi = b[i];
+                    a[i] = ai * c[i] - bi * s[i];
+                    b[i] = ai * s[i] + bi * c[i];
+                }
+            } else {
+                for (int64_t i = 0; i < half; i++) {
+                    const float ai = p[2 * i], bi = p[2 * i + 1];
+                    p[2 * i] = ai * c[i] - bi * s[i];
+                    p[2 * i + 1] = ai * s[i] + bi * c[i];
+                }
+            }
+        }
+    }
+    return LOWBIT_OK;
+}
+
+/* Softmax of one row in place; returns 0 if every entry is -inf (nothing to normalize). */
+static int softmax_row(float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    if (m == -INFINITY) return 0;
+    float s = 0;
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = expf(x[j] - m);
+        s += x[j];
+    }
+    const float inv = 1.0f / s;
+    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+    return 1;
+}
+
+int lowbit_softmax(float *x, int64_t rows, int64_t n) {
+    if (!x || rows < 0 || n <= 0) return LOWBIT_EINVAL;
+    for (int64_t r = 0; r < rows; r++)
+        if (!softmax_row(x + r * n, n)) return LOWBIT_EINVAL;
+    return LOWBIT_OK;
+}
+
+#ifdef LOWBIT_HAVE_AVX2
+void lowbit_attention_loop__avx2(const float *q, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
+                                 int64_t vd, const float *kc, const float *vc, int64_t ctx,
+                                 int64_t pos, int64_t window, float scale, float *out, float *p);
+#endif
+
+int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, int64_t H,
+                     int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
+                     int64_t pos, int64_t window, float scale, float *out) {
+    if (!q || !k || !v || !kc || !vc || !out) return LOWBIT_EINVAL;
+    if (T <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || hd <= 0 || vd <= 0 || ctx <= 0 || pos < 0 ||
+        pos > ctx - T || window < 0)
+        return LOWBIT_EINVAL;
+    float *p = malloc((size_t)(pos + T) * sizeof(float));
+    if (!p) return LOWBIT_ENOMEM;
+    for (int64_t t = 0; t < T; t++) /* the new positions into the caches, (T, Hkv) -> (Hkv, T) */
+        for (int64_t kh = 0; kh < Hkv; kh++) {
+            memcpy(kc + (kh * ctx + pos + t) * hd, k + (t * Hkv + kh) * hd, (size_t)hd * sizeof(float));
+            memcpy(vc + (kh * ctx + pos + t) * vd, v + (t * Hkv + kh) * vd, (size_t)vd * sizeof(float));
+        }
+#ifdef LOWBIT_HAVE_AVX2
+    const int isa = lowbit_isa_active(); /* the AVX-512 slot runs AVX2 code too */
+    if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
+        lowbit_attention_loop__avx2(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
+    else
+#endif
+        attention_loop(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
+    free(p);
+    return LOWBIT_OK;
+}
+
+int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float *out) {
+    if (!gate || !up || !out || n < 0) return LOWBIT_EINVAL;
+    switch (act) {
+    case LOWBIT_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        break;
+    case LOWBIT_ACT_RELU2:
+        for (int64_t i = 0; i < n; i++) {
+            const float r = gate[i] > 0 ? gate[i] : 0.0f;
+            out[i] = r * r * up[i];
+        }
+        break;
+    case LOWBIT_ACT_GELU_TANH: {
+        const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+        for (int64_t i = 0; i < n; i++) {
+            const float x = gate[i];
+            out[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * up[i];
+        }
+        break;
+    }
+    default:
+        return LOWBIT_EINVAL;
+    }
+    return LOWBIT_OK;
+}
+
+int lowbit_add(const float *a, const float *b, int64_t n, float *out) {
+    if (!a || !b || !out || n < 0) return LOWBIT_EINVAL;
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    return LOWBIT_OK;
+}

@@ -1,0 +1,106 @@
+/* The attention loop of lowbit_attention (ops.c), compiled twice: in ops.c for the baseline ISA and
+ * in x86/ops_avx2.c with AVX2 + FMA (the same C, 8 lanes wide).  It is O(T * S) per head: at prompt
+ * lengths the baseline build was slower than numpy's BLAS had been.  Arguments are checked, and the
+ * new keys / values stored, by lowbit_attention; p is scratch for pos + T scores. */
+#ifndef LOWBIT_OPS_ATTENTION_H
+#define LOWBIT_OPS_ATTENTION_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* 4 x 8 independent partial sums (in AVX2: 4 registers, 4 independent FMA chains instead of one
+ * 16 deep), then 8 for the rest: a fixed order the compiler keeps in vector registers. */
+static inline float attn_dot(const float *a, const float *b, int64_t n) {
+    float s0[8] = {0}, s1[8] = {0}, s2[8] = {0}, s3[8] = {0};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int l = 0; l < 8; l++) s0[l] += a[i + l] * b[i + l];
+        for (int l = 0; l < 8; l++) s1[l] += a[i + 8 + l] * b[i + 8 + l];
+        for (int l = 0; l < 8; l++) s2[l] += a[i + 16 + l] * b[i + 16 + l];
+        for (int l = 0; l < 8; l++) s3[l] += a[i + 24 + l] * b[i + 24 + l];
+    }
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) s0[l] += a[i + l] * b[i + l];
+    float s = 0;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int l = 0; l < 8; l++) s += (s0[l] + s1[l]) + (s2[l] + s3[l]);
+    return s;
+}
+
+/* e^x for x <= 0, not NaN (scores minus their max), branch-free so that loops over it vectorize (libm's
+ * expf is a scalar call: it was a third of the loop at prompt lengths).  Cody-Waite reduction
+ * x = k ln2 + r, |r| <= ln2 / 2, and a degree-6 Taylor polynomial of e^r: relative error < 2e-7
+ * (tested against float64 in tests/test_ops.py).  Below -87 it returns e^-87 ~ 1.6e-38, not 0. */
+static inline float attn_exp(float x) {
+    /* clamp at -87 on the bits (for x <= 0 a larger magnitude is a larger uint32; -inf -> -87):
+     * an integer select vectorizes, a float compare does not under -ftrapping-math */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = u > 0xC2AE0000u ? 0xC2AE0000u : u; /* -87.0f */
+    memcpy(&x, &u, 4);
+    const int32_t k = (int32_t)(x * 1.44269504f - 0.5f); /* round(x / ln2), x <= 0 */
+    const float kf = (float)k;
+    const float r = (x - kf * 0.693145752f) - kf * 1.42860677e-6f; /* ln2 split: kf * hi exact */
+    float p = 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const uint32_t bits = (uint32_t)(k + 127) << 23; /* 2^k, k in -126..0 */
+    float two_k;
+    memcpy(&two_k, &bits, 4);
+    return p * two_k;
+}
+
+/* p[j] = e^(p[j] - m) for j < n; returns their sum (8 partial sums). */
+static inline float attn_exp_sum(float *restrict p, float m, int64_t n) {
+    for (int64_t j = 0; j < n; j++) p[j] = attn_exp(p[j] - m);
+    float s8[8] = {0}, s = 0;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) s8[l] += p[j + l];
+    for (; j < n; j++) s += p[j];
+    for (int l = 0; l < 8; l++) s += s8[l];
+    return s;
+}
+
+/* o += a * v; restrict: o is never v, and the compiler may vectorize without run-time checks. */
+static inline void attn_axpy(float *restrict o, float a, const float *restrict v, int64_t n) {
+    for (int64_t c = 0; c < n; c++) o[c] += a * v[c];
+}
+
+static inline void attention_loop(const float *q, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
+                                  int64_t vd, const float *kc, const float *vc, int64_t ctx,
+                                  int64_t pos, int64_t window, float scale, float *out, float *p) {
+    const int64_t G = H / Hkv;
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t i = pos + t;                                          /* query position */
+        const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0; /* keys lo..i visible */
+        const int64_t n = i + 1 - lo;
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t kh = h / G;
+            const float *qh = q + (t * H + h) * hd;
+            const float *K = kc + (kh * ctx + lo) * hd, *V = vc + (kh * ctx + lo) * vd;
+            float m = -INFINITY;
+            int nan = 0;
+            for (int64_t j = 0; j < n; j++) {
+                p[j] = attn_dot(qh, K + j * hd, hd) * scale;
+                m = p[j] > m ? p[j] : m;
+                nan |= p[j] != p[j];
+            }
+            float *o = out + (t * H + h) * vd;
+            if (nan || !(m > -INFINITY && m < INFINITY)) { /* NaN / inf scores: NaN out, as numpy */
+                for (int64_t c = 0; c < vd; c++) o[c] = NAN;
+                continue;
+            }
+            const float inv = 1.0f / attn_exp_sum(p, m, n);
+            memset(o, 0, (size_t)vd * sizeof(float));
+            for (int64_t j = 0; j < n; j++) attn_axpy(o, p[j] * inv, V + j * vd, vd);
+        }
+    }
+}
+
+#endif
