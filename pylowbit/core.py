@@ -148,6 +148,12 @@ class QTensor:
         self._gemm(x, res, threads)
         return res
 
+    def gemm_into(self, x: np.ndarray, out: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """out[T, rows] = x[T, cols] . W^T with no Python-side checks (the C side checks dtype, shape
+        and contiguity and raises): the decoder's per-call path, ~200 calls a token."""
+        self._m.gemm(x, out, threads or 0)
+        return out
+
     def _gemm(self, x, out, threads):
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -199,6 +205,12 @@ class PackedTensor(QTensor):
 
     def pack(self, threads: int | None = None, keep_source: bool = False) -> "PackedTensor":
         return self
+
+    def gemm_into(self, x: np.ndarray, out: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """out[T, rows] = x[T, cols] . W^T with no Python-side checks (the C side checks dtype, shape
+        and contiguity and raises): the decoder's per-call path, ~200 calls a token."""
+        self._m.gemm(x, out, threads or 0)
+        return out
 
     def _gemm(self, x, out, threads):
         if threads is not None and threads < 1:

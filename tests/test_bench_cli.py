@@ -68,17 +68,8 @@ def test_directory_is_not_a_file(tmp_path):
     assert_one_line_error(bench("-m", str(tmp_path)), "not a file")
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root reads files whatever their mode")
 def test_unreadable_file(tmp_path):
-    p = tmp_path / "locked.gguf"
-    write_synthetic_model(p)
-    p.chmod(0)
-    assert_one_line_error(bench("-m", str(p)), "cannot read")
-
-
-def test_unreadable_file_as_root(tmp_path):
-    """Root can open anything: make the open itself fail (EACCES) to check the message path."""
+    """The open fails with EACCES (injected: chmod 0 does not stop root, which CI runs as)."""
     p = tmp_path / "locked.gguf"
     write_synthetic_model(p)
     pre = ("import builtins, io, os\n"

@@ -43,13 +43,21 @@ class KVCache:
 class Model:
     def __init__(self, path, ctx: int | None = None, threads: int | None = None, foreign: str = "q8_0",
                  notice=...):
+        if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+            raise ValueError(f"threads must be >= 1, got {threads}")  # (0 is not "default": say None)
+        if ctx is not None and int(ctx) <= 0:
+            raise ModelError(f"context length must be positive, got {ctx}")
         self.file = GGUFFile(path)
-        self.cfg = cfg = Config.from_gguf(self.file)
-        self.rot = parse_rotation(self.file)
-        kw = {} if notice is ... else {"notice": notice}
-        self.w = Weights(self.file, cfg, self.rot, foreign=foreign, **kw)
-        self.threads = threads
-        self.ctx = int(ctx) if ctx else min(cfg.ctx_train, DEFAULT_CTX)
+        try:
+            self.cfg = cfg = Config.from_gguf(self.file)
+            self.rot = parse_rotation(self.file)
+            kw = {} if notice is ... else {"notice": notice}
+            self.w = Weights(self.file, cfg, self.rot, foreign=foreign, **kw)
+        except BaseException:
+            self.file.close()  # a refused file is unmapped now, not at garbage collection
+            raise
+        self.threads = None if threads is None else int(threads)
+        self.ctx = int(ctx) if ctx is not None else min(cfg.ctx_train, DEFAULT_CTX)
         if self.ctx <= 0:
             raise ModelError(f"context length must be positive, got {self.ctx}")
         self.cache = KVCache(cfg, self.ctx)
