@@ -461,10 +461,15 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
 # groups of 32 for Q2_0: formats.h), so both runtimes compute the same integer sums, and llama.cpp
 # runs with an f32 KV cache like ours.  Measured (256 Jargon File tokens, printed with -s):
 # llama-tq1_0 / llama-tq2_0 ratio 1.0006, top-1 99.2 %; llama-q2_0 0.9997, 99.2 %; qwen3-tq2_0
-# 0.9997, 100 %.  Gemma 3 270M does not agree yet: its Q4_K/Q5_0/Q6_K tensors are decoded at load
-# (float or re-quantized to Q8_0), while llama.cpp multiplies them with Q8_K / Q8_0 activations.
-_GEMMA_XFAIL = pytest.mark.xfail(reason="Gemma 3 270M: ppl ratio 0.9944, top-1 96.9 % (K-quant tensors "
-                                 "are decoded at load, llama.cpp keeps them)", strict=False)
+# 0.9997, 100 %.  Gemma 3 270M does not agree: its Q5_0 tensors become Q8_0 exactly, but the Q4_K /
+# Q6_K ones (attn_output, ffn_down) are re-quantized to Q8_0 at load while llama.cpp multiplies them
+# with Q8_K activations: ratio 0.9857, top-1 97.3 %.  (Emulating llama.cpp there -- float K-quant
+# weights, Q8_K-rounded activations -- gave ratio 1.0033, top-1 96.9 %: the ratio needs K-quant
+# kernels.  Top-1 on this model is below 99 % even between llama.cpp's own f16 and f32 KV caches:
+# 97.3 %, so that target cannot separate runtimes here.)
+_GEMMA_XFAIL = pytest.mark.xfail(reason="Gemma 3 270M: ppl ratio 0.9857, top-1 97.3 % (Q4_K/Q6_K "
+                                 "re-quantized at load; llama.cpp itself, f16 vs f32 KV: top-1 97.3 %)",
+                                 strict=False)
 
 
 @pytest.mark.llama
