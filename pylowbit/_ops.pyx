@@ -10,11 +10,11 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
+from pylowbit._lowbit cimport check  # status -> exception, defined once
+
 cnp.import_array()
 
 cdef extern from "lowbit/ops.h" nogil:
-    int LOWBIT_OK, LOWBIT_ENOMEM
-    const char *lowbit_status_str(int status)
     int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps, float *y)
     int lowbit_rope(float *x, int64_t T, int64_t heads, int64_t hd, const float *cos,
                     const float *sin, int64_t half, int neox)
@@ -27,15 +27,6 @@ cdef extern from "lowbit/ops.h" nogil:
     int LOWBIT_ACT_SILU, LOWBIT_ACT_RELU2, LOWBIT_ACT_GELU_TANH
 
 ACTIVATIONS = {"silu": LOWBIT_ACT_SILU, "relu2": LOWBIT_ACT_RELU2, "gelu": LOWBIT_ACT_GELU_TANH}
-
-
-cdef int _check(int status, str what) except -1:
-    if status == LOWBIT_OK:
-        return 0
-    msg = f"{what}: {lowbit_status_str(status).decode()}"
-    if status == LOWBIT_ENOMEM:
-        raise MemoryError(msg)
-    raise ValueError(msg)
 
 
 cdef cnp.ndarray _f32(object a, str what, int ndim=-1, bint writable=False):
@@ -110,7 +101,7 @@ def rms_norm(x, w, float eps, out=None):
     cdef int st
     with nogil:
         st = lowbit_rms_norm(xp, wp, rows, n, eps, op)
-    _check(st, "rms_norm")
+    check(st, "rms_norm")
     return o
 
 
@@ -130,7 +121,7 @@ def rope(x, cos, sin, bint neox):
     cdef int st
     with nogil:
         st = lowbit_rope(xp, T, heads, hd, cp, sp, half, neox)
-    _check(st, "rope")
+    check(st, "rope")
     return xa
 
 
@@ -144,7 +135,7 @@ def softmax(x):
     cdef int st
     with nogil:
         st = lowbit_softmax(xp, rows, n)
-    _check(st, "softmax (a row of only -inf?)")
+    check(st, "softmax (a row of only -inf?)")
     return xa
 
 
@@ -188,7 +179,7 @@ def attention(q, k, v, k_cache, v_cache, int64_t pos, int64_t window, float scal
     cdef int st
     with nogil:
         st = lowbit_attention(qp, kp, vp, T, H, Hkv, hd, vd, kcp, vcp, ctx, pos, window, scale, op)
-    _check(st, "attention")
+    check(st, "attention")
     return o
 
 
@@ -210,7 +201,7 @@ def act_mul(str act, gate, up, out=None):
     cdef int st
     with nogil:
         st = lowbit_act_mul(kind, gp, up_, n, op)
-    _check(st, "act_mul")
+    check(st, "act_mul")
     return o
 
 
@@ -227,5 +218,5 @@ def add(a, b, out=None):
     cdef int st
     with nogil:
         st = lowbit_add(ap, bp, n, op)
-    _check(st, "add")
+    check(st, "add")
     return o
