@@ -596,8 +596,9 @@ static void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
  * (finite id, amax the true max), so no product reaches 127.5 and the clamp is dead -- except for
  * NaN, which converts to INT_MIN and is fixed to -127 after packing (max_epi8), like the clamp.
  * Half to even (Q8_0, Q8_K): cvtps rounds with MXCSR, as rintf does.  Half away (A8):
- * trunc(v + copysign(0.5 - 2^-25, v)) equals roundf(v) for every float (checked exhaustively
- * for |v| <= 128): exact halves round up through the sum's own tie, just-below-halves do not. */
+ * trunc(v + copysign(0.5 - 2^-25, v)) equals roundf(v) for every float in the default
+ * round-to-nearest mode (checked exhaustively for |v| <= 128): exact halves round up through the
+ * sum's own tie, just-below-halves do not. */
 AI __m256i act_codes(__m256 v, const int even) {
     if (even) return _mm256_cvtps_epi32(v);
     const __m256 h = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(0.49999997f));
