@@ -307,6 +307,41 @@ def test_q8_k_and_q8_0_scales_are_llama_cpps(variant, isa):
     assert q[5] == -127 and d[1] == 0 and not q[32:].any()
 
 
+@pytest.mark.parametrize("group", [32, 128, 256, 64, 512])
+def test_activation_quantizer_hostile_groups_match_scalar(group, isa):
+    """NaN / inf products clamp to -127, +m and -m ties give Q8_K the first one's sign, groups so
+    small that 127 / amax overflows, and group counts around the SIMD 8-group batches: every
+    variant equals scalar bit for bit."""
+    rng = np.random.default_rng(group)
+    for ng in (1, 7, 8, 9, 17):
+        x = rng.standard_normal((ng, group)).astype(np.float32)
+        for g in range(ng):
+            a, b = sorted(rng.choice(group, 2, replace=False))
+            kind = g % 6
+            if kind == 0:
+                x[g, a] = np.nan
+            elif kind == 1:
+                x[g, a], x[g, b] = np.inf, -2.0
+            elif kind == 2:
+                x[g, a], x[g, b] = -5.0, 5.0  # a tie: the first (a < b) decides
+            elif kind == 3:
+                x[g] *= np.float32(1e-38)  # 127 / amax overflows: the clamps matter
+            elif kind == 4:
+                x[g] = 0.0
+        x = x.reshape(-1)
+        isa("scalar")
+        want = lb.quantize_act(x, group)
+        for variant in VARIANTS:
+            isa(variant)
+            got = lb.quantize_act(x, group)
+            for w, o in zip(want, got):
+                assert w.tobytes() == o.tobytes(), (variant, ng)
+        q = want[0].reshape(ng, group)
+        assert q[0][np.isnan(x[:group])] == -127  # NaN -> -127 (formats.h), not +127
+        if ng > 2 and group == 256:
+            assert want[1][2] > 0  # first of +-5 is -5: d = 1 / (-127 / -5)
+
+
 def test_stream_read_checksum():
     buf = np.arange(4096, dtype=np.uint64).view(np.uint8)
     assert _lowbit.stream_read(buf, 1) == _lowbit.stream_read(buf, 2)

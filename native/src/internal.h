@@ -79,8 +79,8 @@ static inline int lowbit_act_rule(int64_t group) {
     return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0 : LOWBIT_ACT_A8;
 }
 static inline float lowbit_act_clamp(float v) {
-    v = v < 127.0f ? v : 127.0f;
-    return v >= -127.0f ? v : -127.0f; /* NaN fails the test */
+    v = v >= -127.0f ? v : -127.0f; /* NaN fails the test: -127, as documented above */
+    return v < 127.0f ? v : 127.0f;
 }
 
 /* ---- packed matrices (repack.c) ----------------------------------------------------------------

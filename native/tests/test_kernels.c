@@ -332,6 +332,52 @@ static void test_quantize_act(void) {
     }
 }
 
+/* Hostile groups, bit-exact with scalar: NaN / +-inf, +m and -m ties (Q8_K takes the first one's
+ * sign), tiny groups whose 127 / amax overflows (clamps matter), denormals, exact halves at every
+ * scale, and group counts around the SIMD variants' 8-group batches, for large groups too. */
+static void test_quantize_act_edges(void) {
+    static const int GROUPS[] = {32, 128, 256, 64, 96, 512, 1024};
+    static const int COUNTS[] = {1, 3, 7, 8, 9, 16, 17};
+    for (int gi = 0; gi < (int)(sizeof GROUPS / sizeof GROUPS[0]); gi++)
+        for (int ci = 0; ci < (int)(sizeof COUNTS / sizeof COUNTS[0]); ci++) {
+            const int64_t G = GROUPS[gi], m = COUNTS[ci], n = G * m;
+            float *x = (float *)malloc((size_t)n * sizeof(float));
+            int8_t *q0 = (int8_t *)malloc((size_t)n), *q = (int8_t *)malloc((size_t)n);
+            float *d0 = (float *)malloc((size_t)m * 4), *d = (float *)malloc((size_t)m * 4);
+            int32_t *s0 = (int32_t *)malloc((size_t)m * 4), *s = (int32_t *)malloc((size_t)m * 4);
+            for (int64_t g = 0; g < m; g++) {
+                float *xg = x + g * G;
+                const int kind = (int)((g + gi + ci) % 9);
+                const float mag = kind == 5 ? 1e-38f : kind == 6 ? 3e-37f : kind == 7 ? 1e-44f : 4.0f;
+                for (int64_t j = 0; j < G; j++) xg[j] = rndf(-mag, mag);
+                const int64_t a = rndi(0, (int)G - 1), b = rndi(0, (int)G - 1);
+                switch (kind) {
+                case 0: xg[a] = NAN; break;
+                case 1: xg[a] = INFINITY, xg[b] = -2.0f; break;
+                case 2: xg[a] = 5.0f, xg[b] = -5.0f; break; /* tie: the first decides */
+                case 3: xg[a] = -5.0f, xg[b] = 5.0f, xg[(a + 1) % G] = NAN; break;
+                case 4: /* amax 127 and halves: ties at scale 1 */
+                    for (int64_t j = 0; j < G; j++) xg[j] = (float)rndi(-126, 126) + 0.5f;
+                    xg[a] = rnd64() & 1 ? 127.0f : -127.0f;
+                    break;
+                case 8: memset(xg, 0, (size_t)G * sizeof(float)), xg[a] = -0.0f; break;
+                default: break;
+                }
+            }
+            set_isa(LOWBIT_ISA_SCALAR);
+            CHECK(lowbit_quantize_act(x, n, G, q0, d0, s0) == 0, "scalar quantize_act");
+            for (int v = 0; v < g_nvariants; v++) {
+                set_isa(g_variants[v]);
+                int st = lowbit_quantize_act(x, n, G, q, d, s);
+                CHECK(st == 0 && !memcmp(q, q0, (size_t)n) && !memcmp(d, d0, (size_t)m * 4) &&
+                          !memcmp(s, s0, (size_t)m * 4),
+                      "%s quantize_act edges n=%lld group=%lld differ from scalar",
+                      lowbit_isa_name(g_variants[v]), (long long)n, (long long)G);
+            }
+            free(x), free(q0), free(q), free(d0), free(d), free(s0), free(s);
+        }
+}
+
 /* ---- F32 / F16 GEMV (float activations) ------------------------------------------------------ */
 
 static void test_float_weights(void) {
@@ -475,6 +521,7 @@ int main(void) {
     test_degenerate();
     test_codecs();
     test_quantize_act();
+    test_quantize_act_edges();
     test_float_weights();
     test_exact();
     test_float();

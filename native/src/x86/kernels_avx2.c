@@ -592,19 +592,145 @@ static void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
 
 /* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref, every rule) ------------- */
 
-/* round(clamp(v, -127, 127)) to int32: half away from zero (A8) or half to even (Q8_0, Q8_K).
- * Half away: truncate, then step away from zero if the dropped fraction is >= 0.5 (v - trunc(v)
- * is exact).  NaN clamps to -127 (max returns its 2nd operand on NaN), like the reference. */
-AI __m256i round_clamp(__m256 v, const int even) {
-    v = _mm256_max_ps(v, _mm256_set1_ps(-127.0f));
-    v = _mm256_min_ps(v, _mm256_set1_ps(127.0f));
-    if (even) return _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m256 fr = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
-    __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
-    __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(fr, _mm256_set1_ps(0.5f), _CMP_GE_OQ), step));
-    return _mm256_cvttps_epi32(r);
+/* Codes of v = x * id, unclamped: the fast path only runs when |x * id| <= 127 * (1 + 2^-23)
+ * (finite id, amax the true max), so no product reaches 127.5 and the clamp is dead -- except for
+ * NaN, which converts to INT_MIN and is fixed to -127 after packing (max_epi8), like the clamp.
+ * Half to even (Q8_0, Q8_K): cvtps rounds with MXCSR, as rintf does.  Half away (A8):
+ * trunc(v + copysign(0.5 - 2^-25, v)) equals roundf(v) for every float in the default
+ * round-to-nearest mode (checked exhaustively for |v| <= 128): exact halves round up through the
+ * sum's own tie, just-below-halves do not. */
+AI __m256i act_codes(__m256 v, const int even) {
+    if (even) return _mm256_cvtps_epi32(v);
+    const __m256 h = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(0.49999997f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(v, h));
+}
+
+/* max x and -min x over lanes of one group (G % 32 == 0).  Not max|x|: the larger of the two also
+ * gives Q8_K the sign of its max element without a rescan (unless +m and -m both occur).
+ * max_ps(x, acc) keeps acc if x is NaN: NaN never wins, like the reference; acc starts at +0.
+ * 4 chains each, so a small group's latency stays short. */
+AI void group_max_min(const float *xg, const int64_t G, __m256 *P, __m256 *N) {
+    __m256 hi0 = _mm256_setzero_ps(), hi1 = hi0, hi2 = hi0, hi3 = hi0;
+    __m256 lo0 = hi0, lo1 = hi0, lo2 = hi0, lo3 = hi0;
+    for (int64_t j = 0; j < G; j += 32) {
+        __m256 v0 = _mm256_loadu_ps(xg + j), v1 = _mm256_loadu_ps(xg + j + 8);
+        __m256 v2 = _mm256_loadu_ps(xg + j + 16), v3 = _mm256_loadu_ps(xg + j + 24);
+        hi0 = _mm256_max_ps(v0, hi0), lo0 = _mm256_min_ps(v0, lo0);
+        hi1 = _mm256_max_ps(v1, hi1), lo1 = _mm256_min_ps(v1, lo1);
+        hi2 = _mm256_max_ps(v2, hi2), lo2 = _mm256_min_ps(v2, lo2);
+        hi3 = _mm256_max_ps(v3, hi3), lo3 = _mm256_min_ps(v3, lo3);
+    }
+    *P = _mm256_max_ps(_mm256_max_ps(hi0, hi1), _mm256_max_ps(hi2, hi3));
+    *N = _mm256_xor_ps(_mm256_min_ps(_mm256_min_ps(lo0, lo1), _mm256_min_ps(lo2, lo3)),
+                       _mm256_set1_ps(-0.0f));
+}
+
+/* lane g of the result = max over the 8 lanes of v[g] */
+AI __m256 hmax_8x8(const __m256 *v) {
+#define PAIR(a, b) _mm256_max_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b))
+#define QUAD(a, b) _mm256_max_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xee))
+    __m256 u0 = QUAD(PAIR(v[0], v[1]), PAIR(v[2], v[3])), u1 = QUAD(PAIR(v[4], v[5]), PAIR(v[6], v[7]));
+#undef PAIR
+#undef QUAD
+    return _mm256_max_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* lane g of the result = sum of the 8 int32 lanes of v[g] */
+AI __m256i hsum_8x8(const __m256i *v) {
+    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                            _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* Codes of one group with inverse scale id; returns the code sums in 8 int32 lanes. */
+AI __m256i group_codes(const float *xg, const int64_t G, const int even, float id, int8_t *q) {
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i m127 = _mm256_set1_epi8(-127), ones8 = _mm256_set1_epi8(1);
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t j0 = 0; j0 < G; j0 += 256) {
+        __m256i s16 = _mm256_setzero_si256(); /* <= 8 x 2 x 127 per lane: no int16 overflow */
+        for (int64_t j = j0; j < j0 + 256 && j < G; j += 32) {
+            __m256i i0 = act_codes(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid), even);
+            __m256i i1 = act_codes(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid), even);
+            __m256i i2 = act_codes(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid), even);
+            __m256i i3 = act_codes(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid), even);
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            p = _mm256_max_epi8(_mm256_permutevar8x32_epi32(p, order), m127);
+            _mm256_storeu_si256((__m256i *)(q + j), p);
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(ones8, p));
+        }
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+    }
+    return sum;
+}
+
+/* ng <= 8 groups of G floats (G % 32 == 0, a constant for the common sizes).  The 8 scales come
+ * out of one transpose-reduce and one divps, with the reference's formulas lane by lane (IEEE
+ * quotients are the same in any lane), so the groups' reduce-divide latency chains overlap. */
+AI void quantize_8groups(const float *x, const int64_t G, const int rule, const int ng, int8_t *q,
+                         float *d, int32_t *s) {
+    const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    __m256 P[8], N[8];
+    for (int g = 0; g < 8; g++) {
+        P[g] = N[g] = zero;
+        if (g < ng) group_max_min(x + g * G, G, &P[g], &N[g]);
+        if (rule != LOWBIT_ACT_Q8_K) P[g] = _mm256_max_ps(N[g], P[g]); /* N > P ? N : P */
+    }
+    const __m256 Pv = hmax_8x8(P);
+    __m256 amax, id, dg;
+    if (rule == LOWBIT_ACT_Q8_K) {
+        const __m256 Nv = hmax_8x8(N);
+        amax = _mm256_max_ps(Nv, Pv); /* +0 when both are zero (N may be -0) */
+        const __m256 nz = _mm256_cmp_ps(amax, zero, _CMP_NEQ_OQ);
+        __m256 smax = _mm256_blendv_ps(_mm256_xor_ps(Nv, sign), Pv, _mm256_cmp_ps(Pv, Nv, _CMP_GT_OQ));
+        int tie = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(Pv, Nv, _CMP_EQ_OQ), nz));
+        if (tie) { /* +m and -m both occur: the first one decides */
+            float sm[8], am[8];
+            _mm256_storeu_ps(sm, smax), _mm256_storeu_ps(am, amax);
+            for (int g = 0; g < ng; g++)
+                if (tie >> g & 1)
+                    for (const float *xg = x + g * G;; xg++)
+                        if (fabsf(*xg) == am[g]) {
+                            sm[g] = *xg;
+                            break;
+                        }
+            smax = _mm256_loadu_ps(sm);
+        }
+        id = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(-127.0f), smax), nz);
+        dg = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), id), nz);
+    } else {
+        amax = Pv;
+        dg = _mm256_div_ps(amax, _mm256_set1_ps(127.0f));
+        const __m256 nz = _mm256_cmp_ps(rule == LOWBIT_ACT_Q8_0 ? amax : dg, zero, _CMP_NEQ_OQ);
+        id = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), amax), nz);
+        if (rule == LOWBIT_ACT_Q8_0) /* fp16 round trip, RNE, as the reference */
+            dg = _mm256_cvtph_ps(_mm256_cvtps_ph(dg, _MM_FROUND_TO_NEAREST_INT));
+    }
+    /* 127 / amax overflowed (amax < ~4e-37): the clamps matter there, the reference does it */
+    const int slow = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, id),
+                                                      _mm256_set1_ps(3.4028235e38f), _CMP_GT_OQ));
+    float ids[8];
+    _mm256_storeu_ps(ids, id);
+    __m256i S[8];
+    for (int g = 0; g < 8; g++)
+        S[g] = g < ng && !(slow >> g & 1) ? group_codes(x + g * G, G, rule != LOWBIT_ACT_A8, ids[g], q + g * G)
+                                          : _mm256_setzero_si256();
+    const __m256i sv = hsum_8x8(S);
+    if (ng == 8) {
+        _mm256_storeu_ps(d, dg);
+        _mm256_storeu_si256((__m256i *)s, sv);
+    } else {
+        float dt[8];
+        int32_t st[8];
+        _mm256_storeu_ps(dt, dg);
+        _mm256_storeu_si256((__m256i *)st, sv);
+        memcpy(d, dt, (size_t)ng * sizeof(float));
+        memcpy(s, st, (size_t)ng * sizeof(int32_t));
+    }
+    for (int g = 0; g < ng; g++)
+        if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, q + g * G, d + g, s + g);
 }
 
 static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
@@ -613,56 +739,17 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
-    const int rule = lowbit_act_rule(group), even = rule != LOWBIT_ACT_A8;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *xg = x + g * group;
-        __m256 mx = _mm256_setzero_ps();
-        for (int64_t j = 0; j < group; j += 8) /* NaN in x is skipped, like the reference */
-            mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xg + j)), mx);
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
-        float dg, id;
-        if (rule == LOWBIT_ACT_Q8_K) {
-            float smax = 0.0f; /* the first element with |x| = amax carries the sign */
-            if (amax) {
-                const __m256 va = _mm256_set1_ps(amax);
-                for (int64_t j = 0; j < group; j += 8) {
-                    __m256 v = _mm256_loadu_ps(xg + j);
-                    int mk = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v), va, _CMP_EQ_OQ));
-                    if (mk) {
-                        smax = xg[j + __builtin_ctz((unsigned)mk)];
-                        break;
-                    }
-                }
-            }
-            id = amax ? -127.0f / smax : 0.0f;
-            dg = amax ? 1.0f / id : 0.0f;
-        } else {
-            dg = amax / 127.0f;
-            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
-            if (rule == LOWBIT_ACT_Q8_0) dg = _cvtsh_ss(_cvtss_sh(dg, 0)); /* RNE, as the reference */
-        }
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i sum = _mm256_setzero_si256();
-        for (int64_t j = 0; j < group; j += 32) {
-            __m256i i0 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid), even);
-            __m256i i1 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid), even);
-            __m256i i2 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid), even);
-            __m256i i3 = round_clamp(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid), even);
-            sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-            _mm256_storeu_si256((__m256i *)(q + g * group + j), _mm256_permutevar8x32_epi32(p, order));
-        }
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-        d[g] = dg;
-        s[g] = _mm_cvtsi128_si32(s4);
+    const int64_t ng = n / group;
+#define QGROUPS(G, RULE)                                                                           \
+    for (int64_t g = 0; g < ng; g += 8)                                                            \
+        quantize_8groups(x + g * G, G, RULE, ng - g < 8 ? (int)(ng - g) : 8, q + g * G, d + g, s + g)
+    switch (group) { /* the weight formats' sizes, with their constant rule */
+    case 32: QGROUPS(32, LOWBIT_ACT_Q8_0); break;
+    case 128: QGROUPS(128, LOWBIT_ACT_A8); break;
+    case 256: QGROUPS(256, LOWBIT_ACT_Q8_K); break;
+    default: QGROUPS(group, LOWBIT_ACT_A8); break;
     }
+#undef QGROUPS
 }
 
 /* ---- float weights (the tied-embedding LM head): 4 rows share each x load -------------------- */
