@@ -16,6 +16,8 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
+from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -36,6 +38,7 @@ __all__ = [
     "gguf_header",
     "atomic_file",
     "open_gguf",
+    "StringArray",
 ]
 
 GGUF_MAGIC = b"GGUF"
@@ -45,6 +48,9 @@ MAX_ARRAY_NESTING = 4
 # Names and strings longer than this are refused: no real key, token or tensor name comes close, and
 # it keeps a corrupt length from turning into a multi-gigabyte decode.
 MAX_STRING_BYTES = 1 << 24
+# String arrays longer than this (tokenizer vocabularies: 262k entries for Gemma 3, ~30 MB as a list)
+# are read as a `StringArray` that decodes entries when asked; shorter ones are plain lists.
+LAZY_STRING_ARRAY = 4096
 
 
 class GGUFError(ValueError):
@@ -188,6 +194,41 @@ class TensorInfo:
         return int(np.prod(self.shape, dtype=np.int64))
 
 
+def _decode(raw: bytes) -> str:
+    # Tokenizer vocabularies occasionally hold invalid UTF-8; keep the bytes recoverable (valid
+    # UTF-8 decodes exactly as with errors="strict").
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+class StringArray(Sequence):
+    """A read-only sequence of the strings of a GGUF string array, decoded from the mapped file on
+    access (`list(a)` materializes it).  Its byte spans were checked against the file at open."""
+
+    def __init__(self, buf: memoryview, starts: np.ndarray, ends: np.ndarray):
+        self._buf, self._starts, self._ends = buf, starts, ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return _decode(bytes(self._buf[int(self._starts[i]):int(self._ends[i])]))
+
+    def __iter__(self):
+        buf = self._buf
+        for a, b in zip(self._starts.tolist(), self._ends.tolist()):
+            yield _decode(bytes(buf[a:b]))
+
+    def __eq__(self, other):
+        if isinstance(other, (StringArray, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"StringArray({len(self)} strings)"
+
+
 class _Cursor:
     """Bounds-checked little-endian reads from a buffer."""
 
@@ -224,11 +265,28 @@ class _Cursor:
         self.need(n, what)
         raw = bytes(self.buf[self.pos:self.pos + n])
         self.pos += n
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            # Tokenizer vocabularies occasionally hold invalid UTF-8; keep the bytes recoverable.
-            return raw.decode("utf-8", errors="surrogateescape")
+        return _decode(raw)
+
+    def string_spans(self, what: str, n: int) -> StringArray:
+        """n strings, checked exactly as `string` checks them, kept as spans into the buffer."""
+        starts, ends = array("q"), array("q")
+        unpack, buf, size, pos = struct.Struct("<Q").unpack_from, self.buf, self.size, self.pos
+        for i in range(n):
+            if pos + 8 > size:
+                self.pos = pos
+                self.need(8, f"{what}[{i}] length")
+            (ln,) = unpack(buf, pos)
+            pos += 8
+            if ln > MAX_STRING_BYTES:
+                raise GGUFError(f"{what}[{i}]: string length {ln} is absurd (limit {MAX_STRING_BYTES})")
+            if pos + ln > size:
+                self.pos = pos
+                self.need(ln, f"{what}[{i}]")
+            starts.append(pos)
+            pos += ln
+            ends.append(pos)
+        self.pos = pos
+        return StringArray(buf, np.frombuffer(starts, np.int64), np.frombuffer(ends, np.int64))
 
     def array(self, what: str, depth: int = 0):
         if depth >= MAX_ARRAY_NESTING:
@@ -255,6 +313,8 @@ class _Cursor:
                 arr = arr.astype(bool)
             return et, arr
         if et == ValueType.STRING:
+            if n > LAZY_STRING_ARRAY:
+                return et, self.string_spans(what, n)
             return et, [self.string(f"{what}[{i}]") for i in range(n)]
         return et, [self.array(f"{what}[{i}]", depth + 1)[1] for i in range(n)]
 
@@ -529,6 +589,8 @@ def _infer(value) -> MetaValue:
         if np.dtype(dt) not in _NP_TO_VT:
             raise GGUFError(f"no GGUF array type for numpy dtype {value.dtype}")
         return MetaValue(ValueType.ARRAY, value, _NP_TO_VT[np.dtype(dt)])
+    if isinstance(value, StringArray):
+        value = list(value)
     if isinstance(value, (list, tuple)):
         if not value:
             return MetaValue(ValueType.ARRAY, [], ValueType.INT32)

@@ -75,17 +75,14 @@ def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int |
 
 
 def main(args) -> int:
-    from ..model import Model, TextTokenizer
-
-    from .run import check_threads_ctx
+    from .run import check_threads_ctx, load
 
     check_threads_ctx(args.threads, args.ctx_size, min_ctx=4)
     if args.chunks is not None and args.chunks < 1:
         raise ValueError(f"--chunks must be >= 1, got {args.chunks}")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
-    tok = TextTokenizer(model.file)
+    tok, model = load(args)
     text = read_text(args.file)
     if args.max_tokens:
         # tokenize only a generous prefix of the text (a token is rarely more than 16 characters)

@@ -138,7 +138,8 @@ class TextTokenizer:
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
-        tokens = f.get("tokenizer.ggml.tokens", list, of=str)
+        self.tokens = f.get("tokenizer.ggml.tokens", list, of=str)  # kept as the file gives it (maybe lazy)
+        tokens = list(self.tokens)  # decoded once for building
         n = len(tokens)
         types = f.get("tokenizer.ggml.token_type", list, None, of=int)
         types = [TOKEN_NORMAL] * n if types is None else np.asarray(types, np.int64).tolist()
@@ -148,7 +149,6 @@ class TextTokenizer:
         for i, t in enumerate(tokens):
             vocab.setdefault(t, i)
         self.kind = kind
-        self.tokens = tokens
         self.n_vocab = n
 
         if kind == "gpt2":
@@ -218,7 +218,7 @@ class TextTokenizer:
         stops |= {vocab[s] for s in STOP_TEXTS if s in vocab}
         self.stop_ids = frozenset(s for s in stops if s is not None)
         self.chat_template = f.get("tokenizer.chat_template", str, None)
-        del vocab, types, added
+        del vocab, types, added, tokens
         gc.collect()
         _release_heap()
 
