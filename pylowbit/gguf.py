@@ -204,7 +204,7 @@ class StringArray(Sequence):
     """A read-only sequence of the strings of a GGUF string array, decoded from the mapped file on
     access (`list(a)` materializes it).  Its byte spans were checked against the file at open."""
 
-    def __init__(self, buf: memoryview, starts: np.ndarray, ends: np.ndarray):
+    def __init__(self, buf: memoryview, starts: array, ends: array):
         self._buf, self._starts, self._ends = buf, starts, ends
 
     def __len__(self) -> int:
@@ -213,11 +213,11 @@ class StringArray(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
-        return _decode(bytes(self._buf[int(self._starts[i]):int(self._ends[i])]))
+        return _decode(bytes(self._buf[self._starts[i]:self._ends[i]]))
 
     def __iter__(self):
         buf = self._buf
-        for a, b in zip(self._starts.tolist(), self._ends.tolist()):
+        for a, b in zip(self._starts, self._ends):
             yield _decode(bytes(buf[a:b]))
 
     def __eq__(self, other):
@@ -286,7 +286,7 @@ class _Cursor:
             pos += ln
             ends.append(pos)
         self.pos = pos
-        return StringArray(buf, np.frombuffer(starts, np.int64), np.frombuffer(ends, np.int64))
+        return StringArray(buf, starts, ends)
 
     def array(self, what: str, depth: int = 0):
         if depth >= MAX_ARRAY_NESTING:

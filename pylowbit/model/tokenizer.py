@@ -42,25 +42,22 @@ SPACE = "\u2581"
 STOP_TEXTS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>")
 
 
-def _spm_merges(tokens, types, scores, vocab) -> tuple[np.ndarray, np.ndarray]:
+def _spm_merges(types, scores, vocab) -> tuple[np.ndarray, np.ndarray]:
     """BPE merges equivalent to SentencePiece's highest-score-first pair merging: every split (a, b)
     of a normal piece into two normal pieces, ranked by the merged piece's score (ties: lower id).
     Returned as (token id, cut) int32 arrays in rank order (merge k is tokens[ids[k]] split at
     cuts[k]): a 262k vocabulary has ~500k merges, too many to hold as Python string pairs."""
     from array import array
 
-    get = vocab.get  # first occurrence of each piece; a piece is "normal" if that one is
+    # pieces whose first occurrence is a normal token (a set: much faster to probe than dict + type)
+    normal = {t for t, i in vocab.items() if types[i] == TOKEN_NORMAL}
     ids, cuts = array("i"), array("i")
-    for t, i in vocab.items():
-        if types[i] != TOKEN_NORMAL:
-            continue
+    for t in normal:
         for cut in range(1, len(t)):
-            j = get(t[:cut])
-            if j is not None and types[j] == TOKEN_NORMAL:
-                j = get(t[cut:])
-                if j is not None and types[j] == TOKEN_NORMAL:
-                    ids.append(i)
-                    cuts.append(cut)
+            if t[:cut] in normal and t[cut:] in normal:
+                ids.append(vocab[t])
+                cuts.append(cut)
+    del normal
     ids_np, cuts_np = np.frombuffer(ids, np.int32), np.frombuffer(cuts, np.int32)
     sc = np.asarray(scores, np.float64)[ids_np]
     order = np.lexsort((cuts_np, ids_np, -sc))  # last key is primary: score high to low
@@ -138,8 +135,10 @@ class TextTokenizer:
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
-        self.tokens = f.get("tokenizer.ggml.tokens", list, of=str)  # kept as the file gives it (maybe lazy)
-        tokens = list(self.tokens)  # decoded once for building
+        # Kept as the file gives it (lazy for large vocabularies); decoded into a list only while the
+        # tokenizer is built (its strings are the vocab dict's keys, so that costs one pointer each).
+        self.tokens = f.get("tokenizer.ggml.tokens", list, of=str)
+        tokens = list(self.tokens)
         n = len(tokens)
         types = f.get("tokenizer.ggml.token_type", list, None, of=int)
         types = [TOKEN_NORMAL] * n if types is None else np.asarray(types, np.int64).tolist()
@@ -176,7 +175,7 @@ class TextTokenizer:
             scores = f.get("tokenizer.ggml.scores", list, of=float)
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
-            ids, cuts = (memoryview(a) for a in _spm_merges(tokens, types, scores, vocab))  # fast int reads
+            ids, cuts = (memoryview(a) for a in _spm_merges(types, scores, vocab))  # fast int reads
             del scores
 
             def split(k):
@@ -199,8 +198,8 @@ class TextTokenizer:
         else:
             raise ModelError(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 and llama are)")
 
-        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)
-                 for i, t in enumerate(tokens) if types[i] in (TOKEN_CONTROL, TOKEN_USER) and vocab[t] == i]
+        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)  # in id order
+                 for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)]
         tok.add_tokens(added)
         self.tok = tok
 
