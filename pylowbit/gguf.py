@@ -450,6 +450,9 @@ class GGUFFile:
                 raise GGUFError(f"tensor {name!r} overlaps the next tensor's data")
             view = self._buf[start:start + nbytes]
             self.tensors[name] = TensorInfo(name, rid, tid, shape, start, nbytes, view)
+        # The header (a large vocabulary: megabytes) has been read; lazy string arrays fault back in
+        # only what they are asked for.
+        self._drop_pages(0, c.pos)
 
     def _resolve_q2_0(self, name: str, shape: tuple[int, ...], span: int) -> int:
         """Type id 42 holds group-64 Q2_0, or legacy group-128 data (PQ2_0 layout) in older Bonsai
@@ -508,12 +511,14 @@ class GGUFFile:
     def release(self, t: TensorInfo) -> None:
         """Drop the tensor's mapped pages from memory (they reload from the file if touched again):
         called after a tensor is converted at load, so peak memory stays near the file size."""
-        if not hasattr(mmap, "MADV_DONTNEED"):
-            return
         page = mmap.PAGESIZE
-        start = -(-t.offset // page) * page  # whole pages inside the tensor only
-        end = (t.offset + t.nbytes) // page * page
-        if end > start:
+        self._drop_pages(-(-t.offset // page) * page, t.offset + t.nbytes)  # whole pages inside the tensor only
+
+    def _drop_pages(self, start: int, end: int) -> None:
+        """MADV_DONTNEED on [start (page-aligned), end rounded down to a page): the mapping is read-only,
+        so this only frees memory; touched again, the pages reload from the file."""
+        end = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start and hasattr(mmap, "MADV_DONTNEED"):
             try:
                 self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
             except (OSError, ValueError):
@@ -524,8 +529,8 @@ class GGUFFile:
         self._buf = None
         try:
             self._mm.close()
-        except BufferError:
-            pass  # numpy views still alive: the mapping goes when they do
+        except BufferError:  # views still alive (tensor data, a StringArray): the mapping goes when they do
+            self._drop_pages(0, self.size)
         self._fd.close()
 
     def __enter__(self):
