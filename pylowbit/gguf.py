@@ -13,11 +13,11 @@ import mmap
 import os
 import struct
 import tempfile
+from array import array
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
-from array import array
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
