@@ -13,6 +13,8 @@ import mmap
 import os
 import struct
 import tempfile
+from array import array
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -36,6 +38,7 @@ __all__ = [
     "gguf_header",
     "atomic_file",
     "open_gguf",
+    "StringArray",
 ]
 
 GGUF_MAGIC = b"GGUF"
@@ -45,6 +48,9 @@ MAX_ARRAY_NESTING = 4
 # Names and strings longer than this are refused: no real key, token or tensor name comes close, and
 # it keeps a corrupt length from turning into a multi-gigabyte decode.
 MAX_STRING_BYTES = 1 << 24
+# String arrays longer than this (tokenizer vocabularies: 262k entries for Gemma 3, ~30 MB as a list)
+# are read as a `StringArray` that decodes entries when asked; shorter ones are plain lists.
+LAZY_STRING_ARRAY = 4096
 
 
 class GGUFError(ValueError):
@@ -188,6 +194,41 @@ class TensorInfo:
         return int(np.prod(self.shape, dtype=np.int64))
 
 
+def _decode(raw: bytes) -> str:
+    # Tokenizer vocabularies occasionally hold invalid UTF-8; keep the bytes recoverable (valid
+    # UTF-8 decodes exactly as with errors="strict").
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+class StringArray(Sequence):
+    """A read-only sequence of the strings of a GGUF string array, decoded from the mapped file on
+    access (`list(a)` materializes it).  Its byte spans were checked against the file at open."""
+
+    def __init__(self, buf: memoryview, starts: array, ends: array):
+        self._buf, self._starts, self._ends = buf, starts, ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return _decode(bytes(self._buf[self._starts[i]:self._ends[i]]))
+
+    def __iter__(self):
+        buf = self._buf
+        for a, b in zip(self._starts, self._ends):
+            yield _decode(bytes(buf[a:b]))
+
+    def __eq__(self, other):
+        if isinstance(other, (StringArray, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"StringArray({len(self)} strings)"
+
+
 class _Cursor:
     """Bounds-checked little-endian reads from a buffer."""
 
@@ -224,11 +265,28 @@ class _Cursor:
         self.need(n, what)
         raw = bytes(self.buf[self.pos:self.pos + n])
         self.pos += n
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            # Tokenizer vocabularies occasionally hold invalid UTF-8; keep the bytes recoverable.
-            return raw.decode("utf-8", errors="surrogateescape")
+        return _decode(raw)
+
+    def string_spans(self, what: str, n: int) -> StringArray:
+        """n strings, checked exactly as `string` checks them, kept as spans into the buffer."""
+        starts, ends = array("q"), array("q")
+        unpack, buf, size, pos = struct.Struct("<Q").unpack_from, self.buf, self.size, self.pos
+        for i in range(n):
+            if pos + 8 > size:
+                self.pos = pos
+                self.need(8, f"{what}[{i}] length")
+            (ln,) = unpack(buf, pos)
+            pos += 8
+            if ln > MAX_STRING_BYTES:
+                raise GGUFError(f"{what}[{i}]: string length {ln} is absurd (limit {MAX_STRING_BYTES})")
+            if pos + ln > size:
+                self.pos = pos
+                self.need(ln, f"{what}[{i}]")
+            starts.append(pos)
+            pos += ln
+            ends.append(pos)
+        self.pos = pos
+        return StringArray(buf, starts, ends)
 
     def array(self, what: str, depth: int = 0):
         if depth >= MAX_ARRAY_NESTING:
@@ -255,6 +313,8 @@ class _Cursor:
                 arr = arr.astype(bool)
             return et, arr
         if et == ValueType.STRING:
+            if n > LAZY_STRING_ARRAY:
+                return et, self.string_spans(what, n)
             return et, [self.string(f"{what}[{i}]") for i in range(n)]
         return et, [self.array(f"{what}[{i}]", depth + 1)[1] for i in range(n)]
 
@@ -390,6 +450,9 @@ class GGUFFile:
                 raise GGUFError(f"tensor {name!r} overlaps the next tensor's data")
             view = self._buf[start:start + nbytes]
             self.tensors[name] = TensorInfo(name, rid, tid, shape, start, nbytes, view)
+        # The header (a large vocabulary: megabytes) has been read; lazy string arrays fault back in
+        # only what they are asked for.
+        self._drop_pages(0, c.pos)
 
     def _resolve_q2_0(self, name: str, shape: tuple[int, ...], span: int) -> int:
         """Type id 42 holds group-64 Q2_0, or legacy group-128 data (PQ2_0 layout) in older Bonsai
@@ -448,12 +511,14 @@ class GGUFFile:
     def release(self, t: TensorInfo) -> None:
         """Drop the tensor's mapped pages from memory (they reload from the file if touched again):
         called after a tensor is converted at load, so peak memory stays near the file size."""
-        if not hasattr(mmap, "MADV_DONTNEED"):
-            return
         page = mmap.PAGESIZE
-        start = -(-t.offset // page) * page  # whole pages inside the tensor only
-        end = (t.offset + t.nbytes) // page * page
-        if end > start:
+        self._drop_pages(-(-t.offset // page) * page, t.offset + t.nbytes)  # whole pages inside the tensor only
+
+    def _drop_pages(self, start: int, end: int) -> None:
+        """MADV_DONTNEED on [start (page-aligned), end rounded down to a page): the mapping is read-only,
+        so this only frees memory; touched again, the pages reload from the file."""
+        end = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start and hasattr(mmap, "MADV_DONTNEED"):
             try:
                 self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
             except (OSError, ValueError):
@@ -464,8 +529,8 @@ class GGUFFile:
         self._buf = None
         try:
             self._mm.close()
-        except BufferError:
-            pass  # numpy views still alive: the mapping goes when they do
+        except BufferError:  # views still alive (tensor data, a StringArray): the mapping goes when they do
+            self._drop_pages(0, self.size)
         self._fd.close()
 
     def __enter__(self):
@@ -529,6 +594,8 @@ def _infer(value) -> MetaValue:
         if np.dtype(dt) not in _NP_TO_VT:
             raise GGUFError(f"no GGUF array type for numpy dtype {value.dtype}")
         return MetaValue(ValueType.ARRAY, value, _NP_TO_VT[np.dtype(dt)])
+    if isinstance(value, StringArray):
+        value = list(value)
     if isinstance(value, (list, tuple)):
         if not value:
             return MetaValue(ValueType.ARRAY, [], ValueType.INT32)

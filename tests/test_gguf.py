@@ -217,3 +217,32 @@ def test_every_truncation_and_random_corruption_gives_gguf_error(tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(GGUFError, match="cannot open"):
         GGUFFile(tmp_path / "nope.gguf")
+
+
+def test_long_string_array_is_lazy_and_checked(tmp_path):
+    """Past LAZY_STRING_ARRAY entries a string array is a StringArray: same strings (invalid UTF-8 kept
+    as surrogate escapes), written back unchanged, and still checked against the file size at open."""
+    from pylowbit.gguf import LAZY_STRING_ARRAY, StringArray
+
+    words = [f"w{i}\u2581ü" for i in range(LAZY_STRING_ARRAY + 5)]
+    words[7] = b"\xff\xfebad".decode("utf-8", errors="surrogateescape")
+    words[8] = ""
+    p = tmp_path / "s.gguf"
+    write_gguf(p, {"general.architecture": "llama", "t.words": words}, [])
+    with GGUFFile(p) as f:
+        got = f.get("t.words", list, of=str)
+        assert isinstance(got, StringArray) and len(got) == len(words)
+        assert got == words and list(got) == words and got[-1] == words[-1] and got[5:9] == words[5:9]
+        assert got.index(words[100]) == 100
+        write_gguf(tmp_path / "back.gguf", {"t.words": got}, [])
+    assert (tmp_path / "back.gguf").read_bytes().count(b"\xff\xfebad") == 1
+    data = p.read_bytes()
+    for cut in (len(data) - 3, data.index(b"w3000") + 2):
+        q = tmp_path / "cut.gguf"
+        q.write_bytes(data[:cut])
+        with pytest.raises(GGUFError, match=r"truncated file: metadata 't.words'\[\d+\]"):
+            GGUFFile(q)
+    i = data.index(struct.pack("<Q", len(words[200].encode())) + words[200].encode())
+    q.write_bytes(data[:i] + struct.pack("<Q", 1 << 40) + data[i + 8:])
+    with pytest.raises(GGUFError, match=r"'t.words'\[200\]: string length \d+ is absurd"):
+        GGUFFile(q)

@@ -36,11 +36,14 @@ def read_text(path: str) -> str:
 
 
 def log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """log p(target) per row, in float64."""
+    """log p(target) per row, in float64 (in place on one float64 copy: rows of a 262k vocabulary
+    are large, and z - m, exp(...) as new arrays tripled the peak)."""
     z = logits.astype(np.float64)
+    picked = z[np.arange(len(targets)), targets]
     m = z.max(axis=1, keepdims=True)
-    lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=1))
-    return z[np.arange(len(targets)), targets] - lse
+    z -= m
+    np.exp(z, out=z)
+    return picked - (m[:, 0] + np.log(z.sum(axis=1)))
 
 
 def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int | None = None,
@@ -75,17 +78,14 @@ def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int |
 
 
 def main(args) -> int:
-    from ..model import Model, TextTokenizer
-
-    from .run import check_threads_ctx
+    from .run import check_threads_ctx, load
 
     check_threads_ctx(args.threads, args.ctx_size, min_ctx=4)
     if args.chunks is not None and args.chunks < 1:
         raise ValueError(f"--chunks must be >= 1, got {args.chunks}")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
-    tok = TextTokenizer(model.file)
+    tok, model = load(args)
     text = read_text(args.file)
     if args.max_tokens:
         # tokenize only a generous prefix of the text (a token is rarely more than 16 characters)

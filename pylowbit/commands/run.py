@@ -34,8 +34,20 @@ def check_threads_ctx(threads: int | None, ctx: int | None, min_ctx: int = 1) ->
         raise ValueError(f"-c/--ctx-size must be >= {min_ctx}, got {ctx}")
 
 
+def load(args):
+    """(tokenizer, model) of args.model, the tokenizer first from its own opening of the file: its
+    construction peak and garbage are gone before the weights load, so the two peaks do not stack
+    (the tokenizer keeps only lazy views of the metadata)."""
+    from ..gguf import GGUFFile
+    from ..model import Model, TextTokenizer
+
+    with GGUFFile(args.model) as f:
+        tok = TextTokenizer(f)
+    return tok, Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
+
+
 def main(args) -> int:
-    from ..model import Model, Sampler, SamplerConfig, StreamDecoder, TextTokenizer, generate
+    from ..model import Sampler, SamplerConfig, StreamDecoder, generate
 
     if args.n_predict < 0:
         raise ValueError(f"-n must be >= 0, got {args.n_predict}")
@@ -43,8 +55,7 @@ def main(args) -> int:
     sampler = Sampler(SamplerConfig(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                     repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
                                     seed=args.seed))
-    model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
-    tok = TextTokenizer(model.file)
+    tok, model = load(args)
     text = args.prompt
     add_special = True
     if args.chat:

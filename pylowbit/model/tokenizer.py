@@ -12,8 +12,10 @@ runs, as llama.cpp does.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -40,25 +42,66 @@ SPACE = "\u2581"
 STOP_TEXTS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|end_of_text|>", "<|endoftext|>")
 
 
-def _spm_merges(tokens, types, scores, vocab) -> list[tuple[str, str]]:
+def _spm_merges(types, scores, vocab) -> tuple[np.ndarray, np.ndarray]:
     """BPE merges equivalent to SentencePiece's highest-score-first pair merging: every split (a, b)
     of a normal piece into two normal pieces, ranked by the merged piece's score (ties: lower id).
-    Hits are kept as two int arrays and sorted with numpy, so the only large Python object is the
-    final list (a 262k vocabulary has ~500k merges)."""
+    Returned as (token id, cut) int32 arrays in rank order (merge k is tokens[ids[k]] split at
+    cuts[k]): a 262k vocabulary has ~500k merges, too many to hold as Python string pairs."""
     from array import array
 
-    normal = {t: i for i, t in enumerate(tokens) if types[i] == TOKEN_NORMAL and vocab[t] == i}
-    get = normal.get
+    # pieces whose first occurrence is a normal token (a set: much faster to probe than dict + type)
+    normal = {t for t, i in vocab.items() if types[i] == TOKEN_NORMAL}
     ids, cuts = array("i"), array("i")
-    for t, i in normal.items():
+    for t in normal:
         for cut in range(1, len(t)):
-            if get(t[:cut]) is not None and t[cut:] in normal:
-                ids.append(i)
+            if t[:cut] in normal and t[cut:] in normal:
+                ids.append(vocab[t])
                 cuts.append(cut)
+    del normal
     ids_np, cuts_np = np.frombuffer(ids, np.int32), np.frombuffer(cuts, np.int32)
     sc = np.asarray(scores, np.float64)[ids_np]
     order = np.lexsort((cuts_np, ids_np, -sc))  # last key is primary: score high to low
-    return [(tokens[i][:c], tokens[i][c:]) for i, c in zip(ids_np[order].tolist(), cuts_np[order].tolist())]
+    return ids_np[order], cuts_np[order]
+
+
+class _Pairs(Sequence):
+    """Merges as a sequence of (left, right) that makes each pair only when read: models.BPE reads
+    the sequence once by iterating, so ~500k pairs never exist as Python objects at the same time
+    (a list of them is ~100 MB for Gemma).  `items` is indexable; `split(item)` gives the pair."""
+
+    def __init__(self, items, split):
+        self.items, self.split = items, split
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, k):
+        return self.split(self.items[k])
+
+    def __iter__(self):
+        return map(self.split, self.items)
+
+
+def _bpe(models, key: str, vocab, merges, **kw):
+    """models.BPE, its errors (a merge naming a token the vocabulary lacks...) as ModelError naming the key:
+    the tokenizers package raises a bare Exception."""
+    try:
+        return models.BPE(vocab, merges, **kw)
+    except ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - tokenizers has no narrower class
+        raise ModelError(f"{key}: {e}") from None
+
+
+def _release_heap() -> None:
+    """Hand the memory freed after building a tokenizer back to the OS (glibc keeps freed heap
+    memory otherwise): the model weights, loaded next, then reuse it instead of stacking on top."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 # A chat template is code from the file: its rendering is bounded in time and size.
@@ -85,15 +128,6 @@ def _deadline(seconds: float):
         sys.settrace(previous)
 
 
-def _bpe(models, key: str, vocab, merges, **kw):
-    """models.BPE, its errors (a merge naming a token the vocabulary lacks...) as ModelError naming the key:
-    the tokenizers package raises a bare Exception."""
-    try:
-        return models.BPE(vocab, merges, **kw)
-    except Exception as e:  # noqa: BLE001 - tokenizers has no narrower class
-        raise ModelError(f"{key}: {e}") from None
-
-
 class TextTokenizer:
     def __init__(self, f: GGUFFile):
         from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
@@ -101,17 +135,19 @@ class TextTokenizer:
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
-        tokens = f.get("tokenizer.ggml.tokens", list, of=str)
+        # Kept as the file gives it (lazy for large vocabularies); decoded into a list only while the
+        # tokenizer is built (its strings are the vocab dict's keys, so that costs one pointer each).
+        self.tokens = f.get("tokenizer.ggml.tokens", list, of=str)
+        tokens = list(self.tokens)
         n = len(tokens)
         types = f.get("tokenizer.ggml.token_type", list, None, of=int)
-        types = [TOKEN_NORMAL] * n if types is None else [int(t) for t in types]
+        types = [TOKEN_NORMAL] * n if types is None else np.asarray(types, np.int64).tolist()
         if len(types) != n:
             raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
         vocab: dict[str, int] = {}
         for i, t in enumerate(tokens):
             vocab.setdefault(t, i)
         self.kind = kind
-        self.tokens = tokens
         self.n_vocab = n
 
         if kind == "gpt2":
@@ -120,13 +156,15 @@ class TextTokenizer:
                 raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
             regex, ignore_merges = PRE[pre]
             merges = f.get("tokenizer.ggml.merges", list, [], of=str)
-            pairs = []
-            for m in merges:
+
+            def split(m):
                 a, sep, b = m.partition(" ")
                 if not sep:
                     raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
-                pairs.append((a, b))
-            tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, pairs, ignore_merges=ignore_merges))
+                return a, b
+
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, _Pairs(merges, split),
+                                 ignore_merges=ignore_merges))
             tok.pre_tokenizer = pre_tokenizers.Sequence([
                 pre_tokenizers.Split(Regex(regex), behavior="isolated"),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
@@ -137,10 +175,18 @@ class TextTokenizer:
             scores = f.get("tokenizer.ggml.scores", list, of=float)
             if len(scores) != n:
                 raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
-            merges = _spm_merges(tokens, types, scores, vocab)
+            ids, cuts = (memoryview(a) for a in _spm_merges(types, scores, vocab))  # fast int reads
+            del scores
+
+            def split(k):
+                t, c = tokens[ids[k]], cuts[k]
+                return t[:c], t[c:]
+
             unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
-            tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, merges, byte_fallback=True, fuse_unk=True,
+            tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, _Pairs(range(len(ids)), split),
+                                 byte_fallback=True, fuse_unk=True,
                                  unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
+            del ids, cuts
             self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
             norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []
             tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
@@ -152,8 +198,8 @@ class TextTokenizer:
         else:
             raise ModelError(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 and llama are)")
 
-        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)
-                 for i, t in enumerate(tokens) if types[i] in (TOKEN_CONTROL, TOKEN_USER) and vocab[t] == i]
+        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)  # in id order
+                 for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)]
         tok.add_tokens(added)
         self.tok = tok
 
@@ -171,6 +217,9 @@ class TextTokenizer:
         stops |= {vocab[s] for s in STOP_TEXTS if s in vocab}
         self.stop_ids = frozenset(s for s in stops if s is not None)
         self.chat_template = f.get("tokenizer.chat_template", str, None)
+        del vocab, types, added, tokens
+        gc.collect()
+        _release_heap()
 
     def encode(self, text: str, add_special: bool = True) -> list[int]:
         ids = self.tok.encode(text, add_special_tokens=False).ids
