@@ -151,15 +151,14 @@ class QTensor:
     def gemm_into(self, x: np.ndarray, out: np.ndarray, threads: int | None = None) -> np.ndarray:
         """out[T, rows] = x[T, cols] . W^T with no Python-side checks (the C side checks dtype, shape
         and contiguity and raises): the decoder's per-call path, ~200 calls a token."""
-        self._m.gemm(x, out, threads or 0)
+        rows, cols = self._matrix_shape()
+        _lowbit.gemm(self.data, self.type_id, rows, cols, x, out, threads or 0)
         return out
 
     def _gemm(self, x, out, threads):
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        rows, cols = self.shape
-        _lowbit.gemm(self.data, self.type_id, rows, cols, np.ascontiguousarray(x), out,
-                     threads or 0)
+        self.gemm_into(np.ascontiguousarray(x), out, threads)
 
     def pack(self, threads: int | None = None, keep_source: bool = False) -> "PackedTensor":
         """Repack once into the row-interleaved layout the decode path streams fastest.
@@ -207,15 +206,8 @@ class PackedTensor(QTensor):
         return self
 
     def gemm_into(self, x: np.ndarray, out: np.ndarray, threads: int | None = None) -> np.ndarray:
-        """out[T, rows] = x[T, cols] . W^T with no Python-side checks (the C side checks dtype, shape
-        and contiguity and raises): the decoder's per-call path, ~200 calls a token."""
         self._m.gemm(x, out, threads or 0)
         return out
-
-    def _gemm(self, x, out, threads):
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        self._m.gemm(np.ascontiguousarray(x), out, threads or 0)
 
 
 def _check_out(out, shape):

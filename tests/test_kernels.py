@@ -345,3 +345,16 @@ def test_activation_quantizer_hostile_groups_match_scalar(group, isa):
 def test_stream_read_checksum():
     buf = np.arange(4096, dtype=np.uint64).view(np.uint8)
     assert _lowbit.stream_read(buf, 1) == _lowbit.stream_read(buf, 2)
+
+
+def test_gemm_into_equals_gemm_and_checks_shapes():
+    """The decoder's unchecked-in-Python path: same numbers as gemm, bad shapes still refused in C."""
+    rng = np.random.default_rng(5)
+    w = lb.quantize(rng.standard_normal((40, 256)).astype(np.float32), "tq2_0")
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    for m in (w, w.pack()):
+        np.testing.assert_array_equal(m.gemm_into(x, np.empty((3, 40), np.float32)), m.gemm(x))
+        with pytest.raises(ValueError, match="columns"):
+            m.gemm_into(np.ascontiguousarray(x[:, :128]), np.empty((3, 40), np.float32))
+        with pytest.raises(ValueError, match="out has shape"):
+            m.gemm_into(x, np.empty((3, 41), np.float32))

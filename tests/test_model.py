@@ -28,13 +28,9 @@ class _Recorder:
         self.w, self.sink = w, sink
         self.shape, self.fmt = w.shape, w.fmt
 
-    def gemv(self, x, threads=None):
-        self.sink.append(np.array(x, np.float32)[None])
-        return self.w.gemv(x, threads=threads)
-
-    def gemm(self, x, threads=None):
+    def gemm_into(self, x, out, threads=None):  # what Linear calls
         self.sink.append(np.array(x, np.float32))
-        return self.w.gemm(x, threads=threads)
+        return self.w.gemm_into(x, out, threads)
 
 
 def run_model(path, tokens, prompt=PROMPT, record=False):

@@ -10,8 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import PackedTensor
-from ..gguf import TYPES, GGUFFile, TensorInfo
+from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
 
@@ -76,11 +75,9 @@ def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.n
     ti = TYPES[t.type_id]
     cols = t.shape[-1]
     rows = t.n_elements // cols if cols else 0
+    to = TYPES[type_id(fmt)]
     src_row = cols // ti.block_size * ti.type_size
-    if fmt == "q8_0":
-        dst_row = cols // 32 * 34
-    else:
-        dst_row = cols * (2 if fmt == "f16" else 4)
+    dst_row = cols // to.block_size * to.type_size
     out = anon_array((rows, dst_row))
     src = np.asarray(t.data).reshape(rows, src_row)
     step = max(1, chunk_bytes // (4 * max(cols, 1)))
@@ -123,14 +120,8 @@ class Linear:
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
-        w = self.w
-        if type(w) is PackedTensor:
-            # Decode fast path: the generic QTensor.gemv re-validates in Python, ~5 us a call,
-            # 200+ calls a token; gemm_into leaves the checks to C.
-            return w.gemm_into(x, np.empty((x.shape[0], self.rows), dtype=np.float32), threads)
-        if x.shape[0] == 1:
-            return w.gemv(x[0], threads=threads)[None, :]
-        return w.gemm(x, threads=threads)
+        # gemm_into, not gemv/gemm: those re-validate in Python, ~5 us a call, 200+ calls a token
+        return self.w.gemm_into(x, np.empty((x.shape[0], self.rows), dtype=np.float32), threads)
 
 
 class Embedding:
@@ -245,8 +236,6 @@ class Weights:
             fmt = self.foreign if (self.foreign != "q8_0" or t.shape[-1] % 32 == 0) else "f32"
             w = lb.QTensor(convert_foreign(t, fmt), fmt, t.shape)
             self.f.release(t)
-            if self.pack and lb.packing_pays_off():
-                w = w.pack()  # not repacked (Q8_0 / F16 / F32): it only takes Linear's fast path
         if rotated is None:
             rotated = self.rot is not None and name in self.rot.weight_names
         return Linear(name, w, self.rot if rotated else None)
