@@ -57,9 +57,7 @@ class Model:
             self.file.close()  # a refused file is unmapped now, not at garbage collection
             raise
         self.threads = None if threads is None else int(threads)
-        self.ctx = int(ctx) if ctx is not None else min(cfg.ctx_train, DEFAULT_CTX)
-        if self.ctx <= 0:
-            raise ModelError(f"context length must be positive, got {self.ctx}")
+        self.ctx = int(ctx) if ctx is not None else min(cfg.ctx_train, DEFAULT_CTX)  # both checked > 0
         self.cache = KVCache(cfg, self.ctx)
         # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)

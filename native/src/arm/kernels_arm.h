@@ -112,22 +112,26 @@ AI void unpack_ptq1_0(const uint8_t *b, int8x16_t *c) {
     c[7] = trit_neg(vmulq_u8(vcombine_u8(lo, hv), vld1q_u8(m7))); /* 112..119, then qh 120..127 */
 }
 
-/* TQ2_0 (66 bytes): element 128h + 32n + m is in qs[32h + m] at bits 2n: each shift of a 32-byte
- * half yields 32 consecutive weights. */
-AI void unpack_tq2_0(const uint8_t *b, int8x16_t *c) {
+/* One row's 128-weight chunk, 32 bytes: byte p holds weights p + 32k at bits 2k.  Each shift and
+ * mask of a 16-byte half is 16 consecutive weights.  A half chunk (64 weights) only uses c[0..3]. */
+AI void unpack_chunk(const uint8_t *p, int8x16_t *c) {
     const uint8x16_t m3 = vdupq_n_u8(3);
-    for (int h = 0; h < 2; h++) {
-        const uint8x16_t q0 = vld1q_u8(b + 32 * h), q1 = vld1q_u8(b + 32 * h + 16);
-        int8x16_t *o = c + 8 * h;
-        o[0] = s8(vandq_u8(q0, m3));
-        o[1] = s8(vandq_u8(q1, m3));
-        o[2] = s8(vandq_u8(vshrq_n_u8(q0, 2), m3));
-        o[3] = s8(vandq_u8(vshrq_n_u8(q1, 2), m3));
-        o[4] = s8(vandq_u8(vshrq_n_u8(q0, 4), m3));
-        o[5] = s8(vandq_u8(vshrq_n_u8(q1, 4), m3));
-        o[6] = s8(vshrq_n_u8(q0, 6));
-        o[7] = s8(vshrq_n_u8(q1, 6));
-    }
+    const uint8x16_t q0 = vld1q_u8(p), q1 = vld1q_u8(p + 16);
+    c[0] = s8(vandq_u8(q0, m3));
+    c[1] = s8(vandq_u8(q1, m3));
+    c[2] = s8(vandq_u8(vshrq_n_u8(q0, 2), m3));
+    c[3] = s8(vandq_u8(vshrq_n_u8(q1, 2), m3));
+    c[4] = s8(vandq_u8(vshrq_n_u8(q0, 4), m3));
+    c[5] = s8(vandq_u8(vshrq_n_u8(q1, 4), m3));
+    c[6] = s8(vshrq_n_u8(q0, 6));
+    c[7] = s8(vshrq_n_u8(q1, 6));
+}
+
+/* TQ2_0 (66 bytes): element 128h + 32n + m is in qs[32h + m] at bits 2n: each 32-byte half is
+ * one chunk in the packed layout's byte order. */
+AI void unpack_tq2_0(const uint8_t *b, int8x16_t *c) {
+    unpack_chunk(b, c);
+    unpack_chunk(b + 32, c + 8);
 }
 
 /* I2_S (32 bytes, x86 layout): byte p holds weights p, p+32, p+64, p+96 at shifts 6, 4, 2, 0. */
@@ -293,20 +297,6 @@ DEFINE_KERNELS(q8_0, F_Q8_0)
 
 /* ---- packed (row-interleaved) matrices: layout described in internal.h ---------------------- */
 
-/* One row's 128-weight chunk, 32 bytes: byte p holds weights p + 32k at bits 2k.  Each shift and
- * mask of a 16-byte half is 16 consecutive weights.  A half chunk (64 weights) only uses c[0..3]. */
-AI void unpack_chunk(const uint8_t *p, int8x16_t *c) {
-    const uint8x16_t m3 = vdupq_n_u8(3);
-    const uint8x16_t q0 = vld1q_u8(p), q1 = vld1q_u8(p + 16);
-    c[0] = s8(vandq_u8(q0, m3));
-    c[1] = s8(vandq_u8(q1, m3));
-    c[2] = s8(vandq_u8(vshrq_n_u8(q0, 2), m3));
-    c[3] = s8(vandq_u8(vshrq_n_u8(q1, 2), m3));
-    c[4] = s8(vandq_u8(vshrq_n_u8(q0, 4), m3));
-    c[5] = s8(vandq_u8(vshrq_n_u8(q1, 4), m3));
-    c[6] = s8(vshrq_n_u8(q0, 6));
-    c[7] = s8(vshrq_n_u8(q1, 6));
-}
 
 /* Lane i = row i of the 4-row group: acc += (float)(isum - s[g]) * (d_w * d_a[g]), the
  * reference's per-row expression, one fused multiply-add per lane as the compiler emits it for
