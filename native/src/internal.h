@@ -140,11 +140,15 @@ enum {
     LOWBIT_K_PQ2_0,
     LOWBIT_K_PTQ1_0,
     LOWBIT_K_Q8_0,
+    LOWBIT_K_Q5_0, /* ggml's formats (ref/kquant.c), outside the list below */
+    LOWBIT_K_Q4_K,
+    LOWBIT_K_Q6_K,
     LOWBIT_K_COUNT
 };
 int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
-/* Every quantized weight type with kernels, as X(LOWBIT_K_*, name): the one list that each variant's
- * registration (and the reference's definitions) walks. */
+/* The A8 code formats, as X(LOWBIT_K_*, name): the one list that each variant's registration (and
+ * the reference's definitions in ref/dot.c) walks.  Q5_0 / Q4_K / Q6_K have their own reference
+ * (ref/kquant.c, lowbit_fill_kquant_scalar) and SIMD files (x86/kquant_avx2.c). */
 #define LOWBIT_FOR_EACH_QUANT_TYPE(X)                                                              \
     X(LOWBIT_K_TQ1_0, tq1_0)                                                                       \
     X(LOWBIT_K_TQ2_0, tq2_0)                                                                       \
@@ -182,6 +186,7 @@ void lowbit_fill_kernels_avx2(lowbit_kernels *k);
 void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k);
 void lowbit_fill_kernels_neon(lowbit_kernels *k);
 void lowbit_fill_kernels_dotprod(lowbit_kernels *k);
+void lowbit_fill_kquant_scalar(lowbit_kernels *k); /* ref/kquant.c, called by the scalar fill */
 
 /* Scalar reference kernels, also callable directly by tests and by SIMD tails. */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
@@ -190,7 +195,13 @@ void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
-int lowbit_type_packs(int type); /* 1 if lowbit_matrix_pack builds the interleaved layout */
+int lowbit_type_packs(int type);
+/* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
+void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);
+void lowbit_q4_k_scale_min(const uint8_t scales[12], int k, int *sc, int *m);
+void lowbit_q4_k_codes(const lowbit_block_q4_k *b, uint8_t codes[256]);
+void lowbit_q6_k_codes(const lowbit_block_q6_k *b, uint8_t codes[256]);
+int lowbit_dequantize_kquant(int type, const uint8_t *in, int64_t nb, float *y); /* 1 if lowbit_matrix_pack builds the interleaved layout */
 void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
                          int64_t r1, const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
 

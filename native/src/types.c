@@ -13,6 +13,9 @@ static const type_row TYPES[] = {
     {LOWBIT_TYPE_F32, "f32", 1, 4, -1},
     {LOWBIT_TYPE_F16, "f16", 1, 2, -1},
     {LOWBIT_TYPE_Q8_0, "q8_0", LOWBIT_QK_Q8_0, sizeof(lowbit_block_q8_0), LOWBIT_K_Q8_0},
+    {LOWBIT_TYPE_Q5_0, "q5_0", LOWBIT_QK_Q5_0, sizeof(lowbit_block_q5_0), LOWBIT_K_Q5_0},
+    {LOWBIT_TYPE_Q4_K, "q4_k", LOWBIT_QK_Q4_K, sizeof(lowbit_block_q4_k), LOWBIT_K_Q4_K},
+    {LOWBIT_TYPE_Q6_K, "q6_k", LOWBIT_QK_Q6_K, sizeof(lowbit_block_q6_k), LOWBIT_K_Q6_K},
     {LOWBIT_TYPE_Q8_K, "q8_k", LOWBIT_QK_Q8_K, sizeof(lowbit_block_q8_k), -1},
     {LOWBIT_TYPE_TQ1_0, "tq1_0", LOWBIT_QK_TQ1_0, sizeof(lowbit_block_tq1_0), LOWBIT_K_TQ1_0},
     {LOWBIT_TYPE_TQ2_0, "tq2_0", LOWBIT_QK_TQ2_0, sizeof(lowbit_block_tq2_0), LOWBIT_K_TQ2_0},
@@ -79,8 +82,11 @@ int64_t lowbit_act_group(int type) {
     if (bs < 0) return bs;
     if (bs == 1) return 128; /* float weights take float activations; 128 is harmless */
     /* llama.cpp's activation type for the weight type (see lowbit_act_rule in internal.h):
-     * Q8_K for TQ1_0/TQ2_0, Q8_0 for the rest; bitnet.cpp's per-row I2_S scale is not done. */
-    if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_TQ2_0) return 256;
+     * Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_0 for the rest; bitnet.cpp's per-row I2_S scale is not
+     * done. */
+    if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_TQ2_0 || type == LOWBIT_TYPE_Q4_K ||
+        type == LOWBIT_TYPE_Q6_K)
+        return 256;
     if (type == LOWBIT_TYPE_I2_S) return 128;
     return 32;
 }

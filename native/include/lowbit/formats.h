@@ -13,12 +13,15 @@
 extern "C" {
 #endif
 
-/* GGUF tensor type ids.  34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is upstream Q2_0
- * (group 64); 142/143 are PrismML's PQ2_0 / PTQ1_0. */
+/* GGUF tensor type ids.  6/12/14/34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is
+ * upstream Q2_0 (group 64); 142/143 are PrismML's PQ2_0 / PTQ1_0. */
 typedef enum lowbit_type {
     LOWBIT_TYPE_F32 = 0,
     LOWBIT_TYPE_F16 = 1,
+    LOWBIT_TYPE_Q5_0 = 6,
     LOWBIT_TYPE_Q8_0 = 8,
+    LOWBIT_TYPE_Q4_K = 12,
+    LOWBIT_TYPE_Q6_K = 14,
     LOWBIT_TYPE_Q8_K = 15,
     LOWBIT_TYPE_TQ1_0 = 34,
     LOWBIT_TYPE_TQ2_0 = 35,
@@ -37,6 +40,9 @@ typedef enum lowbit_type {
 #define LOWBIT_QK_PQ2_0 128
 #define LOWBIT_QK_PTQ1_0 128
 #define LOWBIT_QK_Q8_0 32
+#define LOWBIT_QK_Q5_0 32
+#define LOWBIT_QK_Q4_K 256
+#define LOWBIT_QK_Q6_K 256
 #define LOWBIT_QK_Q8_K 256
 
 /* TQ1_0: base-3, 5 trits per qs byte, 4 per qh byte; value (t - 1) * d. */
@@ -90,6 +96,38 @@ typedef struct {
     int8_t qs[32];
 } lowbit_block_q8_0;
 
+/* Q5_0 (ggml): value (c - 16) * d with the 5-bit code c of weight j < 16 = low nibble of qs[j]
+ * | bit j of qh << 4, of weight j + 16 = high nibble of qs[j] | bit j + 16 of qh << 4 (qh is a
+ * little-endian uint32). */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} lowbit_block_q5_0;
+
+/* Q4_K (ggml): 8 sub-blocks of 32, value d * sc[j] * q - dmin * m[j] for the 4-bit q of sub-block
+ * j.  sc / m are 6 bits: for j < 4, sc = scales[j] & 63, m = scales[j + 4] & 63; for j >= 4,
+ * sc = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4, m = (scales[j + 4] >> 4) |
+ * (scales[j] >> 6) << 4.  Weights 64c + l (l < 32) are the low nibbles of qs[32c + l], weights
+ * 64c + 32 + l the high ones (sub-blocks 2c and 2c + 1). */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+} lowbit_block_q4_k;
+
+/* Q6_K (ggml): 16 sub-blocks of 16, value d * scales[e / 16] * (q - 32) for weight e.  In half
+ * h (weights 128h ..), with L = ql + 64h, H = qh + 32h and l < 32, the 6-bit q of weight
+ * 128h + 32k + l is: k = 0: L[l] & 15, k = 1: L[l + 32] & 15, k = 2: L[l] >> 4,
+ * k = 3: L[l + 32] >> 4, each | ((H[l] >> 2k) & 3) << 4. */
+typedef struct {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+} lowbit_block_q6_k;
+
 /* Q8_K: fp32 scale; bsums[k] = sum of qs[16k .. 16k+15]. */
 typedef struct {
     float d;
@@ -110,6 +148,9 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q2_0) == 18, "Q2_0 block is 18 bytes");
 LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_pq2_0) == 34, "PQ2_0 block is 34 bytes");
 LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_ptq1_0) == 28, "PTQ1_0 block is 28 bytes");
 LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q5_0) == 22, "Q5_0 block is 22 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q4_k) == 144, "Q4_K block is 144 bytes");
+LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q6_k) == 210, "Q6_K block is 210 bytes");
 LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes");
 
 /* Activations (pylowbit's own layout, "A8"): a float vector of n elements is cut into groups of G
@@ -119,10 +160,11 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes"
  * instead of once per weight.  Codes, scales and sums are three separate arrays so SIMD loads stay
  * aligned and dense.  G and the rounding are llama.cpp's activation type for the weight type, so
  * both runtimes compute the same integer sums:
- *   G = 256 (TQ1_0, TQ2_0), Q8_K: iscale = -127 / (element of largest |x|), q = rint(iscale * x),
- *           d = 1 / iscale; an all-zero group has d = 0.
- *   G = 32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q8_0), Q8_0 (ggml's x86 rounding): q = rint(x * 127 / amax),
- *           d = amax / 127 rounded to fp16 (stored here as the fp32 value of that fp16).
+ *   G = 256 (TQ1_0, TQ2_0, Q4_K, Q6_K), Q8_K: iscale = -127 / (element of largest |x|),
+ *           q = rint(iscale * x), d = 1 / iscale; an all-zero group has d = 0.
+ *   G = 32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q5_0, Q8_0), Q8_0 (ggml's x86 rounding):
+ *           q = rint(x * 127 / amax), d = amax / 127 rounded to fp16 (stored here as the fp32
+ *           value of that fp16).
  *   other G (I2_S: 128), pylowbit's A8: q = roundf(x * 127 / amax), d = amax / 127.
  * rint rounds half to even, roundf half away from zero; amax = max|x| over the group. */
 typedef struct {

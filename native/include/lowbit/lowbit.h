@@ -58,7 +58,7 @@ LOWBIT_API int64_t lowbit_row_bytes(int type, int64_t n);
 /* Bytes of a whole tensor of nelem weights as stored in GGUF (I2_S: nelem/4 + 32). */
 LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
 /* Activation group size used with this weight type: llama.cpp's activation type for it, 256 (Q8_K)
- * for TQ1_0/TQ2_0, 32 (Q8_0) for Q1_0/Q2_0/PQ2_0/PTQ1_0/Q8_0, 128 for I2_S.  The group size also
+ * for TQ1_0/TQ2_0/Q4_K/Q6_K, 32 (Q8_0) for Q1_0/Q2_0/PQ2_0/PTQ1_0/Q5_0/Q8_0, 128 for I2_S.  The group size also
  * selects the rounding rule of lowbit_quantize_act (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
 
@@ -66,7 +66,8 @@ LOWBIT_API int64_t lowbit_act_group(int type);
 
 /* Quantize n floats (a whole tensor, row-major) into `out` (lowbit_tensor_bytes(type, n) bytes).
  * Ternary/2-bit types follow their owners' rule: d = max|w| per block (per tensor for I2_S),
- * code = round-half-away(w / d) + 1 clamped to the code range.  NaN inputs give LOWBIT_EINVAL. */
+ * code = round-half-away(w / d) + 1 clamped to the code range.  NaN inputs give LOWBIT_EINVAL.
+ * ggml's Q5_0 / Q4_K / Q6_K are decoded and multiplied but not written: LOWBIT_ETYPE. */
 LOWBIT_API int lowbit_quantize(int type, const float *x, int64_t n, void *out);
 /* Dequantize a whole tensor of n weights. */
 LOWBIT_API int lowbit_dequantize(int type, const void *w, int64_t n, float *out);

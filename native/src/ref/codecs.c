@@ -149,6 +149,9 @@ int lowbit_quantize(int type, const float *x, int64_t n, void *out) {
     if (!lowbit_type_known(type)) return LOWBIT_ETYPE;
     if (type != LOWBIT_TYPE_Q8_K && n % lowbit_type_block_size(type)) return LOWBIT_ESIZE;
     if (type == LOWBIT_TYPE_Q8_K) return LOWBIT_ETYPE; /* activation-only type */
+    /* ggml's formats are read from llama.cpp's files, not written (no quantizer here) */
+    if (type == LOWBIT_TYPE_Q5_0 || type == LOWBIT_TYPE_Q4_K || type == LOWBIT_TYPE_Q6_K)
+        return LOWBIT_ETYPE;
     /* Float formats store NaN/inf as they are; quantized ones cannot represent them. */
     if (type != LOWBIT_TYPE_F32 && type != LOWBIT_TYPE_F16 && has_nonfinite(x, n)) return LOWBIT_EINVAL;
     uint8_t *o = (uint8_t *)out;
@@ -295,6 +298,9 @@ int lowbit_dequantize(int type, const void *w, int64_t n, float *y) {
             for (int j = 0; j < 128; j++) y[128 * i + j] = (b->qs[j / 8] >> (j % 8)) & 1 ? d : -d;
         }
         return LOWBIT_OK;
+    case LOWBIT_TYPE_Q5_0:
+    case LOWBIT_TYPE_Q4_K:
+    case LOWBIT_TYPE_Q6_K: return lowbit_dequantize_kquant(type, in, nb, y);
     case LOWBIT_TYPE_I2_S: {
         float d;
         memcpy(&d, in + n / 4, 4);

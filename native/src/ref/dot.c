@@ -178,4 +178,5 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->gemv_f16 = gemv_f16_ref;
     k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
     k->packed_gemm = lowbit_packed_gemm_ref;
+    lowbit_fill_kquant_scalar(k);
 }
