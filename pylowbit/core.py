@@ -35,6 +35,8 @@ FORMATS: dict[str, FormatInfo] = {
     info.name: info for info in (FormatInfo(*_lowbit.type_info(t)) for t in _WEIGHT_TYPE_IDS)
 }
 _BY_ID = {f.type_id: f for f in FORMATS.values()}
+# llama.cpp's formats that pylowbit decodes and multiplies in place but does not write
+DECODE_ONLY = frozenset({"q5_0", "q4_k", "q6_k"})
 
 
 def format_info(fmt) -> FormatInfo:
@@ -227,6 +229,9 @@ def quantize(x, fmt) -> QTensor:
     I2_S; codes round-half-away(w / scale) + 1).  NaN or infinity raises ValueError.
     """
     info = format_info(fmt)
+    if info.name in DECODE_ONLY:
+        raise ValueError(f"{info.name}: pylowbit reads and multiplies this llama.cpp format but does "
+                         f"not quantize to it")
     x = _float32_array(x, "x")
     if x.ndim == 0:
         raise ValueError("quantize needs at least a 1-D array")

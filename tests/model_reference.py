@@ -12,8 +12,9 @@ import numpy as np
 
 from pylowbit.gguf import GGUFFile
 
-# activation groups (lowbit_act_group): llama.cpp's Q8_K for TQ1_0/TQ2_0, its Q8_0 for the rest
-_GROUP = {"q8_0": 32, "q2_0": 32, "q1_0": 32, "pq2_0": 32, "ptq1_0": 32, "tq1_0": 256, "tq2_0": 256, "i2_s": 128}
+# activation groups (lowbit_act_group): llama.cpp's Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, its Q8_0 for the rest
+_GROUP = {"q8_0": 32, "q2_0": 32, "q1_0": 32, "pq2_0": 32, "ptq1_0": 32, "tq1_0": 256, "tq2_0": 256, "i2_s": 128,
+          "q5_0": 32, "q4_k": 256, "q6_k": 256}
 
 
 def _f16(b):
@@ -33,7 +34,7 @@ def decode(t) -> np.ndarray:
         return raw.view("<f4").astype(np.float64).reshape(t.shape)
     if t.fmt == "f16":
         return raw.view("<f2").astype(np.float64).reshape(t.shape)
-    if t.fmt in ("q8_0", "tq1_0", "tq2_0", "q4_k", "q5_0", "q6_k"):
+    if t.fmt in ("q8_0", "tq1_0", "tq2_0", "q4_k", "q5_0", "q6_k", "q4_0"):
         from gguf import GGMLQuantizationType
         from gguf.quants import dequantize
 

@@ -445,5 +445,7 @@ def test_ggml_formats_refuse_malformed_sizes_and_quantize(fmt):
         lb.QTensor(w.data, fmt, (2 * 512 // (info.block_size // 2), info.block_size // 2))
     with pytest.raises(ValueError, match="columns|shape"):
         w.gemv(np.zeros(256, np.float32))
-    with pytest.raises(ValueError, match="unsupported"):
+    with pytest.raises(ValueError, match="does not quantize"):
         lb.quantize(np.zeros(512, np.float32), fmt)
+    with pytest.raises(ValueError, match="unsupported"):  # the C library refuses it too
+        _lowbit.quantize(np.zeros(512, np.float32), info.type_id)

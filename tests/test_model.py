@@ -206,17 +206,17 @@ def test_foreign_types_are_decoded_at_load_with_a_notice(tmp_path):
         meta = {k: MetaValue(f.metadata_types[k][0], v, f.metadata_types[k][1]) for k, v in f.metadata.items()}
         specs = []
         for t in f.tensors.values():
-            if t.name.endswith("ffn_down.weight"):  # as Q5_0, a type pylowbit has no kernel for
+            if t.name.endswith("ffn_down.weight"):  # as Q4_0, a type pylowbit has no kernel for
                 x = np.array(t.data).view(np.float32).reshape(t.shape)
-                specs.append(TensorSpec(t.name, 6, t.shape, gq(x, gguf.GGMLQuantizationType.Q5_0)))
+                specs.append(TensorSpec(t.name, 2, t.shape, gq(x, gguf.GGMLQuantizationType.Q4_0)))
             else:
                 specs.append(TensorSpec(t.name, t.file_type_id, t.shape, np.array(t.data)))
     p = write_gguf(tmp_path / "mixed.gguf", meta, specs)
     notes = []
     m = Model(p, notice=notes.append, foreign="f32")
-    assert len(notes) == 1 and "2 q5_0" in notes[0] and "f32" in notes[0]
+    assert len(notes) == 1 and "2 q4_0" in notes[0] and "f32" in notes[0]
     tokens = np.arange(1, 13)
-    ref = Ref(p).logits(tokens)  # the reference decodes Q5_0 through gguf-py too
+    ref = Ref(p).logits(tokens)  # the reference decodes Q4_0 through gguf-py too
     assert rel_err(m.forward(tokens, logits="all"), ref) <= 1e-4
 
 
@@ -284,7 +284,9 @@ def test_gemma_loads_with_notice_and_config(gemma):
     c = m.cfg
     assert (c.arch, c.n_layer, c.d_model, c.n_ff, c.n_head, c.n_head_kv, c.head_dim) == ("gemma3", 18, 640, 2048, 4, 1, 256)
     assert c.sliding_window == 512 and [c.is_swa(i) for i in range(6)] == [True] * 5 + [False]
-    assert len(notes) == 1 and "q4_k" in notes[0] and "q6_k" in notes[0]
+    assert notes == []  # Q5_0, Q8_0, Q4_K, Q6_K: all multiplied in place, nothing converted
+    fmts = {m.w.layers[0][k].w.fmt for k in ("attn_q", "attn_output")} | {L["ffn_down"].w.fmt for L in m.w.layers}
+    assert fmts == {"q5_0", "q4_k", "q6_k"}
 
 
 @pytest.mark.parametrize("prompt,pinned", [
@@ -453,19 +455,19 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
     assert np.array_equal(ours.argmax(1), theirs.argmax(1))
 
 
-# Activations are quantized as llama.cpp quantizes them (Q8_K groups of 256 for TQ1_0/TQ2_0, Q8_0
-# groups of 32 for Q2_0: formats.h), so both runtimes compute the same integer sums, and llama.cpp
-# runs with an f32 KV cache like ours.  Measured (256 Jargon File tokens, printed with -s):
-# llama-tq1_0 / llama-tq2_0 ratio 1.0006, top-1 99.2 %; llama-q2_0 0.9997, 99.2 %; qwen3-tq2_0
-# 0.9997, 100 %.  Gemma 3 270M does not agree: its Q5_0 tensors become Q8_0 exactly, but the Q4_K /
-# Q6_K ones (attn_output, ffn_down) are re-quantized to Q8_0 at load while llama.cpp multiplies them
-# with Q8_K activations: ratio 0.9857, top-1 97.3 %.  (Emulating llama.cpp there -- float K-quant
-# weights, Q8_K-rounded activations -- gave ratio 1.0033, top-1 96.9 %: the ratio needs K-quant
-# kernels.  Top-1 on this model is below 99 % even between llama.cpp's own f16 and f32 KV caches:
-# 97.3 %, so that target cannot separate runtimes here.)
-_GEMMA_XFAIL = pytest.mark.xfail(reason="Gemma 3 270M: ppl ratio 0.9857, top-1 97.3 % (Q4_K/Q6_K "
-                                 "re-quantized at load; llama.cpp itself, f16 vs f32 KV: top-1 97.3 %)",
-                                 strict=False)
+# Activations are quantized as llama.cpp quantizes them (Q8_K groups of 256 for TQ1_0/TQ2_0/Q4_K/
+# Q6_K, Q8_0 groups of 32 for Q2_0/Q5_0/Q8_0: formats.h), so both runtimes compute the same integer
+# sums, and llama.cpp runs with an f32 KV cache like ours.  Measured (256 Jargon File tokens, printed
+# with -s): llama-tq1_0 / llama-tq2_0 ratio 1.0006, top-1 99.2 %; llama-q2_0 0.9997, 99.2 %;
+# qwen3-tq2_0 0.9997, 100 %.  Gemma 3 270M (Q5_0 / Q8_0 / Q4_K / Q6_K, all multiplied in place by
+# native kernels): ratio 0.9975, top-1 96.9 % (before the K-quant kernels: 0.9857, 97.3 %).  Its
+# top-1 cannot reach 99 % against any runtime that rounds differently: the first position agrees
+# with llama.cpp to < 1e-5 (relative) once GELU is ggml's fp16 table (ratio 0.9985, top-1 97.7 %),
+# but from position 1 on float-order differences in attention are amplified by the int8 activation
+# rounding of 18 layers -- pylowbit's own scalar and AVX2 variants (bit-identical integer sums)
+# differ by 4.5 % (median relative L2 of the logits) and agree on top-1 at 97.7 % only, as llama.cpp
+# with f16 vs f32 KV cache does (97.3 %).  So the ratio is asserted and top-1 is an xfail there.
+_GEMMA_TOP1 = 0.96
 
 
 # Random synthetic models turn float-order noise into argmax flips: llama-q2_0 gives top-1 99.2 % with
@@ -476,7 +478,7 @@ _Q2_XFAIL = pytest.mark.xfail(reason="llama-q2_0 top-1: 99.2 % scalar, 97.7 % av
 
 
 @pytest.mark.llama
-@pytest.mark.parametrize("which", [pytest.param("gemma", marks=_GEMMA_XFAIL), "llama-tq1_0", "llama-tq2_0",
+@pytest.mark.parametrize("which", ["gemma", "llama-tq1_0", "llama-tq2_0",
                                    pytest.param("llama-q2_0", marks=_Q2_XFAIL), "qwen3-tq2_0"])
 def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
     from pylowbit.commands.perplexity import log_softmax_at, read_text
@@ -499,4 +501,8 @@ def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
     print(f"{which}: ppl ours {ppl_ours:.4f} llama.cpp {ppl_theirs:.4f} ratio {ppl_ours / ppl_theirs:.5f} "
           f"top-1 {100 * top1:.2f} % over {len(tokens)} tokens")
     assert abs(ppl_ours / ppl_theirs - 1) <= 0.005, (ppl_ours, ppl_theirs)
+    if which == "gemma" and top1 < 0.99:
+        assert top1 >= _GEMMA_TOP1  # what float-order noise alone gives, see above
+        pytest.xfail(f"Gemma 3 270M top-1 {100 * top1:.1f} %: below 99 % from float-order noise "
+                     f"amplified by int8 activations (pylowbit scalar vs avx2: 97.7 %)")
     assert top1 >= 0.99
