@@ -64,7 +64,9 @@ static int guard_ok(const float *p, int64_t n, const char **why) {
 
 typedef struct {
     int type;
-    int scale_off; /* byte offset of the fp16 scale inside a block, -1: none (I2_S) */
+    int scale_off;   /* byte offset of the fp16 scale inside a block, -1: none (I2_S) */
+    int scale2_off;  /* a second fp16 scale (Q4_K's dmin), 0: none */
+    int decode_only; /* ggml's formats: lowbit_quantize refuses them */
 } wtype;
 
 static const wtype WTYPES[] = {
@@ -76,6 +78,9 @@ static const wtype WTYPES[] = {
     {LOWBIT_TYPE_PQ2_0, offsetof(lowbit_block_pq2_0, d)},
     {LOWBIT_TYPE_PTQ1_0, offsetof(lowbit_block_ptq1_0, d)},
     {LOWBIT_TYPE_Q8_0, offsetof(lowbit_block_q8_0, d)},
+    {LOWBIT_TYPE_Q5_0, offsetof(lowbit_block_q5_0, d), 0, 1},
+    {LOWBIT_TYPE_Q4_K, offsetof(lowbit_block_q4_k, d), offsetof(lowbit_block_q4_k, dmin), 1},
+    {LOWBIT_TYPE_Q6_K, offsetof(lowbit_block_q6_k, d), 0, 1},
 };
 #define NWTYPES ((int)(sizeof WTYPES / sizeof WTYPES[0]))
 
@@ -91,6 +96,10 @@ static uint8_t *make_weights(const wtype *t, int64_t rows, int64_t cols, int exa
         float v = exact ? 1.0f : ldexpf(rndf(1.0f, 2.0f), rndi(-8, 0)) * (rnd64() & 1 ? -1.0f : 1.0f);
         uint16_t h = lowbit_fp32_to_fp16(v);
         memcpy(w + b * bb + t->scale_off, &h, 2);
+        if (t->scale2_off) {
+            h = lowbit_fp32_to_fp16(exact ? 1.0f : v * rndf(0.0f, 1.0f));
+            memcpy(w + b * bb + t->scale2_off, &h, 2);
+        }
     }
     if (t->type == LOWBIT_TYPE_I2_S) { /* per-tensor fp32 scale after the codes */
         float d = exact ? 1.0f : rndf(0.25f, 2.0f);
@@ -443,6 +452,13 @@ static void test_codecs(void) {
         const int type = WTYPES[ti].type;
         const int64_t n = lowbit_type_block_size(type) * 5;
         const int64_t bytes = lowbit_tensor_bytes(type, n);
+        if (WTYPES[ti].decode_only) {
+            float x[256] = {0};
+            uint8_t out[256];
+            CHECK(lowbit_quantize(type, x, lowbit_type_block_size(type), out) == LOWBIT_ETYPE,
+                  "%s: quantize must refuse a decode-only format", lowbit_type_name(type));
+            continue;
+        }
         float *x = (float *)malloc((size_t)n * sizeof(float));
         float *y = (float *)malloc((size_t)n * sizeof(float));
         float *y2 = (float *)malloc((size_t)n * sizeof(float));
@@ -483,6 +499,17 @@ static void test_degenerate(void) {
               "%s empty sizes: st=%d %d %d %s", lowbit_isa_name(g_variants[v]), st1, st2, st3, why);
         free(y);
     }
+    /* ggml's formats: rows must be whole blocks, activations the type's group (256 for K-quants) */
+    static const uint8_t wk[210 * 2] = {0};
+    float x[512] = {0}, y[2];
+    lowbit_act a32 = {q, d, s, 256, 32};
+    CHECK(lowbit_row_bytes(LOWBIT_TYPE_Q4_K, 300) == LOWBIT_ESIZE && lowbit_row_bytes(LOWBIT_TYPE_Q6_K, 512) == 420 &&
+              lowbit_row_bytes(LOWBIT_TYPE_Q5_0, 48) == LOWBIT_ESIZE,
+          "K-quant row sizes");
+    CHECK(lowbit_gemm(LOWBIT_TYPE_Q4_K, wk, 1, 128, x, 1, y, 1) == LOWBIT_ESIZE &&
+              lowbit_gemm(LOWBIT_TYPE_Q6_K, wk, 1, 320, x, 1, y, 1) == LOWBIT_ESIZE &&
+              lowbit_gemm_act(LOWBIT_TYPE_Q6_K, wk, 1, 256, &a32, 1, y, 1) == LOWBIT_ESIZE,
+          "K-quant: partial blocks and wrong activation groups refused");
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
