@@ -108,8 +108,11 @@ static void gemv_f16__neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t 
     }
 }
 
+void lowbit_register_kquant_neon(lowbit_kernels *k); /* kquant_neon.c: Q5_0, Q4_K, Q6_K */
+
 void lowbit_fill_kernels_neon(lowbit_kernels *k) {
     fill_quant_kernels(k);
+    lowbit_register_kquant_neon(k);
     k->quantize_act = quantize_act_a8__neon;
     k->gemv_f32 = gemv_f32__neon;
     k->gemv_f16 = gemv_f16__neon;
