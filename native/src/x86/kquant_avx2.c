@@ -171,12 +171,22 @@ AI void q5_vecs(const lowbit_block_q5_0 *blk, const int8_t *const *qp, int NA, _
         v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(c, _mm256_loadu_si256((const __m256i *)qp[j])), ones);
 }
 
+/* lowbit_q4_k_scale_min for all 8 sub-blocks, inlined (it is called once per block and row) */
+AI void q4k_scales(const uint8_t *q, int *sc, int *m) {
+    for (int k = 0; k < 4; k++) {
+        sc[k] = q[k] & 63;
+        m[k] = q[k + 4] & 63;
+        sc[k + 4] = (q[k + 8] & 15) | (q[k] >> 6) << 4;
+        m[k + 4] = (q[k + 8] >> 4) | (q[k + 4] >> 6) << 4;
+    }
+}
+
 /* Q4_K block x NA activations: vi = sum sc_k (q . a over sub-block k), vm = sum m_k (sum a) */
 AI void q4k_vecs(const lowbit_block_q4_k *blk, const int8_t *const *qp, const int16_t *const *sp,
                  int NA, __m256i *vi, __m256i *vm) {
     const __m256i m4 = _mm256_set1_epi8(15);
     int sc[8], m[8];
-    for (int k = 0; k < 8; k++) lowbit_q4_k_scale_min(blk->scales, k, &sc[k], &m[k]);
+    q4k_scales(blk->scales, sc, m);
     /* mins, each repeated for the two 16-sums of its sub-block */
     const __m256i mv = _mm256_setr_epi16((short)m[0], (short)m[0], (short)m[1], (short)m[1], (short)m[2],
                                          (short)m[2], (short)m[3], (short)m[3], (short)m[4], (short)m[4],
