@@ -7,7 +7,8 @@
  * activation, |a| <= 127) gives exact int16 pair sums: at most 2 * 63 * 127 = 16002.  Q6_K's -32
  * offset is a second vpmaddubsw of 32 x a subtracted in int16 (|pair| <= 2 * 32 * 127), then one
  * vpmaddwd by the sub-block scales; Q4_K's mins multiply the sub-block sums of a (vpmaddubsw of
- * 1 x a) the same way.  Q5_0 subtracts 16 * s[g] once per block. */
+ * 1 x a) the same way.  Q5_0 subtracts 16 * s[g] once per block.  GEMV runs 4 rows and GEMM 4
+ * activations per weight block, their int32 sums reduced together (see the tiles below). */
 #include <immintrin.h>
 
 #include <stdlib.h>
@@ -123,7 +124,7 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
 }
 
 /* ---- tiles: 4 rows (GEMV) or 4 activations (GEMM) reduced together --------------------------
-
+ *
  * The int32 vectors of 4 (row, activation) pairs are reduced into one xmm (lane = row or column),
  * and the reference's float steps run lane by lane: acc += nofma((float)isum * (d_w * d_a)).
  * Q4_K's mins and Q6_K's -32 offset multiply sums of 16 activation codes, taken once per call
@@ -271,22 +272,21 @@ AI __m128 tile_block(int K, const uint8_t *const *w4, int rows4, const lowbit_ac
             sp[i] = s4[rows4 ? 0 : i] + 16 * b;
         }
     }
-    for (int i = 0; i < 4; i++) { /* GEMV: 4 rows x 1 activation; GEMM: 1 row x 4 activations */
-        const uint8_t *wb = w4[rows4 ? i : 0];
+    for (int i = 0; i < (rows4 ? 4 : 1); i++) { /* GEMV: 4 rows x 1 activation; GEMM: 1 x 4 */
+        const uint8_t *wb = w4[i];
         const int na = rows4 ? 1 : 4;
-        if (!rows4 && i > 0) break;
         if (K == K_Q5_0) {
             const lowbit_block_q5_0 *blk = (const lowbit_block_q5_0 *)wb + b;
-            q5_vecs(blk, rows4 ? qp : qp, na, vi + i);
-            for (int j = 0; j < (rows4 ? 1 : 4); j++) dw[i + j] = h2f(blk->d);
+            q5_vecs(blk, qp, na, vi + i);
+            for (int j = 0; j < na; j++) dw[i + j] = h2f(blk->d);
         } else if (K == K_Q4_K) {
             const lowbit_block_q4_k *blk = (const lowbit_block_q4_k *)wb + b;
             q4k_vecs(blk, qp, sp, na, vi + i, vm + i);
-            for (int j = 0; j < (rows4 ? 1 : 4); j++) dw[i + j] = h2f(blk->d), dm[i + j] = h2f(blk->dmin);
+            for (int j = 0; j < na; j++) dw[i + j] = h2f(blk->d), dm[i + j] = h2f(blk->dmin);
         } else {
             const lowbit_block_q6_k *blk = (const lowbit_block_q6_k *)wb + b;
             q6k_vecs(blk, qp, sp, na, vi + i);
-            for (int j = 0; j < (rows4 ? 1 : 4); j++) dw[i + j] = h2f(blk->d);
+            for (int j = 0; j < na; j++) dw[i + j] = h2f(blk->d);
         }
     }
     const __m128 dav = _mm_loadu_ps(da);
