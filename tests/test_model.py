@@ -467,6 +467,9 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
 # rounding of 18 layers -- pylowbit's own scalar and AVX2 variants (bit-identical integer sums)
 # differ by 4.5 % (median relative L2 of the logits) and agree on top-1 at 97.7 % only, as llama.cpp
 # with f16 vs f32 KV cache does (97.3 %).  So the ratio is asserted and top-1 is an xfail there.
+# The 256-token ratio carries that noise too: scaling the norm weights by 1 +- 1e-7 moves it within
+# 0.991 .. 0.999, and PYLOWBIT_ISA=scalar gives 0.9924 (outside the bound); over 1024 tokens the
+# mean per-token log-prob difference is +0.005 +- 0.004 (ratio 0.9951; 0.9993 with ggml's GELU).
 _GEMMA_TOP1 = 0.96
 
 
