@@ -21,11 +21,21 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Software prefetch distance (bytes) of the GEMV weight streams.  Measured here (DRAM regime, one
- * thread): hardware prefetch alone streamed the packed layout at ~65 % of the read bandwidth;
- * prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-95 %. */
+/* Software prefetch distances (bytes) of the GEMV weight streams, measured here (DRAM regime, one
+ * thread, in-run bandwidth probe): hardware prefetch alone streamed the packed layout at ~65 % of
+ * the read bandwidth; prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-85 %,
+ * 16 KB ahead ~1.1x more (85-95 %; 4 KB: 1.05x, 32-64 KB: no better).  The Q8_0 file layout
+ * (8 row streams side by side, prefetched as the one run of memory they form) wants 32 KB:
+ * 1.5x the 4-row kernel with per-row prefetch 1 KB ahead.  LOWBIT_PF_FILE: the other file-layout
+ * kernels, per row stream. */
 #ifndef LOWBIT_PF_DIST
-#define LOWBIT_PF_DIST 2048
+#define LOWBIT_PF_DIST 16384
+#endif
+#ifndef LOWBIT_PF_Q8
+#define LOWBIT_PF_Q8 32768
+#endif
+#ifndef LOWBIT_PF_FILE
+#define LOWBIT_PF_FILE 1024
 #endif
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
@@ -39,6 +49,14 @@ AI __m128 nofma(__m128 x) {
 AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* lane g of the result = sum of the 8 int32 lanes of v[g] */
+AI __m256i hsum_8x8(const __m256i *v) {
+    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                            _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 /* acc += (float)(isum - off) * (dw * da), lane by lane: the spec's order and roundings */
@@ -255,8 +273,8 @@ AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
             __m256i iv[4][4];
             for (int i = 0; i < 4; i++) {
                 __m256i c[8];
-                if (LOWBIT_PF_DIST && US >= 32) /* four row streams: help the prefetchers */
-                    _mm_prefetch((const char *)(row[i] + u * US + LOWBIT_PF_DIST / 2), _MM_HINT_T0);
+                if (LOWBIT_PF_FILE && US >= 32) /* four row streams: help the prefetchers */
+                    _mm_prefetch((const char *)(row[i] + u * US + LOWBIT_PF_FILE), _MM_HINT_T0);
                 decode(F, row[i] + u * US, ng < NG, c);
                 for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, c, gi, a->q + u * U);
             }
@@ -364,7 +382,60 @@ DEFINE_FILE(q1_0, F_Q1)
 DEFINE_FILE(q2_0, F_Q2)
 DEFINE_FILE(pq2_0, F_PQ2)
 DEFINE_FILE(ptq1_0, F_PTQ1)
-DEFINE_FILE(q8_0, F_Q8)
+
+/* Q8_0, file layout (the LM head of the bench's files: a third of a token's weight bytes): 8 rows
+ * at a time, so a block's 8 int32 sums come out of one transpose-reduce (hsum_8x8) and the spec's
+ * float steps run once per block for 8 rows.  The 8 rows are one
+ * contiguous run of memory read as 8 streams side by side; it is prefetched as one run,
+ * LOWBIT_PF_Q8 bytes ahead of the average position (8 x 34 bytes per block). */
+/* fp16 scales of block offset o of 8 rows, gathered in general-purpose registers (the vector
+ * shuffle ports are the busy ones) */
+AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {
+    uint64_t lo = 0, hi = 0;
+    for (int i = 0; i < 4; i++) {
+        lo |= (uint64_t)ld16(row[i] + o) << (16 * i);
+        hi |= (uint64_t)ld16(row[i + 4] + o) << (16 * i);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t nb = a->n / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) {
+        const uint8_t *row[8];
+        for (int i = 0; i < 8; i++) row[i] = (const uint8_t *)w + (r + i) * rb;
+        __m256 acc = _mm256_setzero_ps();
+        /* rows r.. r+7 are [row[0], row[0] + 8 rb); the previous group prefetched up to
+         * row[0] + LOWBIT_PF_Q8 */
+        const char *pf = (const char *)row[0] + LOWBIT_PF_Q8;
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t o = 34 * b;
+            if (LOWBIT_PF_Q8)
+                for (const char *lim = (const char *)row[0] + 8 * 34 * (b + 1) + LOWBIT_PF_Q8; pf < lim; pf += 64)
+                    _mm_prefetch(pf, _MM_HINT_T0);
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+            __m256i v[8];
+            for (int i = 0; i < 8; i++) {
+                __m256i c = _mm256_loadu_si256((const __m256i *)(row[i] + o + 2));
+                __asm__("" : "+x"(c)); /* one load (often a line split), not one per use */
+                v[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av, c)), ones);
+            }
+            const __m256 sc = _mm256_mul_ps(q8_scales8(row, o), _mm256_set1_ps(a->d[b]));
+            __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_8x8(v)), sc);
+            __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
+            acc = _mm256_add_ps(acc, p);
+        }
+        _mm256_storeu_ps(y + r - r0, acc);
+    }
+    if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
+}
+static void gemm_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy) {
+    gemm_file(F_Q8, w, rb, r0, r1, a, batch, y, ldy);
+}
 
 /* ---- packed layout: 4-row groups, 128-weight chunks, codes then scales (see internal.h) -------- */
 
@@ -633,14 +704,6 @@ AI __m256 hmax_8x8(const __m256 *v) {
 #undef PAIR
 #undef QUAD
     return _mm256_max_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* lane g of the result = sum of the 8 int32 lanes of v[g] */
-AI __m256i hsum_8x8(const __m256i *v) {
-    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                            _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 /* Codes of one group with inverse scale id; returns the code sums in 8 int32 lanes. */
