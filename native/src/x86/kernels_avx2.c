@@ -45,16 +45,33 @@ AI __m128 nofma(__m128 x) {
     return x;
 }
 
+/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddw/d
+ * would do it in fewer instructions, but on Zen 3 they issue one per 2 cycles (unpacks: ~2 per
+ * cycle), and they were the bottleneck of the 32-group kernel.  Integer sums: exact in any order. */
+/* 16-bit lanes [x y x y ...] per 128-bit half: x's lanes summed in pairs (lane j + 4), y's too */
+AI __m256i tr16(__m256i x, __m256i y) {
+    return _mm256_add_epi16(_mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y));
+}
+/* the same on 32- / 64-bit units; add16: the units hold int16 lanes (no carries across them) */
+AI __m256i tr32(__m256i x, __m256i y, const int add16) {
+    __m256i lo = _mm256_unpacklo_epi32(x, y), hi = _mm256_unpackhi_epi32(x, y);
+    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
+}
+AI __m256i tr64(__m256i x, __m256i y, const int add16) {
+    __m256i lo = _mm256_unpacklo_epi64(x, y), hi = _mm256_unpackhi_epi64(x, y);
+    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
+}
+
 /* lane i of the result = sum of the 8 int32 lanes of v_i */
 AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    __m256i h = tr64(tr32(v0, v1, 0), tr32(v2, v3, 0), 0); /* [v0 v1 v2 v3] per half */
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 /* lane g of the result = sum of the 8 int32 lanes of v[g] */
 AI __m256i hsum_8x8(const __m256i *v) {
-    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    __m256i u0 = tr64(tr32(v[0], v[1], 0), tr32(v[2], v[3], 0), 0);
+    __m256i u1 = tr64(tr32(v[4], v[5], 0), tr32(v[6], v[7], 0), 0);
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                             _mm256_permute2x128_si256(u0, u1, 0x31));
 }
@@ -469,10 +486,11 @@ AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *a
         __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a[1]);
         __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a[2]);
         __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a[3]);
-        h3[i] = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+        /* 16-bit lanes [g0 g1 g2 g3 g0 g1 g2 g3] per 128-bit half */
+        h3[i] = tr32(tr16(p0, p1), tr16(p2, p3), 1);
     }
     /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
-    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
+    const __m256i h01 = tr64(h3[0], h3[1], 1), h23 = tr64(h3[2], h3[3], 1);
     const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
     const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
     const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
