@@ -416,6 +416,14 @@ AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
 
+/* acc += (float)isum * (dw * da) for block b of the 8 rows */
+AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t b, const lowbit_act *a) {
+    const __m256 sc = _mm256_mul_ps(q8_scales8(row, 34 * b), _mm256_set1_ps(a->d[b]));
+    __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc);
+    __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
+    return _mm256_add_ps(acc, p);
+}
+
 static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     const int64_t nb = a->n / 32;
@@ -425,6 +433,8 @@ static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, co
         const uint8_t *row[8];
         for (int i = 0; i < 8; i++) row[i] = (const uint8_t *)w + (r + i) * rb;
         __m256 acc = _mm256_setzero_ps();
+        __m256i pis = _mm256_setzero_si256(); /* block pb's sums, float steps pending */
+        int64_t pb = 0;
         /* rows r.. r+7 are [row[0], row[0] + 8 rb); the previous group prefetched up to
          * row[0] + LOWBIT_PF_Q8 */
         const char *pf = (const char *)row[0] + LOWBIT_PF_Q8;
@@ -440,12 +450,11 @@ static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, co
                 __asm__("" : "+x"(c)); /* one load (often a line split), not one per use */
                 v[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av, c)), ones);
             }
-            const __m256 sc = _mm256_mul_ps(q8_scales8(row, o), _mm256_set1_ps(a->d[b]));
-            __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_8x8(v)), sc);
-            __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
-            acc = _mm256_add_ps(acc, p);
+            const __m256i isum = hsum_8x8(v);
+            if (b) acc = q8_acc(acc, pis, row, pb, a); /* pipelined as packed_gemv_k */
+            pis = isum, pb = b;
         }
-        _mm256_storeu_ps(y + r - r0, acc);
+        _mm256_storeu_ps(y + r - r0, nb ? q8_acc(acc, pis, row, pb, a) : acc);
     }
     if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
 }
@@ -475,8 +484,7 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
  * a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8 lanes at a
  * time (lane = row x group), transposed to lane = row, and added group by group in the spec's
  * order, so the result is still bit-exact. */
-AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *aq, const int32_t *s,
-                  const float *da, const uint16_t *sc) {
+AI void chunk32_sums(const uint8_t *tile, const int8_t *aq, __m256i t[2]) {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256i a[4], h3[4];
     for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
@@ -491,8 +499,14 @@ AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *a
     }
     /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
     const __m256i h01 = tr64(h3[0], h3[1], 1), h23 = tr64(h3[2], h3[3], 1);
-    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
-    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+    t[0] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
+    t[1] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+}
+
+/* ... and its float steps: t[0] = [r0 g0..g3 r1 g0..g3], t[1] the same for rows 2, 3 */
+AI __m128 chunk32_acc(const int qk, __m128 acc, const __m256i t[2], const int32_t *s, const float *da,
+                      const uint16_t *sc) {
+    const __m256i t01 = t[0], t23 = t[1];
     const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
     const __m256 D = _mm256_broadcast_ps((const __m128 *)da);
     /* weight scales per lane: block (32 g) / qk of row r */
@@ -519,6 +533,24 @@ AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *a
     return _mm_add_ps(acc, _mm_unpackhi_ps(hi0, hi1));
 }
 
+/* Float steps of what the previous step of packed_gemv_k left pending: a full 32-group chunk
+ * (pend 1, chunk pg) or one group's 4 row sums (pend 2, group pg). */
+AI __m128 pk_flush(const int G, int pend, __m128 acc, const lowbit_matrix *m, int64_t rg, int sh,
+                   const lowbit_act *a, const __m256i pt[2], __m128i pis, int64_t pg) {
+    if (G == 32 && pend == 1) {
+        const uint16_t *sc = m->scales + (rg * m->nscales + ((pg * 128) >> sh)) * 4;
+        return m->qk == 64 ? chunk32_acc(64, acc, pt, a->s + pg * 4, a->d + pg * 4, sc)
+                           : chunk32_acc(128, acc, pt, a->s + pg * 4, a->d + pg * 4, sc);
+    }
+    if (pend == 2)
+        return group_acc(acc, pis, _mm_set1_epi32(a->s[pg]), packed_dw(m, rg, pg, G, sh),
+                         _mm_set1_ps(a->d[pg]));
+    return acc;
+}
+
+/* Software-pipelined: the float steps of a chunk are issued after the integer work of the next
+ * one, so that the long integer-to-float chain of one chunk overlaps the next chunk's work (the
+ * out-of-order window alone held about one chunk).  The float adds keep the spec's order. */
 AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, float *y) {
     const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
@@ -527,6 +559,10 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
         const uint8_t *base = m->codes + rg * nch * 128;
         __m128 acc = _mm_setzero_ps();
+        int pend = 0; /* pending float steps, see pk_flush */
+        __m256i pt[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m128i pis = _mm_setzero_si128();
+        int64_t pg = 0;
         for (int64_t c = 0; c < nch; c += CPG) {
             const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
             if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
@@ -535,9 +571,10 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                     _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
                     _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
                 }
-                const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4;
-                acc = m->qk == 64 ? chunk32(64, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc)
-                                  : chunk32(128, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc);
+                __m256i t[2];
+                chunk32_sums(tile, a->q + c * 128, t);
+                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+                pt[0] = t[0], pt[1] = t[1], pg = c, pend = 1;
                 continue;
             }
             __m256i iv[4][4];
@@ -557,6 +594,14 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                             iv[i][gi], vec_dot(F_PK, cv, gi * CG / 32, CG / 32, a->q + (c + cc) * 128));
                 }
             }
+            if (G >= 128 && ng == 1) { /* one group per step: pipelined */
+                const __m128i isum = hsum4(iv[0][0], iv[1][0], iv[2][0], iv[3][0]);
+                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+                pis = isum, pg = c * 128 / G, pend = 2;
+                continue;
+            }
+            acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+            pend = 0;
             for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
                 const int64_t g = (c * 128 + gi * CG) / G;
                 __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
@@ -564,6 +609,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                                 _mm_set1_ps(a->d[g]));
             }
         }
+        acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
         float out[4];
         _mm_storeu_ps(out, acc);
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
