@@ -24,7 +24,8 @@
 /* Software prefetch distances (bytes) of the GEMV weight streams, measured here (DRAM regime, one
  * thread, in-run bandwidth probe): hardware prefetch alone streamed the packed layout at ~65 % of
  * the read bandwidth; prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-85 %,
- * 16 KB ahead ~1.1x more (85-95 %; 4 KB: 1.05x, 32-64 KB: no better).  The Q8_0 file layout
+ * 16 KB ahead ~1.1x more for TQ2_0 (85-95 %; 4 KB: 1.05x, 32-64 KB: no better; the 32-group
+ * formats are compute-bound and gain little).  The Q8_0 file layout
  * (8 row streams side by side, prefetched as the one run of memory they form) wants 32 KB:
  * 1.5x the 4-row kernel with per-row prefetch 1 KB ahead.  LOWBIT_PF_FILE: the other file-layout
  * kernels, per row stream. */
@@ -402,9 +403,10 @@ DEFINE_FILE(ptq1_0, F_PTQ1)
 
 /* Q8_0, file layout (the LM head of the bench's files: a third of a token's weight bytes): 8 rows
  * at a time, so a block's 8 int32 sums come out of one transpose-reduce (hsum_8x8) and the spec's
- * float steps run once per block for 8 rows.  The 8 rows are one
- * contiguous run of memory read as 8 streams side by side; it is prefetched as one run,
- * LOWBIT_PF_Q8 bytes ahead of the average position (8 x 34 bytes per block). */
+ * float steps run once per block for 8 rows (L2: 1.1x the 4-row gemv_file, 1.3x with the
+ * pipelining below).  The 8 rows are one contiguous run of memory read as 8 streams side by side;
+ * it is prefetched as one run, LOWBIT_PF_Q8 bytes ahead of the average position (8 x 34 bytes
+ * per block): DRAM 1.5x, ~90 % of the read bandwidth where the 4-row kernel streamed ~60 %. */
 /* fp16 scales of block offset o of 8 rows, gathered in general-purpose registers (the vector
  * shuffle ports are the busy ones) */
 AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {
@@ -480,10 +482,10 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
  * lanes of a group are summed across its chunks and reduced once. */
 /* One full chunk of 4 rows at group size 32 (the Q8_0 family; qk = 64 or 128): the 16 group sums
  * (4 rows x 4 groups) are reduced together.  A 32-group's products total <= 32 * 3 * 127 = 12192 in
- * magnitude, so the reduction stays in int16 (vphaddw) until the 16 sums are widened, instead of
- * a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8 lanes at a
- * time (lane = row x group), transposed to lane = row, and added group by group in the spec's
- * order, so the result is still bit-exact. */
+ * magnitude, so the reduction stays in int16 (tr16 / tr32 / tr64) until the 16 sums are widened,
+ * instead of a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8
+ * lanes at a time (lane = row x group), transposed to lane = row, and added group by group in the
+ * spec's order, so the result is still bit-exact.  First the integer part: */
 AI void chunk32_sums(const uint8_t *tile, const int8_t *aq, __m256i t[2]) {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256i a[4], h3[4];
