@@ -21,11 +21,22 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Software prefetch distance (bytes) of the GEMV weight streams.  Measured here (DRAM regime, one
- * thread): hardware prefetch alone streamed the packed layout at ~65 % of the read bandwidth;
- * prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-95 %. */
+/* Software prefetch distances (bytes) of the GEMV weight streams, measured here (DRAM regime, one
+ * thread, in-run bandwidth probe): hardware prefetch alone streamed the packed layout at ~65 % of
+ * the read bandwidth; prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-85 %,
+ * 16 KB ahead ~1.1x more for TQ2_0 (85-95 %; 4 KB: 1.05x, 32-64 KB: no better; the 32-group
+ * formats are compute-bound and gain little).  The Q8_0 file layout
+ * (8 row streams side by side, prefetched as the one run of memory they form) wants 32 KB:
+ * 1.5x the 4-row kernel with per-row prefetch 1 KB ahead.  LOWBIT_PF_FILE: the other file-layout
+ * kernels, per row stream. */
 #ifndef LOWBIT_PF_DIST
-#define LOWBIT_PF_DIST 2048
+#define LOWBIT_PF_DIST 16384
+#endif
+#ifndef LOWBIT_PF_Q8
+#define LOWBIT_PF_Q8 32768
+#endif
+#ifndef LOWBIT_PF_FILE
+#define LOWBIT_PF_FILE 1024
 #endif
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
@@ -35,10 +46,35 @@ AI __m128 nofma(__m128 x) {
     return x;
 }
 
+/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddw/d
+ * would do it in fewer instructions, but on Zen 3 they issue one per 2 cycles (unpacks: ~2 per
+ * cycle), and they were the bottleneck of the 32-group kernel.  Integer sums: exact in any order. */
+/* 16-bit lanes [x y x y ...] per 128-bit half: x's lanes summed in pairs (lane j + 4), y's too */
+AI __m256i tr16(__m256i x, __m256i y) {
+    return _mm256_add_epi16(_mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y));
+}
+/* the same on 32- / 64-bit units; add16: the units hold int16 lanes (no carries across them) */
+AI __m256i tr32(__m256i x, __m256i y, const int add16) {
+    __m256i lo = _mm256_unpacklo_epi32(x, y), hi = _mm256_unpackhi_epi32(x, y);
+    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
+}
+AI __m256i tr64(__m256i x, __m256i y, const int add16) {
+    __m256i lo = _mm256_unpacklo_epi64(x, y), hi = _mm256_unpackhi_epi64(x, y);
+    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
+}
+
 /* lane i of the result = sum of the 8 int32 lanes of v_i */
 AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    __m256i h = tr64(tr32(v0, v1, 0), tr32(v2, v3, 0), 0); /* [v0 v1 v2 v3] per half */
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* lane g of the result = sum of the 8 int32 lanes of v[g] */
+AI __m256i hsum_8x8(const __m256i *v) {
+    __m256i u0 = tr64(tr32(v[0], v[1], 0), tr32(v[2], v[3], 0), 0);
+    __m256i u1 = tr64(tr32(v[4], v[5], 0), tr32(v[6], v[7], 0), 0);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                            _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 /* acc += (float)(isum - off) * (dw * da), lane by lane: the spec's order and roundings */
@@ -255,8 +291,8 @@ AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
             __m256i iv[4][4];
             for (int i = 0; i < 4; i++) {
                 __m256i c[8];
-                if (LOWBIT_PF_DIST && US >= 32) /* four row streams: help the prefetchers */
-                    _mm_prefetch((const char *)(row[i] + u * US + LOWBIT_PF_DIST / 2), _MM_HINT_T0);
+                if (LOWBIT_PF_FILE && US >= 32) /* four row streams: help the prefetchers */
+                    _mm_prefetch((const char *)(row[i] + u * US + LOWBIT_PF_FILE), _MM_HINT_T0);
                 decode(F, row[i] + u * US, ng < NG, c);
                 for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, c, gi, a->q + u * U);
             }
@@ -364,7 +400,70 @@ DEFINE_FILE(q1_0, F_Q1)
 DEFINE_FILE(q2_0, F_Q2)
 DEFINE_FILE(pq2_0, F_PQ2)
 DEFINE_FILE(ptq1_0, F_PTQ1)
-DEFINE_FILE(q8_0, F_Q8)
+
+/* Q8_0, file layout (the LM head of the bench's files: a third of a token's weight bytes): 8 rows
+ * at a time, so a block's 8 int32 sums come out of one transpose-reduce (hsum_8x8) and the spec's
+ * float steps run once per block for 8 rows (L2: 1.1x the 4-row gemv_file, 1.3x with the
+ * pipelining below).  The 8 rows are one contiguous run of memory read as 8 streams side by side;
+ * it is prefetched as one run, LOWBIT_PF_Q8 bytes ahead of the average position (8 x 34 bytes
+ * per block): DRAM 1.5x, ~90 % of the read bandwidth where the 4-row kernel streamed ~60 %. */
+/* fp16 scales of block offset o of 8 rows, gathered in general-purpose registers (the vector
+ * shuffle ports are the busy ones) */
+AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {
+    uint64_t lo = 0, hi = 0;
+    for (int i = 0; i < 4; i++) {
+        lo |= (uint64_t)ld16(row[i] + o) << (16 * i);
+        hi |= (uint64_t)ld16(row[i + 4] + o) << (16 * i);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* acc += (float)isum * (dw * da) for block b of the 8 rows */
+AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t b, const lowbit_act *a) {
+    const __m256 sc = _mm256_mul_ps(q8_scales8(row, 34 * b), _mm256_set1_ps(a->d[b]));
+    __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc);
+    __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
+    return _mm256_add_ps(acc, p);
+}
+
+static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t nb = a->n / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) {
+        const uint8_t *row[8];
+        for (int i = 0; i < 8; i++) row[i] = (const uint8_t *)w + (r + i) * rb;
+        __m256 acc = _mm256_setzero_ps();
+        __m256i pis = _mm256_setzero_si256(); /* block pb's sums, float steps pending */
+        int64_t pb = 0;
+        /* rows r.. r+7 are [row[0], row[0] + 8 rb); the previous group prefetched up to
+         * row[0] + LOWBIT_PF_Q8 */
+        const char *pf = (const char *)row[0] + LOWBIT_PF_Q8;
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t o = 34 * b;
+            if (LOWBIT_PF_Q8)
+                for (const char *lim = (const char *)row[0] + 8 * 34 * (b + 1) + LOWBIT_PF_Q8; pf < lim; pf += 64)
+                    _mm_prefetch(pf, _MM_HINT_T0);
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+            __m256i v[8];
+            for (int i = 0; i < 8; i++) {
+                __m256i c = _mm256_loadu_si256((const __m256i *)(row[i] + o + 2));
+                __asm__("" : "+x"(c)); /* one load (often a line split), not one per use */
+                v[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av, c)), ones);
+            }
+            const __m256i isum = hsum_8x8(v);
+            if (b) acc = q8_acc(acc, pis, row, pb, a); /* pipelined as packed_gemv_k */
+            pis = isum, pb = b;
+        }
+        _mm256_storeu_ps(y + r - r0, nb ? q8_acc(acc, pis, row, pb, a) : acc);
+    }
+    if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
+}
+static void gemm_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy) {
+    gemm_file(F_Q8, w, rb, r0, r1, a, batch, y, ldy);
+}
 
 /* ---- packed layout: 4-row groups, 128-weight chunks, codes then scales (see internal.h) -------- */
 
@@ -383,12 +482,11 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
  * lanes of a group are summed across its chunks and reduced once. */
 /* One full chunk of 4 rows at group size 32 (the Q8_0 family; qk = 64 or 128): the 16 group sums
  * (4 rows x 4 groups) are reduced together.  A 32-group's products total <= 32 * 3 * 127 = 12192 in
- * magnitude, so the reduction stays in int16 (vphaddw) until the 16 sums are widened, instead of
- * a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8 lanes at a
- * time (lane = row x group), transposed to lane = row, and added group by group in the spec's
- * order, so the result is still bit-exact. */
-AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *aq, const int32_t *s,
-                  const float *da, const uint16_t *sc) {
+ * magnitude, so the reduction stays in int16 (tr16 / tr32 / tr64) until the 16 sums are widened,
+ * instead of a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8
+ * lanes at a time (lane = row x group), transposed to lane = row, and added group by group in the
+ * spec's order, so the result is still bit-exact.  First the integer part: */
+AI void chunk32_sums(const uint8_t *tile, const int8_t *aq, __m256i t[2]) {
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256i a[4], h3[4];
     for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
@@ -398,12 +496,19 @@ AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *a
         __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a[1]);
         __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a[2]);
         __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a[3]);
-        h3[i] = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+        /* 16-bit lanes [g0 g1 g2 g3 g0 g1 g2 g3] per 128-bit half */
+        h3[i] = tr32(tr16(p0, p1), tr16(p2, p3), 1);
     }
     /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
-    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
-    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
-    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+    const __m256i h01 = tr64(h3[0], h3[1], 1), h23 = tr64(h3[2], h3[3], 1);
+    t[0] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
+    t[1] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
+}
+
+/* ... and its float steps: t[0] = [r0 g0..g3 r1 g0..g3], t[1] the same for rows 2, 3 */
+AI __m128 chunk32_acc(const int qk, __m128 acc, const __m256i t[2], const int32_t *s, const float *da,
+                      const uint16_t *sc) {
+    const __m256i t01 = t[0], t23 = t[1];
     const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
     const __m256 D = _mm256_broadcast_ps((const __m128 *)da);
     /* weight scales per lane: block (32 g) / qk of row r */
@@ -430,6 +535,24 @@ AI __m128 chunk32(const int qk, __m128 acc, const uint8_t *tile, const int8_t *a
     return _mm_add_ps(acc, _mm_unpackhi_ps(hi0, hi1));
 }
 
+/* Float steps of what the previous step of packed_gemv_k left pending: a full 32-group chunk
+ * (pend 1, chunk pg) or one group's 4 row sums (pend 2, group pg). */
+AI __m128 pk_flush(const int G, int pend, __m128 acc, const lowbit_matrix *m, int64_t rg, int sh,
+                   const lowbit_act *a, const __m256i pt[2], __m128i pis, int64_t pg) {
+    if (G == 32 && pend == 1) {
+        const uint16_t *sc = m->scales + (rg * m->nscales + ((pg * 128) >> sh)) * 4;
+        return m->qk == 64 ? chunk32_acc(64, acc, pt, a->s + pg * 4, a->d + pg * 4, sc)
+                           : chunk32_acc(128, acc, pt, a->s + pg * 4, a->d + pg * 4, sc);
+    }
+    if (pend == 2)
+        return group_acc(acc, pis, _mm_set1_epi32(a->s[pg]), packed_dw(m, rg, pg, G, sh),
+                         _mm_set1_ps(a->d[pg]));
+    return acc;
+}
+
+/* Software-pipelined: the float steps of a chunk are issued after the integer work of the next
+ * one, so that the long integer-to-float chain of one chunk overlaps the next chunk's work (the
+ * out-of-order window alone held about one chunk).  The float adds keep the spec's order. */
 AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, float *y) {
     const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
@@ -438,6 +561,10 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
         const uint8_t *base = m->codes + rg * nch * 128;
         __m128 acc = _mm_setzero_ps();
+        int pend = 0; /* pending float steps, see pk_flush */
+        __m256i pt[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m128i pis = _mm_setzero_si128();
+        int64_t pg = 0;
         for (int64_t c = 0; c < nch; c += CPG) {
             const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
             if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
@@ -446,9 +573,10 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                     _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
                     _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
                 }
-                const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4;
-                acc = m->qk == 64 ? chunk32(64, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc)
-                                  : chunk32(128, acc, tile, a->q + c * 128, a->s + c * 4, a->d + c * 4, sc);
+                __m256i t[2];
+                chunk32_sums(tile, a->q + c * 128, t);
+                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+                pt[0] = t[0], pt[1] = t[1], pg = c, pend = 1;
                 continue;
             }
             __m256i iv[4][4];
@@ -468,6 +596,14 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                             iv[i][gi], vec_dot(F_PK, cv, gi * CG / 32, CG / 32, a->q + (c + cc) * 128));
                 }
             }
+            if (G >= 128 && ng == 1) { /* one group per step: pipelined */
+                const __m128i isum = hsum4(iv[0][0], iv[1][0], iv[2][0], iv[3][0]);
+                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+                pis = isum, pg = c * 128 / G, pend = 2;
+                continue;
+            }
+            acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+            pend = 0;
             for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
                 const int64_t g = (c * 128 + gi * CG) / G;
                 __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
@@ -475,6 +611,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                                 _mm_set1_ps(a->d[g]));
             }
         }
+        acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
         float out[4];
         _mm_storeu_ps(out, acc);
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
@@ -633,14 +770,6 @@ AI __m256 hmax_8x8(const __m256 *v) {
 #undef PAIR
 #undef QUAD
     return _mm256_max_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* lane g of the result = sum of the 8 int32 lanes of v[g] */
-AI __m256i hsum_8x8(const __m256i *v) {
-    __m256i u0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    __m256i u1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                            _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 /* Codes of one group with inverse scale id; returns the code sums in 8 int32 lanes. */
