@@ -109,9 +109,8 @@ class Model:
         for il, (L, (rope, window)) in enumerate(zip(w.layers, self._attn)):
             # --- attention
             h = norm(x, L["attn_norm"], eps)
-            q = L["attn_q"](h, th).reshape(T, H, hd)
-            k = L["attn_k"](h, th).reshape(T, Hkv, hd)
-            v = L["attn_v"](h, th).reshape(T, Hkv, vd)
+            q, k, v = L["attn_qkv"](h, th)  # one C call, one thread-pool job for the three
+            q, k, v = q.reshape(T, H, hd), k.reshape(T, Hkv, hd), v.reshape(T, Hkv, vd)
             if cfg.qk_norm:
                 norm(q, L["attn_q_norm"], eps, q)
                 norm(k, L["attn_k_norm"], eps, k)
@@ -130,8 +129,7 @@ class Model:
             ops.add(x, o, x)
             # --- feed-forward: act(gate) * up -> down
             h = norm(x, L["ffn_norm"], eps)
-            m = L["ffn_gate"](h, th)
-            ops.act_mul(cfg.ffn_act, m, L["ffn_up"](h, th), m)
+            m = L["ffn_glu"](h, th)  # gate, up and the activation in one C call
             if cfg.sub_norms:
                 norm(m, L["ffn_sub_norm"], eps, m)
             o = L["ffn_down"](m, th)

@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import _lowbit, _ops
 from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
@@ -124,6 +125,65 @@ class Linear:
         return self.w.gemm_into(x, np.empty((x.shape[0], self.rows), dtype=np.float32), threads)
 
 
+class LinearGroup:
+    """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
+    share their input rotation, one liblowbit call runs them all: one activation quantization and
+    one thread-pool job instead of one of each per matrix (a decode token has ~210 matrices).
+    Otherwise one call each.  Returns one (T, rows) array per linear; those of a one-token call
+    are reused by the next one-token call (the decoder consumes them within the layer)."""
+
+    def __init__(self, *linears: Linear):
+        self.linears = linears
+        self.rot = linears[0].rot
+        self._same_rot = all(lin.rot is self.rot for lin in linears)
+        self._one = tuple(np.empty((1, lin.rows), dtype=np.float32) for lin in linears)
+
+    def _mats(self):
+        """The PackedMatrix of each linear, or None to take the one-call-each path.  Looked up per
+        call: tests swap a linear's weights for recorders."""
+        mats = tuple(getattr(lin.w, "_m", None) for lin in self.linears)
+        return mats if self._same_rot and None not in mats else None
+
+    def _input(self, x: np.ndarray) -> np.ndarray:
+        if self.rot is not None:
+            x = self.rot.rotate(x)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def _outputs(self, T: int, n: int):
+        if T == 1:
+            return self._one[:n]
+        return tuple(np.empty((T, lin.rows), dtype=np.float32) for lin in self.linears[:n])
+
+    def __call__(self, x: np.ndarray, threads: int | None = None):
+        mats = self._mats()
+        if mats is None:
+            return tuple(lin(x, threads) for lin in self.linears)
+        x = self._input(x)
+        outs = self._outputs(x.shape[0], len(mats))
+        _lowbit.gemm_multi(mats, x, outs, threads or 0)
+        return outs
+
+
+class GatedFFN(LinearGroup):
+    """act(gate(x)) * up(x), the input of ffn_down: one liblowbit call that computes a row tile of
+    both matrices per task and applies the activation to it (on every thread, no extra call)."""
+
+    def __init__(self, gate: Linear, up: Linear, act: str):
+        super().__init__(gate, up)
+        self.act = act
+        self._act_id = _ops.ACTIVATIONS[act]
+
+    def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        mats = self._mats()
+        if mats is None:
+            g, u = (lin(x, threads) for lin in self.linears)
+            return _ops.act_mul(self.act, g, u, g)
+        x = self._input(x)
+        g, u = self._outputs(x.shape[0], 2)
+        _lowbit.gemm_glu(mats[0], mats[1], self._act_id, x, g, u, threads or 0)
+        return g
+
+
 class Embedding:
     """Row lookup from the mapped table, decoding only the rows asked for."""
 
@@ -169,7 +229,8 @@ def _stderr_notice(msg: str) -> None:
 
 
 class Weights:
-    """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray..."""
+    """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray...,
+    and the groups the decoder calls: 'attn_qkv' (q, k, v) and 'ffn_glu' (act(gate) * up)."""
 
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
@@ -206,6 +267,8 @@ class Weights:
         for i in range(cfg.n_layer):
             layer = {k: self.linear(f"blk.{i}.{k}.weight", s) for k, s in shapes.items()}
             layer.update({k: self.vector(f"blk.{i}.{k}.weight", n) for k, n in vecs.items()})
+            layer["attn_qkv"] = LinearGroup(layer["attn_q"], layer["attn_k"], layer["attn_v"])
+            layer["ffn_glu"] = GatedFFN(layer["ffn_gate"], layer["ffn_up"], cfg.ffn_act)
             self.layers.append(layer)
         if self._converted and notice is not None:
             kinds = ", ".join(f"{n} {k}" for k, n in sorted(self._converted.items()))
