@@ -116,13 +116,27 @@ class Linear:
         self.rot = rot
         self.rows, self.cols = w.shape
 
+    @property
+    def w(self):
+        return self._w
+
+    @w.setter
+    def w(self, w):
+        self._w = w
+        # the liblowbit matrix of a PackedTensor, called directly (and by LinearGroup); None for
+        # anything else, which goes through w.gemm_into (tests swap w for recorders)
+        self.m = getattr(w, "_m", None)
+
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
         # x: (T, cols) float32
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
-        # gemm_into, not gemv/gemm: those re-validate in Python, ~5 us a call, 200+ calls a token
-        return self.w.gemm_into(x, np.empty((x.shape[0], self.rows), dtype=np.float32), threads)
+        out = np.empty((x.shape[0], self.rows), dtype=np.float32)
+        if self.m is not None:  # the shortest path to C: ~200 calls a token
+            _lowbit.gemm_multi((self.m,), x, (out,), threads or 0)
+            return out
+        return self.w.gemm_into(x, out, threads)
 
 
 class LinearGroup:
@@ -141,7 +155,7 @@ class LinearGroup:
     def _mats(self):
         """The PackedMatrix of each linear, or None to take the one-call-each path.  Looked up per
         call: tests swap a linear's weights for recorders."""
-        mats = tuple(getattr(lin.w, "_m", None) for lin in self.linears)
+        mats = tuple([lin.m for lin in self.linears])
         return mats if self._same_rot and None not in mats else None
 
     def _input(self, x: np.ndarray) -> np.ndarray:
