@@ -121,11 +121,10 @@ def test_decoder_groups_equal_separate_linears(tmp_path):
         groups = [g for L in fused.w.layers for g in L.values() if isinstance(g, LinearGroup)]
         assert any(isinstance(g, GatedFFN) for g in groups)
         if lb.isa_active() != "scalar":  # packed weights: the fused C calls are really taken
-            assert all(g._mats() is not None for g in groups)
-        for L in plain.w.layers:  # force the one-call-each fallback
-            for g in L.values():
-                if isinstance(g, LinearGroup):
-                    g._mats = lambda: None
+            assert all(g._prepare(np.ones((1, g.linears[0].cols), np.float32)) for g in groups)
+        for L in plain.w.layers:  # force one call per matrix, through QTensor.gemm_into
+            for lin in [L[k] for k in plain.w.MATRICES]:
+                lin.m = None
         toks = [5, 9, 2, 7]
         np.testing.assert_array_equal(fused.forward(toks, logits="all"), plain.forward(toks, logits="all"))
         for t in (3, 11, 4):

@@ -152,35 +152,31 @@ class LinearGroup:
         self._same_rot = all(lin.rot is self.rot for lin in linears)
         self._one = tuple(np.empty((1, lin.rows), dtype=np.float32) for lin in linears)
 
-    def _mats(self):
-        """The PackedMatrix of each linear, or None to take the one-call-each path.  Looked up per
-        call: tests swap a linear's weights for recorders."""
+    def _prepare(self, x: np.ndarray):
+        """(matrices, input, outputs) of the one-call path, or None for one call each.  The
+        matrices are looked up per call: tests swap a linear's weights for recorders."""
         mats = tuple([lin.m for lin in self.linears])
-        return mats if self._same_rot and None not in mats else None
-
-    def _input(self, x: np.ndarray) -> np.ndarray:
+        if None in mats or not self._same_rot:
+            return None
         if self.rot is not None:
             x = self.rot.rotate(x)
-        return np.ascontiguousarray(x, dtype=np.float32)
-
-    def _outputs(self, T: int, n: int):
-        if T == 1:
-            return self._one[:n]
-        return tuple(np.empty((T, lin.rows), dtype=np.float32) for lin in self.linears[:n])
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        T = x.shape[0]
+        outs = self._one if T == 1 else tuple(np.empty((T, lin.rows), dtype=np.float32)
+                                              for lin in self.linears)
+        return mats, x, outs
 
     def __call__(self, x: np.ndarray, threads: int | None = None):
-        mats = self._mats()
-        if mats is None:
+        call = self._prepare(x)
+        if call is None:
             return tuple(lin(x, threads) for lin in self.linears)
-        x = self._input(x)
-        outs = self._outputs(x.shape[0], len(mats))
-        _lowbit.gemm_multi(mats, x, outs, threads or 0)
-        return outs
+        _lowbit.gemm_multi(*call, threads or 0)
+        return call[2]
 
 
 class GatedFFN(LinearGroup):
-    """act(gate(x)) * up(x), the input of ffn_down: one liblowbit call that computes a row tile of
-    both matrices per task and applies the activation to it (on every thread, no extra call)."""
+    """act(gate(x)) * up(x), the input of ffn_down, in one liblowbit call: the activation is
+    applied to each row tile as soon as both of its products are done, on every thread."""
 
     def __init__(self, gate: Linear, up: Linear, act: str):
         super().__init__(gate, up)
@@ -188,13 +184,12 @@ class GatedFFN(LinearGroup):
         self._act_id = _ops.ACTIVATIONS[act]
 
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
-        mats = self._mats()
-        if mats is None:
+        call = self._prepare(x)
+        if call is None:
             g, u = (lin(x, threads) for lin in self.linears)
             return _ops.act_mul(self.act, g, u, g)
-        x = self._input(x)
-        g, u = self._outputs(x.shape[0], 2)
-        _lowbit.gemm_glu(mats[0], mats[1], self._act_id, x, g, u, threads or 0)
+        (gate, up), x, (g, u) = call
+        _lowbit.gemm_glu(gate, up, self._act_id, x, g, u, threads or 0)
         return g
 
 
