@@ -128,8 +128,9 @@ LOWBIT_API int lowbit_matrix_gemm_multi(const lowbit_matrix *const *ms, int n, c
                                         int64_t batch, float *const *ys, int threads);
 /* Gated feed-forward input: y = act(X . gate^T) * (X . up^T), act a lowbit_act_kind of
  * lowbit/ops.h (applied exactly as lowbit_act_mul), gate and up of the same shape.  y_up (same
- * size as y, distinct from it) receives X . up^T.  Each task computes a row tile of both matrices
- * and applies the activation to it, so the activation is split over the threads too. */
+ * size as y, distinct from it) receives X . up^T.  The activation is applied to each row tile as
+ * soon as both of its products are done, by the thread that finished the second: it is split over
+ * the threads too, and needs no second call. */
 LOWBIT_API int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act,
                                       const float *x, int64_t batch, float *y, float *y_up,
                                       int threads);
