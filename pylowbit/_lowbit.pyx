@@ -269,6 +269,83 @@ cdef class PackedMatrix:
         check(st, "gemv_act")
 
 
+cdef float *_f32_matrix(object a, int64_t rows, int64_t cols, bint out, str what,
+                        Py_ssize_t idx=-1) except NULL:
+    """Data pointer of a C-contiguous float32 (rows, cols) array (writeable if out), else raise.
+    (The name is `what`, or `what[idx]`, formatted only on error: this runs ~300 times a token.)"""
+    if not cnp.PyArray_Check(a):
+        raise TypeError(f"{_name(what, idx)} must be a numpy array, not {type(a).__name__}")
+    cdef cnp.ndarray arr = <cnp.ndarray>a
+    if cnp.PyArray_TYPE(arr) != cnp.NPY_FLOAT32 or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+        raise ValueError(f"{_name(what, idx)} must be a C-contiguous float32 array")
+    if cnp.PyArray_NDIM(arr) != 2 or cnp.PyArray_DIM(arr, 0) != rows or cnp.PyArray_DIM(arr, 1) != cols:
+        raise ValueError(f"{_name(what, idx)} has shape {a.shape}, expected ({rows}, {cols})")
+    if out and not cnp.PyArray_ISWRITEABLE(arr):
+        raise ValueError(f"{_name(what, idx)} is read-only")
+    return <float *>cnp.PyArray_DATA(arr)
+
+
+cdef str _name(str what, Py_ssize_t idx):
+    return what if idx < 0 else f"{what}[{idx}]"
+
+
+cdef int64_t _batch(object x, str what) except -1:
+    if not cnp.PyArray_Check(x) or cnp.PyArray_NDIM(<cnp.ndarray>x) != 2:
+        raise ValueError(f"{what}: x must be a 2-D float32 array (batch, cols)")
+    return cnp.PyArray_DIM(<cnp.ndarray>x, 0)
+
+
+def gemm_multi(tuple mats not None, x, tuple outs not None, int threads=0):
+    """outs[j][batch, rows_j] = x[batch, cols] . mats[j]^T for PackedMatrix objects sharing x:
+    one activation quantization and one thread-pool job for all of them (a decode step's q, k, v).
+    mats and outs are tuples; no output may overlap x or another output."""
+    cdef Py_ssize_t n = len(mats), j
+    if n < 1 or n > LOWBIT_MULTI_MAX or len(outs) != n:
+        raise ValueError(f"gemm_multi: 1 to {LOWBIT_MULTI_MAX} matrices with one output each, "
+                         f"got {n} and {len(outs)}")
+    cdef const lowbit_matrix *ms[8]  # LOWBIT_MULTI_MAX
+    cdef float *ys[8]
+    cdef PackedMatrix pm
+    cdef int64_t batch = _batch(x, "gemm_multi"), cols = 0
+    for j in range(n):
+        if not isinstance(mats[j], PackedMatrix):
+            raise TypeError(f"gemm_multi: matrix {j} is a {type(mats[j]).__name__}, not a PackedMatrix")
+        pm = <PackedMatrix>mats[j]
+        if j == 0:
+            cols = pm.cols
+        elif pm.cols != cols:
+            raise ValueError(f"gemm_multi: matrix {j} has {pm.cols} columns, matrix 0 has {cols}")
+        ms[j] = pm.m
+        ys[j] = _f32_matrix(outs[j], batch, pm.rows, True, "outs", j) if batch else NULL
+    if batch == 0:
+        return
+    cdef const float *xp = _f32_matrix(x, batch, cols, False, "x")
+    cdef int st
+    with nogil:
+        st = lowbit_matrix_gemm_multi(ms, <int>n, xp, batch, ys, threads)
+    check(st, "gemm_multi")
+
+
+def gemm_glu(PackedMatrix gate not None, PackedMatrix up not None, int act, x, out, up_out,
+             int threads=0):
+    """out = act(x . gate^T) * (x . up^T), act an id of pylowbit._ops.ACTIVATIONS; up_out
+    (same shape as out, another array) receives x . up^T.  One job of the thread pool."""
+    if gate.rows != up.rows or gate.cols != up.cols:
+        raise ValueError(f"gemm_glu: gate is ({gate.rows}, {gate.cols}), up is ({up.rows}, {up.cols})")
+    cdef int64_t batch = _batch(x, "gemm_glu")
+    if out is up_out:
+        raise ValueError("gemm_glu: out and up_out must be different arrays")
+    if batch == 0:
+        return
+    cdef const float *xp = _f32_matrix(x, batch, gate.cols, False, "x")
+    cdef float *yp = _f32_matrix(out, batch, gate.rows, True, "out")
+    cdef float *up_ = _f32_matrix(up_out, batch, gate.rows, True, "up_out")
+    cdef int st
+    with nogil:
+        st = lowbit_matrix_gemm_glu(gate.m, up.m, act, xp, batch, yp, up_, threads)
+    check(st, "gemm_glu")
+
+
 def stream_read(const uint8_t[::1] buf not None, int threads=0):
     """Read every byte of buf (length a multiple of 64) on `threads` pool threads; returns a
     checksum.  Time it to measure the machine's streaming read bandwidth."""

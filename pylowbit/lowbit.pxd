@@ -49,6 +49,9 @@ cdef extern from "lowbit/lowbit.h" nogil:
     int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int threads)
     int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, float *y, int threads)
     int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t batch, float *y, int threads)
+    int LOWBIT_MULTI_MAX
+    int lowbit_matrix_gemm_multi(const lowbit_matrix **ms, int n, const float *x, int64_t batch, float **ys, int threads)
+    int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act, const float *x, int64_t batch, float *y, float *y_up, int threads)
 
     uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads)
 

@@ -4,7 +4,10 @@ Shapes: T = tokens in this call, S = cached positions so far + T, d = d_model, H
 heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV (T = 1).  Everything
 between the matrix products (norms, RoPE, attention over the KV cache, activations, residual adds)
 is one liblowbit call each (pylowbit._ops): as numpy, time outside the kernels was ~23 % of a
-decode token at the BitNet 2B shape, now ~8 %.  The float64 numpy reference these must match is tests/model_reference.py.
+decode token at the BitNet 2B shape, then ~8 %.  Matrices that read the same input run as one call
+and one thread-pool job (weights.LinearGroup: q/k/v; GatedFFN: gate/up with the activation applied
+per row tile on every thread): ~120 pool dispatches a token instead of ~210, and four Python calls
+fewer per layer.  The float64 numpy reference these must match is tests/model_reference.py.
 """
 
 from __future__ import annotations
@@ -104,40 +107,41 @@ class Model:
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
         ropes = {}
-        eps, norm = cfg.eps, ops.rms_norm
+        # looked up once per call, not per layer (a decode token is ~30 layers of ~15 calls)
+        eps, norm, rope_op, attention, add = cfg.eps, ops.rms_norm, ops.rope, ops.attention, ops.add
+        qk_norm, sub_norms, post_norms = cfg.qk_norm, cfg.sub_norms, cfg.post_norms
+        neox, scale = cfg.rope_neox, cfg.attn_scale
 
         for il, (L, (rope, window)) in enumerate(zip(w.layers, self._attn)):
             # --- attention
             h = norm(x, L["attn_norm"], eps)
-            q = L["attn_q"](h, th).reshape(T, H, hd)
-            k = L["attn_k"](h, th).reshape(T, Hkv, hd)
-            v = L["attn_v"](h, th).reshape(T, Hkv, vd)
-            if cfg.qk_norm:
+            q, k, v = L["attn_qkv"](h, th)  # one C call, one thread-pool job for the three
+            q, k, v = q.reshape(T, H, hd), k.reshape(T, Hkv, hd), v.reshape(T, Hkv, vd)
+            if qk_norm:
                 norm(q, L["attn_q_norm"], eps, q)
                 norm(k, L["attn_k_norm"], eps, k)
             if rope not in ropes:
                 ropes[rope] = rope_tables(positions, cfg.rope_dim, *rope)
-            ops.rope(q, *ropes[rope], cfg.rope_neox)
-            ops.rope(k, *ropes[rope], cfg.rope_neox)
+            cos, sin = ropes[rope]
+            rope_op(q, cos, sin, neox)
+            rope_op(k, cos, sin, neox)
             # stores k, v at pos.. in the cache, then attends over positions 0..S-1
-            o = ops.attention(q, k, v, cache.k[il], cache.v[il], pos, window, cfg.attn_scale)
-            o = o.reshape(T, H * vd)
-            if cfg.sub_norms:
+            o = attention(q, k, v, cache.k[il], cache.v[il], pos, window, scale).reshape(T, H * vd)
+            if sub_norms:
                 norm(o, L["attn_sub_norm"], eps, o)
             o = L["attn_output"](o, th)
-            if cfg.post_norms:
+            if post_norms:
                 norm(o, L["post_attention_norm"], eps, o)
-            ops.add(x, o, x)
+            add(x, o, x)
             # --- feed-forward: act(gate) * up -> down
             h = norm(x, L["ffn_norm"], eps)
-            m = L["ffn_gate"](h, th)
-            ops.act_mul(cfg.ffn_act, m, L["ffn_up"](h, th), m)
-            if cfg.sub_norms:
+            m = L["ffn_glu"](h, th)  # gate, up and the activation in one C call
+            if sub_norms:
                 norm(m, L["ffn_sub_norm"], eps, m)
             o = L["ffn_down"](m, th)
-            if cfg.post_norms:
+            if post_norms:
                 norm(o, L["post_ffw_norm"], eps, o)
-            ops.add(x, o, x)
+            add(x, o, x)
         cache.n = S
 
         if logits == "none":

@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import _lowbit, _ops
 from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
@@ -116,13 +117,81 @@ class Linear:
         self.rot = rot
         self.rows, self.cols = w.shape
 
+    @property
+    def w(self):
+        return self._w
+
+    @w.setter
+    def w(self, w):
+        self._w = w
+        # the liblowbit matrix of a PackedTensor, called directly (and by LinearGroup); None for
+        # anything else, which goes through w.gemm_into (tests swap w for recorders)
+        self.m = getattr(w, "_m", None)
+
     def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
         # x: (T, cols) float32
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
-        # gemm_into, not gemv/gemm: those re-validate in Python, ~5 us a call, 200+ calls a token
-        return self.w.gemm_into(x, np.empty((x.shape[0], self.rows), dtype=np.float32), threads)
+        out = np.empty((x.shape[0], self.rows), dtype=np.float32)
+        if self.m is not None:  # the shortest path to C: ~200 calls a token
+            _lowbit.gemm_multi((self.m,), x, (out,), threads or 0)
+            return out
+        return self.w.gemm_into(x, out, threads)
+
+
+class LinearGroup:
+    """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
+    share their input rotation, one liblowbit call runs them all: one activation quantization and
+    one thread-pool job instead of one of each per matrix (a decode token has ~210 matrices).
+    Otherwise one call each.  Returns one (T, rows) array per linear; those of a one-token call
+    are reused by the next one-token call (the decoder consumes them within the layer)."""
+
+    def __init__(self, *linears: Linear):
+        self.linears = linears
+        self.rot = linears[0].rot
+        self._same_rot = all(lin.rot is self.rot for lin in linears)
+        self._one = tuple(np.empty((1, lin.rows), dtype=np.float32) for lin in linears)
+
+    def _prepare(self, x: np.ndarray):
+        """(matrices, input, outputs) of the one-call path, or None for one call each.  The
+        matrices are looked up per call: tests swap a linear's weights for recorders."""
+        mats = tuple([lin.m for lin in self.linears])
+        if None in mats or not self._same_rot:
+            return None
+        if self.rot is not None:
+            x = self.rot.rotate(x)
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        T = x.shape[0]
+        outs = self._one if T == 1 else tuple(np.empty((T, lin.rows), dtype=np.float32)
+                                              for lin in self.linears)
+        return mats, x, outs
+
+    def __call__(self, x: np.ndarray, threads: int | None = None):
+        call = self._prepare(x)
+        if call is None:
+            return tuple(lin(x, threads) for lin in self.linears)
+        _lowbit.gemm_multi(*call, threads or 0)
+        return call[2]
+
+
+class GatedFFN(LinearGroup):
+    """act(gate(x)) * up(x), the input of ffn_down, in one liblowbit call: the activation is
+    applied to each row tile as soon as both of its products are done, on every thread."""
+
+    def __init__(self, gate: Linear, up: Linear, act: str):
+        super().__init__(gate, up)
+        self.act = act
+        self._act_id = _ops.ACTIVATIONS[act]
+
+    def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        call = self._prepare(x)
+        if call is None:
+            g, u = (lin(x, threads) for lin in self.linears)
+            return _ops.act_mul(self.act, g, u, g)
+        (gate, up), x, (g, u) = call
+        _lowbit.gemm_glu(gate, up, self._act_id, x, g, u, threads or 0)
+        return g
 
 
 class Embedding:
@@ -170,7 +239,8 @@ def _stderr_notice(msg: str) -> None:
 
 
 class Weights:
-    """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray..."""
+    """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray...,
+    and the groups the decoder calls: 'attn_qkv' (q, k, v) and 'ffn_glu' (act(gate) * up)."""
 
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
@@ -207,6 +277,8 @@ class Weights:
         for i in range(cfg.n_layer):
             layer = {k: self.linear(f"blk.{i}.{k}.weight", s) for k, s in shapes.items()}
             layer.update({k: self.vector(f"blk.{i}.{k}.weight", n) for k, n in vecs.items()})
+            layer["attn_qkv"] = LinearGroup(layer["attn_q"], layer["attn_k"], layer["attn_v"])
+            layer["ffn_glu"] = GatedFFN(layer["ffn_gate"], layer["ffn_up"], cfg.ffn_act)
             self.layers.append(layer)
         if self._converted and notice is not None:
             kinds = ", ".join(f"{n} {k}" for k, n in sorted(self._converted.items()))

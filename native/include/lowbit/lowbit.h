@@ -118,6 +118,24 @@ LOWBIT_API int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_
 LOWBIT_API int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t batch,
                                       float *y, int threads);
 
+/* Several matrices on one input in one call (added in 0.1: new functions, same ABI version).
+ * A decode step multiplies one vector by q, k and v (then another by gate and up): this quantizes
+ * it once per activation group and runs every matrix's rows as one job of the thread pool, instead
+ * of one job per matrix.  Results equal lowbit_matrix_gemm on each matrix.
+ *   ys[j][batch, ms[j] rows] = X[batch, cols] . ms[j]^T  for j < n (1 <= n <= LOWBIT_MULTI_MAX); all
+ *   matrices have `cols` columns (else LOWBIT_ESIZE); no y may overlap x or another y. */
+#define LOWBIT_MULTI_MAX 8
+LOWBIT_API int lowbit_matrix_gemm_multi(const lowbit_matrix *const *ms, int n, const float *x,
+                                        int64_t batch, float *const *ys, int threads);
+/* Gated feed-forward input: y = act(X . gate^T) * (X . up^T), act a lowbit_act_kind of
+ * lowbit/ops.h (applied exactly as lowbit_act_mul), gate and up of the same shape.  y_up (same
+ * size as y, distinct from it) receives X . up^T.  The activation is applied to each row tile as
+ * soon as both of its products are done, by the thread that finished the second: it is split over
+ * the threads too, and needs no second call. */
+LOWBIT_API int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act,
+                                      const float *x, int64_t batch, float *y, float *y_up,
+                                      int threads);
+
 /* ---- benchmark helper ----------------------------------------------------------------------- */
 
 /* Reads nbytes (a multiple of 64) of buf on `threads` threads and returns a checksum: the
