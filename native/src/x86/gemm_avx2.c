@@ -105,35 +105,41 @@ typedef struct {
     const float *d[CT];  /* sums and scales at the K block's first group */
 } cols_t;
 
+/* is[c][rb] = the int32 sums (lane = row) of the NQ <= SUBQ quads from quad t0, column c. */
+AI void quad_sums(const int NC, const int NQ, const uint8_t *W, int64_t t0, const cols_t *C,
+                  __m256i is[CT][RB]) {
+    __m256i s16[CT][RB];
+    for (int c = 0; c < NC; c++)
+        for (int rb = 0; rb < RB; rb++) s16[c][rb] = _mm256_setzero_si256();
+    for (int64_t t = t0; t < t0 + NQ; t++) {
+        __m256i b[CT];
+        for (int c = 0; c < NC; c++) b[c] = bcast4(C->q[c] + 4 * t);
+        for (int rb = 0; rb < RB; rb++) {
+            const __m256i w = _mm256_load_si256((const __m256i *)(W + (t * RB + rb) * 32));
+            for (int c = 0; c < NC; c++) s16[c][rb] = add16(s16[c][rb], _mm256_maddubs_epi16(w, b[c]));
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int rb = 0; rb < RB; rb++) is[c][rb] = _mm256_madd_epi16(s16[c][rb], _mm256_set1_epi16(1));
+}
+
 /* acc[c][rb] (8 floats, lane = row) += the groups [0, ng) of the block (G weights each).  W: the
  * block's quads; dw[g][rb]: the weight scales of group g. */
 AI void tile(const int G, const int NC, const uint8_t *W, const float *dw, int64_t ng,
              const cols_t *C, float *acc /* [NC][PANEL] */) {
     const int GQ = G / 4, SQ = GQ < SUBQ ? GQ : SUBQ; /* quads per group, per int16 sum */
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t g = 0; g < ng; g++) {
         __m256i is[CT][RB];
-        for (int c = 0; c < NC; c++)
-            for (int rb = 0; rb < RB; rb++) is[c][rb] = _mm256_setzero_si256();
-        for (int q0 = 0; q0 < GQ; q0 += SQ) {
-            __m256i s16[CT][RB];
+        quad_sums(NC, SQ, W, g * GQ, C, is);
+        if (GQ > SQ) { /* a 256-group: its second half (the first waits in memory: 8 more live
+                          registers would spill the tile's) */
+            _Alignas(32) int32_t part[CT][RB][8];
             for (int c = 0; c < NC; c++)
-                for (int rb = 0; rb < RB; rb++) s16[c][rb] = _mm256_setzero_si256();
-            const int64_t t0 = g * GQ + q0;
-            for (int t = 0; t < SQ; t++) {
-                __m256i w[RB];
+                for (int rb = 0; rb < RB; rb++) _mm256_store_si256((__m256i *)part[c][rb], is[c][rb]);
+            quad_sums(NC, SQ, W, g * GQ + SQ, C, is);
+            for (int c = 0; c < NC; c++)
                 for (int rb = 0; rb < RB; rb++)
-                    w[rb] = _mm256_load_si256((const __m256i *)(W + ((t0 + t) * RB + rb) * 32));
-                for (int c = 0; c < NC; c++) {
-                    const __m256i b = bcast4(C->q[c] + 4 * (t0 + t));
-                    for (int rb = 0; rb < RB; rb++)
-                        s16[c][rb] = add16(s16[c][rb], _mm256_maddubs_epi16(w[rb], b));
-                }
-            }
-            for (int c = 0; c < NC; c++)
-                for (int rb = 0; rb < RB; rb++) {
-                    is[c][rb] = _mm256_add_epi32(is[c][rb], _mm256_madd_epi16(s16[c][rb], ones));
-                }
+                    is[c][rb] = _mm256_add_epi32(is[c][rb], _mm256_load_si256((const __m256i *)part[c][rb]));
         }
         /* acc += (float)(isum - s) * (dw * da), lane by lane in group order */
         for (int c = 0; c < NC; c++) {
