@@ -109,18 +109,58 @@ typedef struct {
     const float *d[CT];  /* sums and scales at the K block's first group */
 } cols_t;
 
+/* One quad of 4 row blocks x 2 columns: 2 broadcasts, 4 weight loads, 8 vpmaddubsw + 8 vpaddw.
+ * In asm because gcc 12 re-loads each weight vector for the second column and copies
+ * accumulators around; here every weight is loaded once and accumulated in place. */
+AI void step_4x2(const uint8_t *w, const int8_t *qa, const int8_t *qb, __m256i s[CT][RB]) {
+    __m256i b0, b1, x, t;
+    __asm__("vpbroadcastd %[qa], %[b0]\n\t"
+            "vpbroadcastd %[qb], %[b1]\n\t"
+            "vmovdqa 0(%[w]), %[x]\n\t"
+            "vpmaddubsw %[b0], %[x], %[t]\n\t"
+            "vpaddw %[t], %[s00], %[s00]\n\t"
+            "vpmaddubsw %[b1], %[x], %[x]\n\t"
+            "vpaddw %[x], %[s10], %[s10]\n\t"
+            "vmovdqa 32(%[w]), %[x]\n\t"
+            "vpmaddubsw %[b0], %[x], %[t]\n\t"
+            "vpaddw %[t], %[s01], %[s01]\n\t"
+            "vpmaddubsw %[b1], %[x], %[x]\n\t"
+            "vpaddw %[x], %[s11], %[s11]\n\t"
+            "vmovdqa 64(%[w]), %[x]\n\t"
+            "vpmaddubsw %[b0], %[x], %[t]\n\t"
+            "vpaddw %[t], %[s02], %[s02]\n\t"
+            "vpmaddubsw %[b1], %[x], %[x]\n\t"
+            "vpaddw %[x], %[s12], %[s12]\n\t"
+            "vmovdqa 96(%[w]), %[x]\n\t"
+            "vpmaddubsw %[b0], %[x], %[t]\n\t"
+            "vpaddw %[t], %[s03], %[s03]\n\t"
+            "vpmaddubsw %[b1], %[x], %[x]\n\t"
+            "vpaddw %[x], %[s13], %[s13]"
+            : [s00] "+x"(s[0][0]), [s01] "+x"(s[0][1]), [s02] "+x"(s[0][2]), [s03] "+x"(s[0][3]),
+              [s10] "+x"(s[1][0]), [s11] "+x"(s[1][1]), [s12] "+x"(s[1][2]), [s13] "+x"(s[1][3]),
+              [b0] "=&x"(b0), [b1] "=&x"(b1), [x] "=&x"(x), [t] "=&x"(t)
+            : [w] "r"(w), [qa] "m"(*(const int32_t *)qa), [qb] "m"(*(const int32_t *)qb),
+              "m"(*(const uint8_t(*)[128])w));
+}
+
 /* is[c][rb] = the int32 sums (lane = row) of the NQ <= SUBQ quads from quad t0, column c. */
 AI void quad_sums(const int NC, const int NQ, const uint8_t *W, int64_t t0, const cols_t *C,
                   __m256i is[CT][RB]) {
     __m256i s16[CT][RB];
     for (int c = 0; c < NC; c++)
         for (int rb = 0; rb < RB; rb++) s16[c][rb] = _mm256_setzero_si256();
-    for (int64_t t = t0; t < t0 + NQ; t++) {
-        __m256i b[CT];
-        for (int c = 0; c < NC; c++) b[c] = bcast4(C->q[c] + 4 * t);
-        for (int rb = 0; rb < RB; rb++) {
-            const __m256i w = _mm256_load_si256((const __m256i *)(W + (t * RB + rb) * 32));
-            for (int c = 0; c < NC; c++) s16[c][rb] = add16(s16[c][rb], _mm256_maddubs_epi16(w, b[c]));
+    if (NC == 2 && RB == 4) { /* the main tile, scheduled by hand (see step_4x2) */
+        for (int64_t t = t0; t < t0 + NQ; t++)
+            step_4x2(W + t * RB * 32, C->q[0] + 4 * t, C->q[1] + 4 * t, s16);
+    } else {
+        for (int64_t t = t0; t < t0 + NQ; t++) {
+            __m256i b[CT];
+            for (int c = 0; c < NC; c++) b[c] = bcast4(C->q[c] + 4 * t);
+            for (int rb = 0; rb < RB; rb++) {
+                const __m256i w = _mm256_load_si256((const __m256i *)(W + (t * RB + rb) * 32));
+                for (int c = 0; c < NC; c++)
+                    s16[c][rb] = add16(s16[c][rb], _mm256_maddubs_epi16(w, b[c]));
+            }
         }
     }
     for (int c = 0; c < NC; c++)
