@@ -1,7 +1,7 @@
 /* AVX2 GEMM of the packed layout (the prompt path): y[b][r] for a batch of activation columns.
  *
- * The decode-path layout (codes[rg][c][i][32], internal.h) is unpacked ONCE per panel of 16 rows
- * and block of K into an L1-resident scratch, transposed so that one ymm holds 4 consecutive
+ * The decode-path layout (codes[rg][c][i][32], internal.h) is unpacked ONCE per panel of 32 rows
+ * and block of K into an L1-resident scratch (8 KB), transposed so that one ymm holds 4 consecutive
  * weights ("a quad") of each of 8 rows:
  *
  *   W[quad t][row block rb][row i 0..7][4 code bytes]      (one 32-byte vector per (t, rb))
@@ -11,8 +11,10 @@
  * and widening with one vpmaddwd(ones) leaves every group sum of 8 rows x 1 column in the 8 int32
  * lanes, already in the order the float epilogue needs (lane = row, one accumulator per column):
  * no horizontal reduction at all, and the same code for group sizes 32, 128 and 256 (only how many
- * quads go into a sum changes).  The inner loop is a register tile of 2 row blocks x CT columns:
- * per quad 2 weight loads, CT broadcasts, 2 CT vpmaddubsw + 2 CT vpaddw.
+ * quads go into a sum changes).  The inner loop is a register tile of 4 row blocks x 2 columns:
+ * per quad 4 weight loads, 2 broadcasts, 8 vpmaddubsw + 8 vpaddw (8 int16 accumulators; fewer
+ * broadcasts per vpmaddubsw than 2 x 4, and a broadcast costs more than a load on Zen 3).  The
+ * batch is a runtime count: a last odd column runs a 4 x 1 tile.
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
  * each (row, column) accumulates acc += (float)(isum - s_g) * (d_w * d_a) group by group from 0,
@@ -36,7 +38,7 @@ enum {
     KB = LOWBIT_GEMM_KB,
     SUBQ = 32,               /* quads summed in int16 before widening (see the bound above) */
     CT = 2,                  /* columns per register tile */
-    CMAX = 64,               /* columns per pass (the float accumulators live on the stack) */
+    CMAX = 64,               /* columns per pass: the float accumulators (8 KB) live on the stack */
 };
 
 AI __m256 nofma(__m256 x) {
@@ -84,7 +86,8 @@ AI void unpack_chunk8(const __m256i v[8], uint8_t *dst /* quad 0 of the chunk, t
                                _mm256_and_si256(_mm256_srli_epi16(T[j], 2 * k), m3));
 }
 
-/* Codes of rows [4 rg0, 4 rg0 + 16) x chunks [c0, c0 + nc) into W; row groups >= nrg read as 0. */
+/* Codes of rows [4 rg0, 4 rg0 + PANEL) x chunks [c0, c0 + nc) into W; row groups from rg0 + nrg
+ * on (past the matrix or the caller's range) are zeros, never read. */
 static void unpack_panel(const lowbit_matrix *m, int64_t rg0, int64_t nrg, int64_t c0, int64_t nc,
                          uint8_t *W) {
     for (int64_t c = c0; c < c0 + nc; c++)
@@ -175,8 +178,8 @@ AI void tile(const int G, const int NC, const uint8_t *W, const float *dw, int64
     for (int64_t g = 0; g < ng; g++) {
         __m256i is[CT][RB];
         quad_sums(NC, SQ, W, g * GQ, C, is);
-        if (GQ > SQ) { /* a 256-group: its second half (the first waits in memory: 8 more live
-                          registers would spill the tile's) */
+        if (GQ > SQ) { /* a 256-group (G <= 256): its second half; the first waits in memory, as
+                          8 more live registers would spill the tile's */
             _Alignas(32) int32_t part[CT][RB][8];
             for (int c = 0; c < NC; c++)
                 for (int rb = 0; rb < RB; rb++) _mm256_store_si256((__m256i *)part[c][rb], is[c][rb]);
