@@ -12,9 +12,9 @@
  * lanes, already in the order the float epilogue needs (lane = row, one accumulator per column):
  * no horizontal reduction at all, and the same code for group sizes 32, 128 and 256 (only how many
  * quads go into a sum changes).  The inner loop is a register tile of 4 row blocks x 2 columns:
- * per quad 4 weight loads, 2 broadcasts, 8 vpmaddubsw + 8 vpaddw (8 int16 accumulators; fewer
- * broadcasts per vpmaddubsw than 2 x 4, and a broadcast costs more than a load on Zen 3).  The
- * batch is a runtime count: a last odd column runs a 4 x 1 tile.
+ * per quad 4 weight loads, 2 broadcasts, 8 vpmaddubsw + 8 vpaddw (8 int16 accumulators; measured
+ * faster than a 2 x 4 tile, which needs 4 broadcasts per 8).  The batch is a runtime count: a
+ * last odd column runs a 4 x 1 tile.
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
  * each (row, column) accumulates acc += (float)(isum - s_g) * (d_w * d_a) group by group from 0,
