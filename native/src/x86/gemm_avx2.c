@@ -12,8 +12,8 @@
  * lanes, already in the order the float epilogue needs (lane = row, one accumulator per column):
  * no horizontal reduction at all, and the same code for group sizes 32, 128 and 256 (only how many
  * quads go into a sum changes).  The inner loop is a register tile of 4 row blocks x 2 columns:
- * per quad 4 weight loads, 2 broadcasts, 8 vpmaddubsw + 8 vpaddw (8 int16 accumulators; measured
- * faster than a 2 x 4 tile, which needs 4 broadcasts per 8).  The batch is a runtime count: a
+ * per quad 4 weight loads, 2 broadcasts, 8 vpmaddubsw + 8 vpaddw (8 int16 accumulators, and half
+ * the broadcasts per vpmaddubsw of a 2 x 4 tile).  The batch is a runtime count: a
  * last odd column runs a 4 x 1 tile.
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
