@@ -123,6 +123,71 @@ static void test_type(int type, int isa) {
     }
 }
 
+/* The packed GEMM's tails against the scalar packed kernel on the same matrix, bit for bit: batch
+ * 1..9 and 63..65 (register-tile and column-pass tails), rows around 4-row groups and 32-row panels,
+ * cols across K blocks (512 weights) and, for Q2_0, ending on a half chunk.  Unlike test_type, the
+ * weight scales and activation scales are arbitrary floats, so a different float order (or an FMA)
+ * shows up as a wrong bit. */
+static void test_gemm_tails(int type, int isa) {
+    const int64_t bs = lowbit_type_block_size(type), G = lowbit_act_group(type);
+    static const int BATCH[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64, 65};
+    static const int ROWS[] = {1, 5, 31, 33, 70, 100, 130};
+    static const int KS[] = {1, 3, 5, 9, 17}; /* cols = k * lcm(block, 128), Q2_0 also +64 */
+    const int64_t unit = bs < 128 ? 128 : bs;
+    for (size_t bi = 0; bi < sizeof BATCH / sizeof BATCH[0]; bi++) {
+        const int64_t batch = BATCH[bi], rows = ROWS[bi % 7];
+        const int64_t cols = KS[bi % 5] * unit + (type == LOWBIT_TYPE_Q2_0 && bi % 2 ? 64 : 0);
+        if (cols * rows * batch > (int64_t)40 << 20) continue;
+        int64_t nb;
+        uint8_t *w = random_weights(type, rows, cols, &nb);
+        int off = scale_offset(type);
+        if (off >= 0) {
+            const int64_t bb = lowbit_type_block_bytes(type);
+            for (int64_t b = 0; b < nb / bb; b++) {
+                uint16_t h = lowbit_fp32_to_fp16((float)(rnd() % 20000 + 1) * 1e-4f);
+                memcpy(w + b * bb + off, &h, 2);
+            }
+        }
+        int st;
+        lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
+        const int64_t ng = cols / G;
+        int8_t *q = (int8_t *)malloc((size_t)(batch * cols));
+        float *d = (float *)malloc((size_t)(batch * ng) * 4);
+        int32_t *s = (int32_t *)malloc((size_t)(batch * ng) * 4);
+        lowbit_act *a = (lowbit_act *)malloc((size_t)batch * sizeof *a);
+        for (int64_t b = 0; b < batch; b++) {
+            for (int64_t g = 0; g < ng; g++) {
+                int32_t sum = 0;
+                for (int64_t j = 0; j < G; j++) {
+                    int v = (int)(rnd() % 255) - 127;
+                    q[b * cols + g * G + j] = (int8_t)v;
+                    sum += v;
+                }
+                d[b * ng + g] = (float)(rnd() % 100000 + 1) * 3.7e-7f;
+                s[b * ng + g] = sum;
+            }
+            a[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
+        }
+        float *ref = (float *)malloc((size_t)(batch * rows) * 4);
+        float *y = (float *)malloc((size_t)(batch * rows + GUARD) * 4);
+        lowbit_set_isa(LOWBIT_ISA_SCALAR);
+        CHECK(m && lowbit_matrix_gemm_act(m, a, batch, ref, 1) == LOWBIT_OK, "ref");
+        lowbit_set_isa(isa);
+        for (int threads = 1; threads <= 2; threads++) {
+            for (int64_t i = 0; i < batch * rows + GUARD; i++) y[i] = GUARD_VAL;
+            CHECK(lowbit_matrix_gemm_act(m, a, batch, y, threads) == LOWBIT_OK, "gemm_act");
+            int bad = 0;
+            for (int64_t i = 0; i < batch * rows; i++) bad += memcmp(&y[i], &ref[i], 4) != 0;
+            for (int64_t i = batch * rows; i < batch * rows + GUARD; i++) bad += y[i] != GUARD_VAL;
+            CHECK(!bad, "tails %s %s rows %lld cols %lld batch %lld threads %d: %d wrong",
+                  lowbit_isa_name(isa), lowbit_type_name(type), (long long)rows, (long long)cols,
+                  (long long)batch, threads, bad);
+        }
+        lowbit_matrix_free(m);
+        free(w), free(q), free(d), free(s), free(a), free(ref), free(y);
+    }
+}
+
 int main(void) {
     g_rng = 12345;
     unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
@@ -130,7 +195,10 @@ int main(void) {
            usable);
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!(usable & (1u << isa))) continue;
-        for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) test_type(TYPES[t], isa);
+        for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
+            test_type(TYPES[t], isa);
+            test_gemm_tails(TYPES[t], isa);
+        }
     }
     /* types that are not repacked borrow the buffer and still compute */
     {

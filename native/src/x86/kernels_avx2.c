@@ -1,5 +1,6 @@
 /* AVX2 (+FMA, F16C) kernels: GEMV / GEMM of every weight format with A8 activations, on the file
- * layout and on the packed layout (repack.c), the A8 activation quantizer, F32 / F16 GEMV.
+ * layout and on the packed layout (repack.c; the packed GEMM is gemm_avx2.c), the A8 activation
+ * quantizer, F32 / F16 GEMV.
  *
  * The results equal the scalar reference (ref/dot.c) bit for bit, not just within a tolerance:
  *  - every format is unpacked to one byte per weight *in activation order* (32 weights per ymm),
@@ -618,112 +619,12 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-/* GEMM counterpart of chunk32: one row's full chunk against 4 activation columns.  The 16 sums
- * come out as lane = group x column, so with the transposed activation scales (act_t) each
- * 128-bit half is one group's 4 columns, added to the column accumulators in group order. */
-AI __m128 chunk32_gemm(__m128 acc, const uint8_t *code, const int8_t *const aq[4], const int32_t *Ts,
-                       const float *Td, int64_t bp, float dw0, float dw1) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m256i v = _mm256_load_si256((const __m256i *)code);
-    const __m256i P[4] = {_mm256_and_si256(v, m3), _mm256_and_si256(_mm256_srli_epi16(v, 2), m3),
-                          _mm256_and_si256(_mm256_srli_epi16(v, 4), m3),
-                          _mm256_and_si256(_mm256_srli_epi16(v, 6), m3)};
-    __m256i h3[4];
-    for (int g = 0; g < 4; g++) {
-        __m256i p[4];
-        for (int jj = 0; jj < 4; jj++)
-            p[jj] = _mm256_maddubs_epi16(P[g], _mm256_loadu_si256((const __m256i *)(aq[jj] + 32 * g)));
-        h3[g] = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
-    }
-    const __m256i h01 = _mm256_hadd_epi16(h3[0], h3[1]), h23 = _mm256_hadd_epi16(h3[2], h3[3]);
-    const __m256i t01 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
-    const __m256i t23 = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
-    const __m256i S01 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(Ts + bp)), _mm_loadu_si128((const __m128i *)Ts));
-    const __m256i S23 = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(Ts + 3 * bp)),
-                                         _mm_loadu_si128((const __m128i *)(Ts + 2 * bp)));
-    const __m256 D01 = _mm256_set_m128(_mm_loadu_ps(Td + bp), _mm_loadu_ps(Td));
-    const __m256 D23 = _mm256_set_m128(_mm_loadu_ps(Td + 3 * bp), _mm_loadu_ps(Td + 2 * bp));
-    __m256 p01 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t01, S01)), _mm256_mul_ps(_mm256_set1_ps(dw0), D01));
-    __m256 p23 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t23, S23)), _mm256_mul_ps(_mm256_set1_ps(dw1), D23));
-    __asm__("" : "+x"(p01), "+x"(p23)); /* keep the products rounded (no FMA into the adds) */
-    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p01));
-    acc = _mm_add_ps(acc, _mm256_extractf128_ps(p01, 1));
-    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p23));
-    return _mm_add_ps(acc, _mm256_extractf128_ps(p23, 1));
-}
-
-AI void packed_gemm_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
-                      const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
-    const int CG = G < 128 ? G : 128, CPG = G > 128 ? G / 128 : 1;
-    const int64_t nch = m->nchunks, n = m->cols, bp = (batch + 3) & ~(int64_t)3;
-    const int sh = qk_shift(m);
-    if (r1 > m->rows) r1 = m->rows;
-    act_t T;
-    if (transpose_acts(a, batch, &T)) {
-        for (int64_t b = 0; b < batch; b++) packed_gemv_k(G, m, r0, r1, &a[b], y + b * ldy);
-        return;
-    }
-    for (int64_t j = 0; j < batch; j += 4) {
-        const int8_t *aq[4];
-        for (int jj = 0; jj < 4; jj++) aq[jj] = a[j + jj < batch ? j + jj : batch - 1].q;
-        for (int64_t r = r0; r < r1; r++) {
-            const int64_t rg = r / 4, i = r % 4;
-            const uint8_t *base = m->codes + rg * nch * 128 + 32 * i;
-            __m128 acc = _mm_setzero_ps();
-            for (int64_t c = 0; c < nch; c += CPG) {
-                const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
-                if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
-                    const uint16_t *sc = m->scales + (rg * m->nscales + ((c * 128) >> sh)) * 4 + i;
-                    const float dw0 = _cvtsh_ss(sc[0]), dw1 = m->qk == 64 ? _cvtsh_ss(sc[4]) : dw0;
-                    const int8_t *aqc[4] = {aq[0] + c * 128, aq[1] + c * 128, aq[2] + c * 128, aq[3] + c * 128};
-                    acc = chunk32_gemm(acc, base + c * 128, aqc, T.s + 4 * c * bp + j, T.d + 4 * c * bp + j,
-                                       bp, dw0, dw1);
-                    continue;
-                }
-                __m256i iv[4][4]; /* [column][group part] */
-                for (int jj = 0; jj < 4; jj++)
-                    for (int gi = 0; gi < 128 / CG; gi++) iv[jj][gi] = _mm256_setzero_si256();
-                for (int cc = 0; cc < CPG; cc++) {
-                    __m256i cv[8];
-                    decode(F_PK, base + (c + cc) * 128, 0, cv);
-                    for (int gi = 0; gi < ng && gi < 128 / CG; gi++)
-                        for (int jj = 0; jj < 4; jj++)
-                            iv[jj][gi] = _mm256_add_epi32(
-                                iv[jj][gi], vec_dot(F_PK, cv, gi * CG / 32, CG / 32, aq[jj] + (c + cc) * 128));
-                }
-                for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
-                    const int64_t g = (c * 128 + gi * CG) / G;
-                    __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
-                    float dw = 1.0f;
-                    if (m->qk)
-                        dw = _cvtsh_ss(m->scales[(rg * m->nscales + ((g * G) >> sh)) * 4 + i]);
-                    acc = group_acc(acc, isum, _mm_loadu_si128((const __m128i *)(T.s + g * bp + j)),
-                                    _mm_set1_ps(dw), _mm_loadu_ps(T.d + g * bp + j));
-                }
-            }
-            float out[4];
-            _mm_storeu_ps(out, acc);
-            for (int jj = 0; jj < 4 && j + jj < batch; jj++) y[(j + jj) * ldy + r] = out[jj];
-        }
-    }
-    free(T.mem);
-}
-
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y) {
     switch (m->group) {
     case 32: packed_gemv_k(32, m, r0, r1, a, y); break;
     case 256: packed_gemv_k(256, m, r0, r1, a, y); break;
     default: packed_gemv_k(128, m, r0, r1, a, y); break;
-    }
-}
-
-static void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             int64_t batch, float *y, int64_t ldy) {
-    switch (m->group) {
-    case 32: packed_gemm_k(32, m, r0, r1, a, batch, y, ldy); break;
-    case 256: packed_gemm_k(256, m, r0, r1, a, batch, y, ldy); break;
-    default: packed_gemm_k(128, m, r0, r1, a, batch, y, ldy); break;
     }
 }
 
@@ -943,5 +844,4 @@ void lowbit_register_avx2_kernels(lowbit_kernels *k) {
     k->gemv_f32 = gemv_f32_avx2;
     k->gemv_f16 = gemv_f16_avx2;
     k->packed_gemv = packed_gemv_avx2;
-    k->packed_gemm = packed_gemm_avx2;
 }

@@ -1,0 +1,108 @@
+"""Packed GEMM throughput (G multiply-accumulates/s) of every repacked format, optionally side by
+side with another build of liblowbit (e.g. main's), in one run:
+
+    python bench/bench_gemm.py [--baseline /path/to/other/liblowbit.so] [--batch 64]
+                               [--shape 6912x2560] [--threads 1,2] [--rounds 5] [--isa avx2]
+
+Both libraries get the same file bytes (pylowbit.quantize of one random matrix), repack them and
+run lowbit_matrix_gemm (activation quantization included, as the decoder calls it) on the same
+activations; their outputs are compared bit for bit.  Timings are interleaved (A, B, A, B, ...)
+and the best round is kept: one thread in thread CPU time (robust to other processes on a shared
+machine), two threads in wall time.  Not collected by pytest (no test functions): a script.
+"""
+import argparse
+import ctypes
+import os
+import time
+
+import numpy as np
+
+import pylowbit as lb
+
+PACKED = ["tq2_0", "i2_s", "pq2_0", "q2_0", "tq1_0", "ptq1_0"]
+
+
+class Lib:
+    """The few C entry points this benchmark needs, from one liblowbit.so."""
+
+    def __init__(self, path, isa):
+        self.path = path
+        self.c = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        c = self.c
+        c.lowbit_matrix_pack.restype = ctypes.c_void_p
+        c.lowbit_matrix_pack.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        c.lowbit_matrix_free.argtypes = [ctypes.c_void_p]
+        c.lowbit_matrix_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                         ctypes.c_void_p, ctypes.c_int]
+        c.lowbit_type_from_name.argtypes = [ctypes.c_char_p]
+        c.lowbit_isa_from_name.argtypes = [ctypes.c_char_p]
+        if isa and c.lowbit_set_isa(c.lowbit_isa_from_name(isa.encode())) != 0:
+            raise SystemExit(f"{path}: cannot run variant {isa}")
+
+    def pack(self, fmt, data, rows, cols):
+        st = ctypes.c_int(0)
+        m = self.c.lowbit_matrix_pack(self.c.lowbit_type_from_name(fmt.encode()),
+                                      data.ctypes.data, rows, cols, 1, ctypes.byref(st))
+        if not m:
+            raise RuntimeError(f"{self.path}: pack {fmt} failed ({st.value})")
+        return m
+
+    def gemm(self, m, x, y, threads):
+        st = self.c.lowbit_matrix_gemm(m, x.ctypes.data, x.shape[0], y.ctypes.data, threads)
+        if st:
+            raise RuntimeError(f"{self.path}: gemm failed ({st})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--baseline", help="another liblowbit.so to compare with")
+    ap.add_argument("--lib", default=os.path.join(os.path.dirname(lb.__file__), "liblowbit.so"),
+                    help="the library under test (default: the installed pylowbit's)")
+    ap.add_argument("--formats", default=",".join(PACKED))
+    ap.add_argument("--shape", default="6912x2560", help="rows x cols of the weight matrix")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--isa", default=None, help="force a variant in both libraries")
+    args = ap.parse_args()
+    rows, cols = (int(v) for v in args.shape.split("x"))
+    libs = [("new", Lib(args.lib, args.isa))]
+    if args.baseline:
+        libs.insert(0, ("base", Lib(args.baseline, args.isa)))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.batch, cols), dtype=np.float32)
+    print(f"{rows} x {cols}, batch {args.batch}; G MAC/s (1 thread: thread CPU time, more: wall)")
+    head = "".join(f"{name + ' ' + t + 't':>11}" for t in args.threads.split(",") for name, _ in libs)
+    ratios = "".join(f"{'new/base ' + t + 't':>15}" for t in args.threads.split(",")) if args.baseline else ""
+    print(f"{'format':8}{head}{ratios}")
+    for fmt in args.formats.split(","):
+        w = lb.quantize(rng.standard_normal((rows, cols), dtype=np.float32), fmt)
+        data = np.ascontiguousarray(w.data)
+        mats = [(name, lib, lib.pack(fmt, data, rows, cols)) for name, lib in libs]
+        ys = {name: np.empty((args.batch, rows), np.float32) for name, _ in libs}
+        cells, gm = [], {}
+        for t in (int(v) for v in args.threads.split(",")):
+            clock = time.thread_time if t == 1 else time.perf_counter
+            best = {name: float("inf") for name, _ in libs}
+            for name, lib, m in mats:  # warm-up
+                lib.gemm(m, x, ys[name], t)
+            for _ in range(args.rounds):
+                for name, lib, m in mats:
+                    t0 = clock()
+                    lib.gemm(m, x, ys[name], t)
+                    best[name] = min(best[name], clock() - t0)
+            for name, _, _ in mats:
+                gm[name, t] = rows * cols * args.batch / best[name] / 1e9
+                cells.append(f"{gm[name, t]:11.1f}")
+            if args.baseline and not np.array_equal(ys["base"].view(np.uint32), ys["new"].view(np.uint32)):
+                raise SystemExit(f"{fmt}: the two libraries disagree")
+        if args.baseline:
+            cells += [f"{gm['new', t] / gm['base', t]:15.2f}" for t in (int(v) for v in args.threads.split(","))]
+        print(f"{fmt:8}" + "".join(cells), flush=True)
+        for _, lib, m in mats:
+            lib.c.lowbit_matrix_free(m)
+
+
+if __name__ == "__main__":
+    main()
