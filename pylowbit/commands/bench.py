@@ -107,5 +107,6 @@ def print_table(rows, info) -> None:
     c.print(t)
     bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s"
                    for k, v in info["bandwidth_bytes_per_s"].items())
-    c.print(f"read bandwidth measured in this run: {bw}; roofline = bandwidth / weight bytes per "
+    c.print(f"read bandwidth measured in this run (best of the probes before and between repetitions): "
+            f"{bw}; roofline = bandwidth / weight bytes per "
             f"token; {info['reps']} repetitions, mean ± stdev")
