@@ -36,13 +36,6 @@ POW2_SIZES = [1 << k for k in range(1, 15)]
 M_SIZES = [m << k for m in (12, 20, 28) for k in range(0, 12) if (m << k) <= MAX_DENSE]
 
 
-@pytest.fixture
-def isa():
-    """Restores the default variant after a test that forces one."""
-    before = lb.isa_active()
-    yield lb.set_isa
-    lb.set_isa(before)
-
 
 def sylvester_rows(n, r0, r1):
     """Rows r0..r1 of the Sylvester matrix, H[r][c] = (-1)^popcount(r & c), as float64."""

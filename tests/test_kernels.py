@@ -10,13 +10,6 @@ ALL_FORMATS = KERNEL_FORMATS + ["f16", "f32"]
 VARIANTS = lb.isa_supported()
 
 
-@pytest.fixture
-def isa():
-    """Restores the default variant after a test that forces one."""
-    before = lb.isa_active()
-    yield lb.set_isa
-    lb.set_isa(before)
-
 
 def act_group(fmt):
     return _lowbit.act_group(lb.format_info(fmt).type_id)

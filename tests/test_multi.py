@@ -14,12 +14,6 @@ FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0", 
 VARIANTS = lb.isa_supported()
 
 
-@pytest.fixture
-def isa():
-    before = lb.isa_active()
-    yield lb.set_isa
-    lb.set_isa(before)
-
 
 def packed(rng, rows, cols, fmt):
     return lb.quantize(rng.standard_normal((rows, cols)).astype(np.float32), fmt).pack()

@@ -91,25 +91,29 @@ static float dot_q4_k(const uint8_t *row, const lowbit_act *a) {
 
 /* ---- Q6_K --------------------------------------------------------------------------------- */
 
+/* Q6_K codes 0..63 of weights 128h + 32k + l (k = 0..3, l = 0..31) of a block, in activation order:
+ * low nibbles from ql, the two high bits of weight 32k + l sit at bits 2k of qh[32h + l]. */
+AI void q6k_codes(const lowbit_block_q6_k *blk, int h, __m256i c[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const __m256i L0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
+    const __m256i L1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
+    const __m256i H = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+    c[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+    c[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+    c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(H, m30));
+    c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+}
+
 static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i k32 = _mm256_set1_epi8(32);
     float acc = 0.0f;
     for (int64_t b = 0; b < a->n / 256; b++) {
         const lowbit_block_q6_k *blk = (const lowbit_block_q6_k *)row + b;
         const int8_t *q = a->q + 256 * b;
         __m256i vi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
-            __m256i L0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
-            __m256i L1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
-            __m256i H = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-            /* the two high bits of weight 32k + l sit at bits 2k of H[l]: move them to bits 4-5 */
-            __m256i c[4] = {
-                _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(H, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(H, 2), m30)),
-            };
+            __m256i c[4];
+            q6k_codes(blk, h, c);
             for (int k = 0; k < 4; k++) {
                 __m256i av = _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * k));
                 __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(c[k], av), _mm256_maddubs_epi16(k32, av));
@@ -213,22 +217,13 @@ AI void q4k_vecs(const lowbit_block_q4_k *blk, const int8_t *const *qp, const in
 /* Q6_K block x NA activations: sum sc_k (q . a) - 32 sum sc_k (sum a), over 16-weight sub-blocks */
 AI void q6k_vecs(const lowbit_block_q6_k *blk, const int8_t *const *qp, const int16_t *const *sp,
                  int NA, __m256i *vi) {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales));
     for (int j = 0; j < NA; j++) /* -32 sum sc_k S_k, as 8 int32 lanes */
         vi[j] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)sp[j])), 5);
     for (int j = 0; j < NA; j++) vi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), vi[j]);
     for (int h = 0; h < 2; h++) {
-        __m256i L0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
-        __m256i L1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
-        __m256i H = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-        __m256i c[4] = {
-            _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
-            _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(H, m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(H, 2), m30)),
-        };
+        __m256i c[4];
+        q6k_codes(blk, h, c);
         for (int k = 0; k < 4; k++) {
             const int8_t *sc = blk->scales + 8 * h + 2 * k;
             __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
