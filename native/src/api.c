@@ -117,14 +117,16 @@ static void run_job(job *J, int threads) {
     lowbit_parallel_for(J->row_tasks * ncol, run_chunk, J, threads);
 }
 
-/* Quantize `batch` activation rows into one allocation (codes, scales, sums, descriptors). */
-static lowbit_act *quantize_batch(const lowbit_kernels *k, const float *x, int64_t batch,
-                                  int64_t cols, int64_t G, void **mem_out) {
+/* Bytes of `batch` quantized activation rows laid out by act_layout, 64 of slack for alignment. */
+static size_t act_bytes(int64_t batch, int64_t cols, int64_t G) {
+    return (size_t)batch * ((size_t)cols + (size_t)(cols / G) * 8 + sizeof(lowbit_act)) + 64;
+}
+
+/* Quantize `batch` activation rows into mem (descriptors, scales, sums, codes); returns the
+ * descriptors. */
+static lowbit_act *act_layout(const lowbit_kernels *k, const float *x, int64_t batch, int64_t cols,
+                              int64_t G, uint8_t *mem) {
     const int64_t ng = cols / G;
-    size_t bytes = (size_t)batch * ((size_t)cols + (size_t)ng * 8 + sizeof(lowbit_act)) + 64;
-    uint8_t *mem = (uint8_t *)malloc(bytes);
-    *mem_out = mem;
-    if (!mem) return NULL;
     lowbit_act *acts = (lowbit_act *)mem;
     float *d = (float *)(acts + batch);
     int32_t *s = (int32_t *)(d + batch * ng);
@@ -134,6 +136,14 @@ static lowbit_act *quantize_batch(const lowbit_kernels *k, const float *x, int64
         acts[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
     }
     return acts;
+}
+
+/* Quantize `batch` activation rows into one allocation (*mem_out, to free). */
+static lowbit_act *quantize_batch(const lowbit_kernels *k, const float *x, int64_t batch,
+                                  int64_t cols, int64_t G, void **mem_out) {
+    uint8_t *mem = (uint8_t *)malloc(act_bytes(batch, cols, G));
+    *mem_out = mem;
+    return mem ? act_layout(k, x, batch, cols, G, mem) : NULL;
 }
 
 int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const lowbit_act *a,
@@ -275,7 +285,7 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
         while (g < ngroups && groups[g] != G) g++;
         if (g == ngroups) {
             groups[ngroups++] = G;
-            bytes += (size_t)batch * ((size_t)cols + (size_t)(cols / G) * 8 + sizeof(lowbit_act)) + 64;
+            bytes += act_bytes(batch, cols, G);
         }
         gi[j] = g;
     }
@@ -307,18 +317,9 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
     if (!mem) return LOWBIT_ENOMEM;
     lowbit_act *acts[LOWBIT_MULTI_MAX];
     uint8_t *p = mem;
-    for (int g = 0; g < ngroups; g++) { /* each: descriptors, scales, sums, codes */
-        const int64_t G = groups[g], ng = cols / G;
-        lowbit_act *a = (lowbit_act *)p;
-        float *d = (float *)(a + batch);
-        int32_t *s = (int32_t *)(d + batch * ng);
-        int8_t *q = (int8_t *)(s + batch * ng);
-        for (int64_t b = 0; b < batch; b++) {
-            k->quantize_act(x + b * cols, cols, G, q + b * cols, d + b * ng, s + b * ng);
-            a[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
-        }
-        acts[g] = a;
-        p = (uint8_t *)(((uintptr_t)(q + batch * cols) + 63) & ~(uintptr_t)63);
+    for (int g = 0; g < ngroups; g++) {
+        acts[g] = act_layout(k, x, batch, cols, groups[g], p);
+        p = (uint8_t *)(((uintptr_t)(p + act_bytes(batch, cols, groups[g]) - 64) + 63) & ~(uintptr_t)63);
     }
     for (int j = 0; j < n; j++)
         if (gi[j] >= 0) M.part[j].a = acts[gi[j]];
