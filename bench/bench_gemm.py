@@ -3,12 +3,16 @@ side with another build of liblowbit (e.g. main's), in one run:
 
     python bench/bench_gemm.py [--baseline /path/to/other/liblowbit.so] [--batch 64]
                                [--shape 6912x2560] [--threads 1,2] [--rounds 5] [--isa avx2]
+                               [--dram 512]
 
 Both libraries get the same file bytes (pylowbit.quantize of one random matrix), repack them and
 run lowbit_matrix_gemm (activation quantization included, as the decoder calls it) on the same
 activations; their outputs are compared bit for bit.  Timings are interleaved (A, B, A, B, ...)
 and the best round is kept: one thread in thread CPU time (robust to other processes on a shared
-machine), two threads in wall time.  Not collected by pytest (no test functions): a script.
+machine), two threads in wall time.  With --dram MB, each library also packs copies of the
+matrix totalling >= MB megabytes and a timed call is one GEMM on each copy in turn (the prompt path
+of a model far larger than L3: no weight is in cache when read); the "L3" rows reuse one matrix.
+Not collected by pytest (no test functions): a script.
 """
 import argparse
 import ctypes
@@ -65,6 +69,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--isa", default=None, help="force a variant in both libraries")
+    ap.add_argument("--dram", type=int, default=0, metavar="MB",
+                    help="also time a cycled set of copies totalling >= MB (0: L3 regime only)")
     args = ap.parse_args()
     rows, cols = (int(v) for v in args.shape.split("x"))
     libs = [("new", Lib(args.lib, args.isa))]
@@ -75,34 +81,42 @@ def main():
     print(f"{rows} x {cols}, batch {args.batch}; G MAC/s (1 thread: thread CPU time, more: wall)")
     head = "".join(f"{name + ' ' + t + 't':>11}" for t in args.threads.split(",") for name, _ in libs)
     ratios = "".join(f"{'new/base ' + t + 't':>15}" for t in args.threads.split(",")) if args.baseline else ""
-    print(f"{'format':8}{head}{ratios}")
+    regimes = ["L3"] + (["DRAM"] if args.dram else [])
+    copies = -(-(args.dram << 20) // (rows * cols // 4))  # packed codes: 2 bits per weight
+    if args.dram:
+        print(f"DRAM: {copies} packed copies per library, >= {args.dram} MB, cycled")
+    print(f"{'format':13}{head}{ratios}")
     for fmt in args.formats.split(","):
         w = lb.quantize(rng.standard_normal((rows, cols), dtype=np.float32), fmt)
         data = np.ascontiguousarray(w.data)
-        mats = [(name, lib, lib.pack(fmt, data, rows, cols)) for name, lib in libs]
-        ys = {name: np.empty((args.batch, rows), np.float32) for name, _ in libs}
-        cells, gm = [], {}
-        for t in (int(v) for v in args.threads.split(",")):
-            clock = time.thread_time if t == 1 else time.perf_counter
-            best = {name: float("inf") for name, _ in libs}
-            for name, lib, m in mats:  # warm-up
-                lib.gemm(m, x, ys[name], t)
-            for _ in range(args.rounds):
-                for name, lib, m in mats:
-                    t0 = clock()
-                    lib.gemm(m, x, ys[name], t)
-                    best[name] = min(best[name], clock() - t0)
-            for name, _, _ in mats:
-                gm[name, t] = rows * cols * args.batch / best[name] / 1e9
-                cells.append(f"{gm[name, t]:11.1f}")
-            if args.baseline and not np.array_equal(ys["base"].view(np.uint32), ys["new"].view(np.uint32)):
-                raise SystemExit(f"{fmt}: the two libraries disagree")
-        if args.baseline:
-            cells += [f"{gm['new', t] / gm['base', t]:15.2f}" for t in (int(v) for v in args.threads.split(","))]
-        print(f"{fmt:8}" + "".join(cells), flush=True)
-        for _, lib, m in mats:
-            lib.c.lowbit_matrix_free(m)
-
+        for regime in regimes:
+            n = copies if regime == "DRAM" else 1
+            mats = [(name, lib, [lib.pack(fmt, data, rows, cols) for _ in range(n)]) for name, lib in libs]
+            ys = {name: np.empty((args.batch, rows), np.float32) for name, _ in libs}
+            cells, gm = [], {}
+            for t in (int(v) for v in args.threads.split(",")):
+                clock = time.thread_time if t == 1 else time.perf_counter
+                best = {name: float("inf") for name, _ in libs}
+                for name, lib, ms in mats:  # warm-up
+                    lib.gemm(ms[0], x, ys[name], t)
+                for _ in range(args.rounds):
+                    for name, lib, ms in mats:
+                        t0 = clock()
+                        for m in ms:
+                            lib.gemm(m, x, ys[name], t)
+                        best[name] = min(best[name], clock() - t0)
+                for name, _, _ in mats:
+                    gm[name, t] = n * rows * cols * args.batch / best[name] / 1e9
+                    cells.append(f"{gm[name, t]:11.1f}")
+                if args.baseline and not np.array_equal(ys["base"].view(np.uint32), ys["new"].view(np.uint32)):
+                    raise SystemExit(f"{fmt}: the two libraries disagree")
+            if args.baseline:
+                cells += [f"{gm['new', t] / gm['base', t]:15.2f}" for t in (int(v) for v in args.threads.split(","))]
+            label = f"{fmt} {regime}" if args.dram else fmt
+            print(f"{label:13}" + "".join(cells), flush=True)
+            for _, lib, ms in mats:
+                for m in ms:
+                    lib.c.lowbit_matrix_free(m)
 
 if __name__ == "__main__":
     main()
