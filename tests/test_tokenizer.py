@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from pylowbit.gguf import GGUFFile
+from pylowbit.gguf import GGUFFile, write_gguf
 from pylowbit.model import ModelError, StreamDecoder, TextTokenizer
-from pylowbit.model.synthetic import write_synthetic_model
+from pylowbit.model.synthetic import tokenizer_metadata, write_synthetic_model
 
 TRICKY = ["Hello world", "  leading and trailing  ", "tabs\tand\nnewlines\n\n\nend", "ünïcödé ß 日本語 🤖",
           "numbers 1234567 and 3.14159", "it's they'll we've", "", " ", "a" * 300, "mixed<|eot_id|>special",
@@ -97,3 +97,92 @@ def test_gemma_tokenizer(gemma_tok):
     for s in TRICKY:
         assert tok.decode(tok.encode(s, add_special=False)) == s
     assert tok.stop_ids >= {tok.eos_id, tok.tokens.index("<end_of_turn>")}
+
+
+# pylowbit's own decoder (decode() after release_encoder()) must equal the `tokenizers` decoder it replaces.
+
+def _ref(tok, ids):
+    return tok.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def _random_sequences(tok, rng, count):
+    """Random id sequences, a third of them runs of byte-fallback / single-byte tokens around normal ones
+    (partial and invalid UTF-8, byte runs cut by a normal token)."""
+    n = tok.n_vocab
+    byteish = [i for i in range(min(n, 4096)) if len(tok.tokens[i].encode("utf-8", "surrogateescape")) <= 2
+               or tok.tokens[i].startswith("<0x")]
+    for k in range(count):
+        m = int(rng.integers(1, 12))
+        if k % 3 == 0 and byteish:
+            yield [int(byteish[j]) if rng.random() < 0.8 else int(rng.integers(0, n))
+                   for j in rng.integers(0, len(byteish), m)]
+        else:
+            yield rng.integers(0, n, m).tolist()
+
+
+def _check_decoder(tok, count):
+    for i in range(tok.n_vocab):  # every single id
+        assert tok.decode([i]) == _ref(tok, [i]), (i, tok.tokens[i])
+    rng = np.random.default_rng(5)
+    for ids in _random_sequences(tok, rng, count):
+        assert tok.decode(ids) == _ref(tok, ids), ids
+    for s in TRICKY:
+        ids = tok.encode(s)
+        assert tok.decode(ids) == _ref(tok, ids)
+        st = StreamDecoder(tok)  # per-token stream, as `run` prints it
+        pieces = [st.push(i) for i in ids]
+        assert "".join(pieces) == st.text == _ref(tok, ids)
+
+
+def test_own_decoder_matches_tokenizers_synthetic(synth_tok):
+    _, tok = synth_tok
+    _check_decoder(tok, 3000)
+
+
+def test_own_decoder_matches_tokenizers_gemma(gemma_tok):
+    tok = gemma_tok
+    assert tok.decode([tok.tokens.index("<0xE6>"), tok.tokens.index("<0x97>")]) == "\ufffd\ufffd"  # partial
+    _check_decoder(tok, 3000)
+
+
+def test_decoder_byte_runs_and_strip(gemma_tok):
+    """Known outputs: byte tokens fuse into one character; a leading space is stripped once."""
+    tok = gemma_tok
+    t = tok.tokens
+    nichi = [t.index(f"<0x{b:02X}>") for b in "日".encode()]
+    assert tok.decode(nichi) == "日" == _ref(tok, nichi)
+    cap = t.index("\u2581capital")
+    assert not tok.add_space_prefix  # Gemma 3's file: no prefix space, so none is stripped
+    assert tok.decode([cap, cap]) == " capital capital" == _ref(tok, [cap, cap])
+
+
+def test_own_decoder_strips_the_prefix_space(tmp_path):
+    """A SentencePiece vocabulary with add_space_prefix: tokenizers' Strip of one leading space."""
+    meta = {**tokenizer_metadata("gemma3", 1024), "tokenizer.ggml.add_space_prefix": True}
+    with GGUFFile(write_gguf(tmp_path / "t.gguf", meta, [])) as f:
+        tok = TextTokenizer(f)
+    t = tok.tokens
+    sp = t.index("\u2581")
+    assert tok.decode([sp, sp, t.index("a")]) == " a" == _ref(tok, [sp, sp, t.index("a")])  # one space goes
+    for s in TRICKY:
+        assert tok.decode(tok.encode(s, add_special=False)) == s
+    _check_decoder(tok, 2000)
+
+
+def test_release_encoder(tmp_path):
+    p = write_synthetic_model(tmp_path / "m.gguf", arch="gemma3", fmt="q8_0")
+    with GGUFFile(p) as f:
+        tok = TextTokenizer(f)
+    ids = tok.encode("日本語 🤖 ok")
+    want = tok.decode(ids)
+    tok.release_encoder()
+    assert tok.tok is None
+    assert tok.decode(ids) == want  # decode, the chat template and the token strings keep working
+    st = StreamDecoder(tok)
+    assert "".join(st.push(i) for i in ids) == want
+    assert tok.apply_chat_template([{"role": "user", "content": "Hi"}])
+    with pytest.raises(ModelError, match="release_encoder"):
+        tok.encode("again")
+    with pytest.raises(ModelError, match="negative"):
+        tok.decode([-1])
+    assert tok.decode([tok.n_vocab + 5]) == ""  # ids past the vocabulary are dropped, as tokenizers does

@@ -63,6 +63,7 @@ def main(args) -> int:
         bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else None
         add_special = not (bos and text.startswith(bos))  # the template wrote the BOS already
     ids = tok.encode(text, add_special=add_special)
+    tok.release_encoder()  # only decode from here on: the ~70 MB of a large vocabulary's encoder go
     if not ids:
         raise ValueError("the prompt is empty and the model adds no BOS token: give -p")
     if len(ids) + args.n_predict > model.ctx:

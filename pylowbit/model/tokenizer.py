@@ -8,11 +8,14 @@
   Spaces become U+2581, unknown characters fall back to <0xXX> byte tokens.
 Control tokens (type 3) and user-defined tokens (type 4) are matched in the text before the model
 runs, as llama.cpp does.
+Decoding goes through _Decoder, which reads the lazy token strings: `run` and `perplexity` encode once,
+then drop the `tokenizers` object (~70 MB for a 262k vocabulary) with release_encoder().
 """
 
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -102,6 +105,78 @@ def _release_heap() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc
+
+
+def _bytes_to_unicode() -> dict[str, int]:
+    """GPT-2's byte-level alphabet inverted: the printable character standing for each byte."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]  # stand for themselves
+    others = [b for b in range(256) if b not in printable]  # take U+0100, U+0101, ... in byte order
+    return {**{chr(b): b for b in printable}, **{chr(256 + k): b for k, b in enumerate(others)}}
+
+
+_HEX = re.compile(r"\+?[0-9A-Fa-f]+")  # Rust's u8::from_str_radix(_, 16), which ByteFallback uses
+
+
+def _fallback_byte(t: str) -> int | None:
+    """The byte of a `<0xNN>` byte-fallback token (tokenizers' test: 6 UTF-8 bytes, `<0x` .. `>`)."""
+    if t.startswith("<0x") and t.endswith(">") and len(t.encode("utf-8", "surrogateescape")) == 6:
+        mid = t[3:-1]
+        if _HEX.fullmatch(mid):
+            return int(mid, 16)
+    return None
+
+
+class _Decoder:
+    """The decoder TextTokenizer configures in `tokenizers`, reimplemented over the lazy token strings
+    (no tables: a token's string is read from the file view when decoded).  Ids tokenizers cannot map
+    back (outside the vocabulary, or a repeated string's later id: its vocab keeps the first) are
+    dropped, as tokenizers drops them."""
+
+    def __init__(self, tokens, kind: str, strip_space: bool, unreachable: frozenset):
+        self.tokens, self.kind, self.strip_space, self.unreachable = tokens, kind, strip_space, unreachable
+        self.byte_of = _bytes_to_unicode() if kind == "gpt2" else None
+
+    def __call__(self, ids) -> str:
+        n, tokens, skip = len(self.tokens), self.tokens, self.unreachable
+        toks = []
+        for i in ids:
+            i = int(i)
+            if i < 0:
+                raise ModelError(f"token id {i} is negative")
+            if i < n and i not in skip:
+                toks.append(tokens[i])
+        if self.byte_of is not None:  # decoders.ByteLevel: a token with a char outside the alphabet stays as is
+            byte_of, buf = self.byte_of, bytearray()
+            for t in toks:
+                try:
+                    buf += bytes([byte_of[c] for c in t])
+                except KeyError:
+                    buf += t.encode("utf-8", "surrogateescape")
+            return buf.decode("utf-8", "replace")
+        # Replace(U+2581, " "), ByteFallback, Fuse, [Strip(" ", 1, 0)]
+        out, pending = [], bytearray()
+        for t in toks:
+            t = t.replace(SPACE, " ")
+            b = _fallback_byte(t)
+            if b is not None:
+                pending.append(b)
+                continue
+            if pending:
+                out.append(_bytes_text(pending))
+                pending.clear()
+            out.append(t)
+        if pending:
+            out.append(_bytes_text(pending))
+        text = "".join(out)
+        return text[1:] if self.strip_space and text.startswith(" ") else text
+
+
+def _bytes_text(b: bytearray) -> str:
+    """ByteFallback's text of a run of byte tokens: its UTF-8, or one U+FFFD per byte if invalid."""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" * len(b)
 
 
 # A chat template is code from the file: its rendering is bounded in time and size.
@@ -202,6 +277,8 @@ class TextTokenizer:
                  for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)]
         tok.add_tokens(added)
         self.tok = tok
+        unreachable = frozenset(i for i, t in enumerate(tokens) if vocab[t] != i)  # usually empty
+        self._decode = _Decoder(self.tokens, kind, kind == "llama" and self.add_space_prefix, unreachable)
 
         def tid(key):
             v = f.get(key, int, None)
@@ -221,7 +298,16 @@ class TextTokenizer:
         gc.collect()
         _release_heap()
 
+    def release_encoder(self) -> None:
+        """Drop the `tokenizers` object once the text is encoded (decode does not need it) and hand its
+        memory back to the OS; encode() raises ModelError afterwards."""
+        self.tok = None
+        gc.collect()
+        _release_heap()
+
     def encode(self, text: str, add_special: bool = True) -> list[int]:
+        if self.tok is None:
+            raise ModelError("encode() after release_encoder(): the encoder was dropped to save memory")
         ids = self.tok.encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos:
             ids = [self.bos_id] + ids
@@ -230,7 +316,7 @@ class TextTokenizer:
         return ids
 
     def decode(self, ids) -> str:
-        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+        return self._decode(ids)
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         if not self.chat_template:
