@@ -92,10 +92,10 @@ def main(args) -> int:
         text = text[: args.max_tokens * 16]
     t0 = time.perf_counter()
     tokens = tok.encode(text, add_special=True)
-    tok.release_encoder()  # the text is encoded once: the encoder's memory goes before scoring
     if args.max_tokens:
         tokens = tokens[: args.max_tokens]
     print(f"tokenized {len(tokens)} tokens in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    tok.release_encoder()  # the text is encoded once: the encoder's memory goes before scoring
     t0 = time.perf_counter()
 
     def progress(i, n, running):
