@@ -186,3 +186,18 @@ def test_release_encoder(tmp_path):
     with pytest.raises(ModelError, match="negative"):
         tok.decode([-1])
     assert tok.decode([tok.n_vocab + 5]) == ""  # ids past the vocabulary are dropped, as tokenizers does
+
+
+def test_own_decoder_drops_a_repeated_string(tmp_path):
+    """A vocabulary listing a string twice: tokenizers maps the string to its first id and cannot
+    decode the later one (it gives ""); the own decoder does the same."""
+    meta = tokenizer_metadata("gemma3", 1024)
+    tokens = list(meta["tokenizer.ggml.tokens"])
+    a = tokens.index("a")
+    tokens[-1] = "a"  # an <unusedN> slot
+    meta["tokenizer.ggml.tokens"] = tokens
+    with GGUFFile(write_gguf(tmp_path / "t.gguf", meta, [])) as f:
+        tok = TextTokenizer(f)
+    n = len(tokens)
+    assert tok.decode([n - 1, a]) == _ref(tok, [n - 1, a]) == "a"
+    _check_decoder(tok, 500)

@@ -133,7 +133,7 @@ class _Decoder:
     dropped, as tokenizers drops them."""
 
     def __init__(self, tokens, kind: str, strip_space: bool, unreachable: frozenset):
-        self.tokens, self.kind, self.strip_space, self.unreachable = tokens, kind, strip_space, unreachable
+        self.tokens, self.strip_space, self.unreachable = tokens, strip_space, unreachable
         self.byte_of = _bytes_to_unicode() if kind == "gpt2" else None
 
     def __call__(self, ids) -> str:
@@ -145,7 +145,7 @@ class _Decoder:
                 raise ModelError(f"token id {i} is negative")
             if i < n and i not in skip:
                 toks.append(tokens[i])
-        if self.byte_of is not None:  # decoders.ByteLevel: a token with a char outside the alphabet stays as is
+        if self.byte_of is not None:  # decoders.ByteLevel: a token with a char outside the alphabet is kept
             byte_of, buf = self.byte_of, bytearray()
             for t in toks:
                 try:
