@@ -70,6 +70,14 @@ cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
     return True
 
 
+cdef tuple _elementwise(object a, object b, str na, str nb, object out):
+    """(a, b, out) checked for an elementwise op on two float32 arrays of one shape."""
+    cdef cnp.ndarray aa = _f32(a, na), ba = _f32(b, nb)
+    if not _same_shape(aa, ba):
+        raise ValueError(f"{na} and {nb} differ in shape: {_shape(aa)} vs {_shape(ba)}")
+    return aa, ba, _out(out, aa)
+
+
 cdef cnp.ndarray _empty3(int64_t a, int64_t b, int64_t c):
     cdef cnp.npy_intp dims[3]
     dims[0], dims[1], dims[2] = a, b, c
@@ -190,10 +198,8 @@ def act_mul(str act, gate, up, out=None):
         kind = ACTIVATIONS[act]
     except KeyError:
         raise ValueError(f"unknown activation {act!r} (known: {', '.join(ACTIVATIONS)})") from None
-    cdef cnp.ndarray ga = _f32(gate, "gate"), ua = _f32(up, "up")
-    if not _same_shape(ga, ua):
-        raise ValueError(f"gate and up differ in shape: {_shape(ga)} vs {_shape(ua)}")
-    cdef cnp.ndarray o = _out(out, ga)
+    cdef cnp.ndarray ga, ua, o
+    ga, ua, o = _elementwise(gate, up, "gate", "up", out)
     cdef float *gp = _p(ga)
     cdef float *up_ = _p(ua)
     cdef float *op = _p(o)
@@ -207,10 +213,8 @@ def act_mul(str act, gate, up, out=None):
 
 def add(a, b, out=None):
     """a + b elementwise (same shapes)."""
-    cdef cnp.ndarray aa = _f32(a, "a"), ba = _f32(b, "b")
-    if not _same_shape(aa, ba):
-        raise ValueError(f"a and b differ in shape: {_shape(aa)} vs {_shape(ba)}")
-    cdef cnp.ndarray o = _out(out, aa)
+    cdef cnp.ndarray aa, ba, o
+    aa, ba, o = _elementwise(a, b, "a", "b", out)
     cdef float *ap = _p(aa)
     cdef float *bp = _p(ba)
     cdef float *op = _p(o)
