@@ -632,7 +632,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
  * weight last chunk of a Q2_0 row of an odd number of blocks uses planes 0 and 1 only (ng = 2). */
 AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, const int ng,
                        __m256i isum[4]) {
-    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
     __m256i v[8], s16[4];
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_load_si256((const __m256i *)(t0 + 32 * i));
@@ -653,15 +653,19 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
         const __m256i X[2] = {_mm256_permute2x128_si256(A, B, 0x20), _mm256_permute2x128_si256(A, B, 0x31)};
         for (int h = 0; h < 2; h++) {
             const int q = j + 4 * h; /* byte quad */
+            const __m256i Y = ng > 2 ? _mm256_srli_epi16(X[h], 4) : X[h];
             for (int k = 0; k < ng; k++) {
                 int32_t a4;
                 memcpy(&a4, aq + 32 * k + 4 * q, 4);
-                const __m256i c = _mm256_and_si256(k ? _mm256_srli_epi16(X[h], 2 * k) : X[h], m3);
+                const __m256i c = _mm256_and_si256(k < 2 ? X[h] : Y, k & 1 ? m12 : m3);
                 s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4)));
             }
         }
     }
-    for (int k = 0; k < ng; k++) isum[k] = _mm256_madd_epi16(s16[k], _mm256_set1_epi16(1));
+    for (int k = 0; k < ng; k++) {
+        isum[k] = _mm256_madd_epi16(s16[k], _mm256_set1_epi16(1));
+        if (k & 1) isum[k] = _mm256_srai_epi32(isum[k], 2); /* exact: a multiple of 4 */
+    }
 }
 
 /* fp16 scales of block b of the 8 rows of row groups rg, rg + 1 */
