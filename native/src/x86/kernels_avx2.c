@@ -481,71 +481,11 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
  * lanes of a group are summed across its chunks and reduced once. */
-/* One full chunk of 4 rows at group size 32 (the Q8_0 family; qk = 64 or 128): the 16 group sums
- * (4 rows x 4 groups) are reduced together.  A 32-group's products total <= 32 * 3 * 127 = 12192 in
- * magnitude, so the reduction stays in int16 (tr16 / tr32 / tr64) until the 16 sums are widened,
- * instead of a vpmaddwd and a 4-way int32 reduction per group; the float products are formed 8
- * lanes at a time (lane = row x group), transposed to lane = row, and added group by group in the
- * spec's order, so the result is still bit-exact.  First the integer part: */
-AI void chunk32_sums(const uint8_t *tile, const int8_t *aq, __m256i t[2]) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    __m256i a[4], h3[4];
-    for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
-    for (int i = 0; i < 4; i++) {
-        const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
-        __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a[0]);
-        __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a[1]);
-        __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a[2]);
-        __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a[3]);
-        /* 16-bit lanes [g0 g1 g2 g3 g0 g1 g2 g3] per 128-bit half */
-        h3[i] = tr32(tr16(p0, p1), tr16(p2, p3), 1);
-    }
-    /* per 128-bit half: [r g0 g1 g2 g3 | r' g0 g1 g2 g3]; the halves are then added */
-    const __m256i h01 = tr64(h3[0], h3[1], 1), h23 = tr64(h3[2], h3[3], 1);
-    t[0] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h01), _mm256_extracti128_si256(h01, 1)));
-    t[1] = _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(h23), _mm256_extracti128_si256(h23, 1)));
-}
-
-/* ... and its float steps: t[0] = [r0 g0..g3 r1 g0..g3], t[1] the same for rows 2, 3 */
-AI __m128 chunk32_acc(const int qk, __m128 acc, const __m256i t[2], const int32_t *s, const float *da,
-                      const uint16_t *sc) {
-    const __m256i t01 = t[0], t23 = t[1];
-    const __m256i S = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
-    const __m256 D = _mm256_broadcast_ps((const __m128 *)da);
-    /* weight scales per lane: block (32 g) / qk of row r */
-    __m256 F, W01, W23;
-    if (qk == 64) {
-        F = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc)); /* b0 r0..r3, b1 r0..r3 */
-        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 4, 4, 1, 1, 5, 5));
-        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 6, 6, 3, 3, 7, 7));
-    } else {
-        F = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)sc)));
-        W01 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-        W23 = _mm256_permutevar8x32_ps(F, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
-    }
-    __m256 p01 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t01, S)), _mm256_mul_ps(W01, D));
-    __m256 p23 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t23, S)), _mm256_mul_ps(W23, D));
-    __asm__("" : "+x"(p01), "+x"(p23)); /* keep the products rounded (no FMA into the adds) */
-    /* transpose: lo = [r0g0 r2g0 r0g1 r2g1 | r1g0 r3g0 r1g1 r3g1], hi likewise for g2, g3 */
-    const __m256 lo = _mm256_unpacklo_ps(p01, p23), hi = _mm256_unpackhi_ps(p01, p23);
-    const __m128 lo0 = _mm256_castps256_ps128(lo), lo1 = _mm256_extractf128_ps(lo, 1);
-    const __m128 hi0 = _mm256_castps256_ps128(hi), hi1 = _mm256_extractf128_ps(hi, 1);
-    acc = _mm_add_ps(acc, _mm_unpacklo_ps(lo0, lo1));
-    acc = _mm_add_ps(acc, _mm_unpackhi_ps(lo0, lo1));
-    acc = _mm_add_ps(acc, _mm_unpacklo_ps(hi0, hi1));
-    return _mm_add_ps(acc, _mm_unpackhi_ps(hi0, hi1));
-}
-
-/* Float steps of what the previous step of packed_gemv_k left pending: a full 32-group chunk
- * (pend 1, chunk pg) or one group's 4 row sums (pend 2, group pg). */
+/* Float steps of what the previous step of packed_gemv_k left pending: one group's 4 row sums
+ * (pend 1, group pg). */
 AI __m128 pk_flush(const int G, int pend, __m128 acc, const lowbit_matrix *m, int64_t rg, int sh,
-                   const lowbit_act *a, const __m256i pt[2], __m128i pis, int64_t pg) {
-    if (G == 32 && pend == 1) {
-        const uint16_t *sc = m->scales + (rg * m->nscales + ((pg * 128) >> sh)) * 4;
-        return m->qk == 64 ? chunk32_acc(64, acc, pt, a->s + pg * 4, a->d + pg * 4, sc)
-                           : chunk32_acc(128, acc, pt, a->s + pg * 4, a->d + pg * 4, sc);
-    }
-    if (pend == 2)
+                   const lowbit_act *a, __m128i pis, int64_t pg) {
+    if (pend)
         return group_acc(acc, pis, _mm_set1_epi32(a->s[pg]), packed_dw(m, rg, pg, G, sh),
                          _mm_set1_ps(a->d[pg]));
     return acc;
@@ -563,23 +503,10 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
         const uint8_t *base = m->codes + rg * nch * 128;
         __m128 acc = _mm_setzero_ps();
         int pend = 0; /* pending float steps, see pk_flush */
-        __m256i pt[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         __m128i pis = _mm_setzero_si128();
         int64_t pg = 0;
         for (int64_t c = 0; c < nch; c += CPG) {
             const int ng = (int)((n - c * 128 < 128 ? n - c * 128 : 128) / CG);
-            if (G == 32 && ng == 4 && (m->qk == 64 || m->qk == 128)) {
-                const uint8_t *tile = base + c * 128;
-                if (LOWBIT_PF_DIST) {
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                }
-                __m256i t[2];
-                chunk32_sums(tile, a->q + c * 128, t);
-                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
-                pt[0] = t[0], pt[1] = t[1], pg = c, pend = 1;
-                continue;
-            }
             __m256i iv[4][4];
             for (int i = 0; i < 4; i++)
                 for (int gi = 0; gi < 128 / CG; gi++) iv[i][gi] = _mm256_setzero_si256();
@@ -599,11 +526,11 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
             }
             if (G >= 128 && ng == 1) { /* one group per step: pipelined */
                 const __m128i isum = hsum4(iv[0][0], iv[1][0], iv[2][0], iv[3][0]);
-                acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
-                pis = isum, pg = c * 128 / G, pend = 2;
+                acc = pk_flush(G, pend, acc, m, rg, sh, a, pis, pg);
+                pis = isum, pg = c * 128 / G, pend = 1;
                 continue;
             }
-            acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+            acc = pk_flush(G, pend, acc, m, rg, sh, a, pis, pg);
             pend = 0;
             for (int gi = 0; gi < ng && gi < 128 / CG; gi++) {
                 const int64_t g = (c * 128 + gi * CG) / G;
@@ -612,7 +539,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                                 _mm_set1_ps(a->d[g]));
             }
         }
-        acc = pk_flush(G, pend, acc, m, rg, sh, a, pt, pis, pg);
+        acc = pk_flush(G, pend, acc, m, rg, sh, a, pis, pg);
         float out[4];
         _mm_storeu_ps(out, acc);
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
@@ -668,20 +595,22 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
     }
 }
 
-/* fp16 scales of block b of the 8 rows of row groups rg, rg + 1 */
-AI __m256 scales8(const lowbit_matrix *m, int64_t rg, int64_t b) {
-    const uint16_t *s0 = m->scales + (rg * m->nscales + b) * 4, *s1 = s0 + m->nscales * 4;
+/* fp16 scales of block b of the 8 rows of row groups rg0 (lanes 0..3) and rg1 (4..7) */
+AI __m256 scales8(const lowbit_matrix *m, int64_t rg0, int64_t rg1, int64_t b) {
+    const uint16_t *s0 = m->scales + (rg0 * m->nscales + b) * 4, *s1 = m->scales + (rg1 * m->nscales + b) * 4;
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)s0),
                                               _mm_loadl_epi64((const __m128i *)s1)));
 }
 
-static void packed_gemv32x8(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                            float *y) {
+/* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (Q2_0, PQ2_0, PTQ1_0): row groups in
+ * pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
+static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
     const int64_t nch = m->nchunks, n = m->cols;
     const int sh = qk_shift(m);
-    int64_t rg = r0 / 4;
-    for (; (rg + 1) * 4 < r1; rg += 2) {
-        const uint8_t *base0 = m->codes + rg * nch * 128, *base1 = base0 + nch * 128;
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg += 2) {
+        const int64_t rg1 = (rg + 1) * 4 < r1 ? rg + 1 : rg;
+        const uint8_t *base0 = m->codes + rg * nch * 128, *base1 = m->codes + rg1 * nch * 128;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t c = 0; c < nch; c++) {
             const uint8_t *t0 = base0 + c * 128, *t1 = base1 + c * 128;
@@ -697,10 +626,10 @@ static void packed_gemv32x8(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                 chunk32x8_sums(t0, t1, a->q + c * 128, 4, isum);
             else
                 chunk32x8_sums(t0, t1, a->q + c * 128, 2, isum);
-            __m256 W = scales8(m, rg, (c * 128) >> sh);
+            __m256 W = scales8(m, rg, rg1, (c * 128) >> sh);
             for (int k = 0; k < ng; k++) {
                 const int64_t g = c * 4 + k;
-                if (k == 2 && m->qk == 64) W = scales8(m, rg, (g * 32) >> sh);
+                if (k == 2 && m->qk == 64) W = scales8(m, rg, rg1, (g * 32) >> sh);
                 const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
                 __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]))), sc);
                 __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
@@ -709,9 +638,9 @@ static void packed_gemv32x8(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
         }
         float out[8];
         _mm256_storeu_ps(out, acc);
-        for (int i = 0; i < 8 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+        const int nr = rg1 > rg ? 8 : 4;
+        for (int i = 0; i < nr && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
     }
-    if (rg * 4 < r1) packed_gemv_k(32, m, rg * 4, r1, a, y); /* a last lone row group */
 }
 
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
@@ -719,7 +648,7 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
     switch (m->group) {
     case 32:
         if (m->qk == 64 || m->qk == 128)
-            packed_gemv32x8(m, r0, r1, a, y);
+            packed_gemv32(m, r0, r1, a, y);
         else
             packed_gemv_k(32, m, r0, r1, a, y);
         break;
