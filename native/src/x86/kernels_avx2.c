@@ -560,32 +560,34 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
 AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, const int ng,
                        __m256i isum[4]) {
     const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
-    __m256i v[8], s16[4];
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_load_si256((const __m256i *)(t0 + 32 * i));
-        v[i + 4] = _mm256_load_si256((const __m256i *)(t1 + 32 * i));
-    }
+    __m256i s16[4];
     for (int k = 0; k < ng; k++) s16[k] = _mm256_setzero_si256();
-    /* dwords: L[p] / H[p] = rows 2p, 2p+1 interleaved, dwords 0,1 (4,5) / 2,3 (6,7) */
-    __m256i L[4], H[4];
-    for (int p = 0; p < 4; p++) {
-        L[p] = _mm256_unpacklo_epi32(v[2 * p], v[2 * p + 1]);
-        H[p] = _mm256_unpackhi_epi32(v[2 * p], v[2 * p + 1]);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m256i *S = j < 2 ? L : H;
-        /* rows 0..3 (A) and 4..7 (B) of dword j (low half) and j + 4 (high half) */
-        const __m256i A = j & 1 ? _mm256_unpackhi_epi64(S[0], S[1]) : _mm256_unpacklo_epi64(S[0], S[1]);
-        const __m256i B = j & 1 ? _mm256_unpackhi_epi64(S[2], S[3]) : _mm256_unpacklo_epi64(S[2], S[3]);
-        const __m256i X[2] = {_mm256_permute2x128_si256(A, B, 0x20), _mm256_permute2x128_si256(A, B, 0x31)};
-        for (int h = 0; h < 2; h++) {
-            const int q = j + 4 * h; /* byte quad */
-            const __m256i Y = ng > 2 ? _mm256_srli_epi16(X[h], 4) : X[h];
-            for (int k = 0; k < ng; k++) {
-                int32_t a4;
-                memcpy(&a4, aq + 32 * k + 4 * q, 4);
-                const __m256i c = _mm256_and_si256(k < 2 ? X[h] : Y, k & 1 ? m12 : m3);
-                s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4)));
+    for (int d = 0; d < 2; d++) { /* dwords 2d, 2d + 1 (low halves) and 2d + 4, 2d + 5 (high) */
+        /* S[p]: rows 2p, 2p + 1 of those dwords, interleaved (rows 0..3: tile t0, 4..7: t1).
+         * Loaded again for d = 1 (the barrier): fewer live registers, no spills. */
+        __asm__("" ::: "memory");
+        __m256i S[4];
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *t = p < 2 ? t0 : t1;
+            const __m256i u = _mm256_load_si256((const __m256i *)(t + 64 * (p & 1)));
+            const __m256i v = _mm256_load_si256((const __m256i *)(t + 64 * (p & 1) + 32));
+            S[p] = d ? _mm256_unpackhi_epi32(u, v) : _mm256_unpacklo_epi32(u, v);
+        }
+        for (int e = 0; e < 2; e++) {
+            const int j = 2 * d + e;
+            /* rows 0..3 (A) and 4..7 (B) of dword j (low half) and j + 4 (high half) */
+            const __m256i A = e ? _mm256_unpackhi_epi64(S[0], S[1]) : _mm256_unpacklo_epi64(S[0], S[1]);
+            const __m256i B = e ? _mm256_unpackhi_epi64(S[2], S[3]) : _mm256_unpacklo_epi64(S[2], S[3]);
+            for (int h = 0; h < 2; h++) {
+                const __m256i X = _mm256_permute2x128_si256(A, B, h ? 0x31 : 0x20);
+                const int q = j + 4 * h; /* byte quad */
+                const __m256i Y = ng > 2 ? _mm256_srli_epi16(X, 4) : X;
+                for (int k = 0; k < ng; k++) {
+                    int32_t a4;
+                    memcpy(&a4, aq + 32 * k + 4 * q, 4);
+                    const __m256i c = _mm256_and_si256(k < 2 ? X : Y, k & 1 ? m12 : m3);
+                    s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4)));
+                }
             }
         }
     }
@@ -600,6 +602,23 @@ AI __m256 scales8(const lowbit_matrix *m, int64_t rg0, int64_t rg1, int64_t b) {
     const uint16_t *s0 = m->scales + (rg0 * m->nscales + b) * 4, *s1 = m->scales + (rg1 * m->nscales + b) * 4;
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)s0),
                                               _mm_loadl_epi64((const __m128i *)s1)));
+}
+
+/* acc (lane = row) += the ng groups of chunk c of the 8 rows, in the spec's order */
+AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg1, int64_t c,
+                    int sh, const uint8_t *t0, const uint8_t *t1, const lowbit_act *a, __m256 acc) {
+    __m256i isum[4];
+    chunk32x8_sums(t0, t1, a->q + c * 128, ng, isum);
+    __m256 W = scales8(m, rg, rg1, (c * 128) >> sh);
+    for (int k = 0; k < ng; k++) {
+        const int64_t g = c * 4 + k;
+        if (k == 2 && m->qk == 64) W = scales8(m, rg, rg1, (g * 32) >> sh);
+        const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
+        __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]))), sc);
+        __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
+        acc = _mm256_add_ps(acc, p);
+    }
+    return acc;
 }
 
 /* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (Q2_0, PQ2_0, PTQ1_0): row groups in
@@ -620,21 +639,10 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
                 _mm_prefetch((const char *)(t1 + LOWBIT_PF_DIST), _MM_HINT_T0);
                 _mm_prefetch((const char *)(t1 + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
             }
-            const int ng = n - c * 128 < 128 ? (int)((n - c * 128) / 32) : 4;
-            __m256i isum[4];
-            if (ng == 4)
-                chunk32x8_sums(t0, t1, a->q + c * 128, 4, isum);
+            if (n - c * 128 >= 128)
+                acc = chunk32x8(4, m, rg, rg1, c, sh, t0, t1, a, acc);
             else
-                chunk32x8_sums(t0, t1, a->q + c * 128, 2, isum);
-            __m256 W = scales8(m, rg, rg1, (c * 128) >> sh);
-            for (int k = 0; k < ng; k++) {
-                const int64_t g = c * 4 + k;
-                if (k == 2 && m->qk == 64) W = scales8(m, rg, rg1, (g * 32) >> sh);
-                const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
-                __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]))), sc);
-                __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
-                acc = _mm256_add_ps(acc, p);
-            }
+                acc = chunk32x8(2, m, rg, rg1, c, sh, t0, t1, a, acc);
         }
         float out[8];
         _mm256_storeu_ps(out, acc);
