@@ -11,7 +11,8 @@
  *    A8 codes in [-127, 127] as formats.h defines them (sign(-128, w < 0) would wrap).
  *  - the +1 code offset is undone once per group with the activation code sum s[g];
  *  - the int32 group sums of 4 rows (GEMV) or 4 activation columns (GEMM) are reduced together
- *    into one xmm (lane = row / column), and combined exactly as the spec does,
+ *    into one xmm (lane = row / column) -- the packed group-32 GEMV instead transposes its codes
+ *    so that a lane is a row from the start (packed_gemv32) -- and combined exactly as the spec does,
  *    acc += (float)isum * (d_w * d_a), with a multiply and an add that must not fuse into an FMA
  *    (the spec rounds the product): `nofma` hides the product from the compiler's contraction.
  */
@@ -47,33 +48,26 @@ AI __m128 nofma(__m128 x) {
     return x;
 }
 
-/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddw/d
- * would do it in fewer instructions, but on Zen 3 they issue one per 2 cycles (unpacks: ~2 per
- * cycle), and they were the bottleneck of the 32-group kernel.  Integer sums: exact in any order. */
-/* 16-bit lanes [x y x y ...] per 128-bit half: x's lanes summed in pairs (lane j + 4), y's too */
-AI __m256i tr16(__m256i x, __m256i y) {
-    return _mm256_add_epi16(_mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y));
+/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddd
+ * would do it in fewer instructions, but on Zen 3 it issues one per 2 cycles (unpacks: ~2 per
+ * cycle).  Integer sums: exact in any order. */
+AI __m256i tr32(__m256i x, __m256i y) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y));
 }
-/* the same on 32- / 64-bit units; add16: the units hold int16 lanes (no carries across them) */
-AI __m256i tr32(__m256i x, __m256i y, const int add16) {
-    __m256i lo = _mm256_unpacklo_epi32(x, y), hi = _mm256_unpackhi_epi32(x, y);
-    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
-}
-AI __m256i tr64(__m256i x, __m256i y, const int add16) {
-    __m256i lo = _mm256_unpacklo_epi64(x, y), hi = _mm256_unpackhi_epi64(x, y);
-    return add16 ? _mm256_add_epi16(lo, hi) : _mm256_add_epi32(lo, hi);
+AI __m256i tr64(__m256i x, __m256i y) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
 }
 
 /* lane i of the result = sum of the 8 int32 lanes of v_i */
 AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-    __m256i h = tr64(tr32(v0, v1, 0), tr32(v2, v3, 0), 0); /* [v0 v1 v2 v3] per half */
+    __m256i h = tr64(tr32(v0, v1), tr32(v2, v3)); /* [v0 v1 v2 v3] per half */
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 /* lane g of the result = sum of the 8 int32 lanes of v[g] */
 AI __m256i hsum_8x8(const __m256i *v) {
-    __m256i u0 = tr64(tr32(v[0], v[1], 0), tr32(v[2], v[3], 0), 0);
-    __m256i u1 = tr64(tr32(v[4], v[5], 0), tr32(v[6], v[7], 0), 0);
+    __m256i u0 = tr64(tr32(v[0], v[1]), tr32(v[2], v[3]));
+    __m256i u1 = tr64(tr32(v[4], v[5]), tr32(v[6], v[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                             _mm256_permute2x128_si256(u0, u1, 0x31));
 }
@@ -546,17 +540,18 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-/* Group 32 on two row groups at once (8 rows), lane = row: the per-(row, group) horizontal sums of
- * chunk32_sums (~45 shuffle-pipe ops per 512 weights, the bottleneck: Q2_0 ran compute-bound at
- * ~55 % of the DRAM roofline) become vertical.  The 8 rows' 32-byte tiles are transposed in
- * registers (an 8 x 8 dword transpose, 24 shuffles per 1024 weights) so that ymm X_j holds byte
- * quad j (bytes 4j..4j+3, i.e. weights 4j..4j+3 of each of the chunk's 4 groups, one group per
- * 2-bit plane) of rows 0..7, one row per 32-bit lane -- the GEMM scratch's quads, made on the fly
- * from the same layout.  Plane k of X_j against a broadcast of the 4 activation codes
- * aq[32k + 4j ..] (a broadcast load: no shuffle) gives row sums in int16 lanes; summed over j
- * (<= 8 x 762, no saturation) and widened by one vpmaddwd, the group sums of 8 rows sit in 8
- * int32 lanes, and the float step runs once per group for 8 rows, in the spec's order.  The 64-
- * weight last chunk of a Q2_0 row of an odd number of blocks uses planes 0 and 1 only (ng = 2). */
+/* Group 32 (Q2_0, PQ2_0, PTQ1_0): two row groups at once (8 rows), lane = row.  Reducing each
+ * (row, group) sum horizontally cost ~45 shuffle-pipe ops per 512 weights and left Q2_0 compute-
+ * bound at ~55 % of the DRAM roofline; here the reduction is vertical.  The 8 rows' tiles are
+ * transposed in registers (an 8 x 8 dword transpose: 24 shuffles per 1024 weights) so that ymm X
+ * of byte quad q holds bytes 4q..4q+3 of rows 0..7, one row per 32-bit lane (the GEMM scratch's
+ * quads, made on the fly from the same layout): its 2-bit plane k is weights 4q..4q+3 of group k
+ * of each row.  vpmaddubsw against a broadcast load of the 4 activation codes aq[32k + 4q ..]
+ * gives each row's pair sums in its two int16 lanes; summed over the 8 quads and widened by one
+ * vpmaddwd, the group sums of 8 rows sit in 8 int32 lanes and the float step runs once per group
+ * for 8 rows, in the spec's order.  Planes 1 and 3 are masked in place (code x 4, x 4 shifted out
+ * of the int32 sum exactly), so a quad needs one shift: int16 lanes stay <= 8 x 2 x 12 x 127 =
+ * 24384.  Measured (Zen 3, one thread, side by side with the 4-row kernel): 1.3-1.45x in L2/L3. */
 AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, const int ng,
                        __m256i isum[4]) {
     const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
