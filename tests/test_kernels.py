@@ -225,6 +225,35 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
                     assert np.all(np.abs(ym - ref_m) <= tol.T)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("fmt", ["q2_0", "pq2_0", "ptq1_0"])
+def test_packed_group32_sums_at_their_bound(fmt, variant, isa):
+    """Every weight at its largest code against activation codes all +127 or all -127: the
+    group-32 GEMV's int16 partial sums at their bound (AVX2 keeps planes 1 and 3 as 4x codes in
+    int16 lanes: an overflow there would show).  Rows 4..12: pairs of row groups and a lone one."""
+    cols = 1024 + 64 if fmt == "q2_0" else 1024  # Q2_0: a last half chunk too
+    for rows in (4, 8, 12):
+        if fmt == "ptq1_0":  # base-3: +1 is the top code
+            w = lb.quantize(np.ones((rows, cols), np.float32), fmt)
+        else:
+            size, at = _SCALE_AT[fmt]
+            data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8)  # code 3
+            data.reshape(-1, size)[:, at:at + 2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+            w = lb.QTensor(data, fmt, (rows, cols))
+        wd = w.dequantize().astype(np.float64)
+        assert np.all(wd == wd.max()) and wd.max() > 0
+        for sign in (1.0, -1.0):
+            x = np.full(cols, sign, np.float32)
+            isa("scalar")
+            ref = w.gemv(x)
+            isa(variant)
+            y = w.pack().gemv(x)
+            want = wd @ emulate_a8(x, 32)[0]  # exact: every activation code is +-127
+            np.testing.assert_allclose(y, want, rtol=1e-6)
+            if variant in BIT_EXACT_VARIANTS:
+                np.testing.assert_array_equal(y, ref)
+
+
 def test_packed_outlives_its_source():
     w = weights("tq2_0", 9, 512)
     x = np.random.default_rng(7).standard_normal(512).astype(np.float32)
