@@ -12,7 +12,7 @@
  *  - the +1 code offset is undone once per group with the activation code sum s[g];
  *  - the int32 group sums of 4 rows (GEMV) or 4 activation columns (GEMM) are reduced together
  *    into one xmm (lane = row / column) -- the packed group-32 GEMV instead transposes its codes
- *    so that a lane is a row from the start (packed_gemv32) -- and combined exactly as the spec does,
+ *    so that a lane is a row from the start (packed_gemv32) -- and combined as the spec does,
  *    acc += (float)isum * (d_w * d_a), with a multiply and an add that must not fuse into an FMA
  *    (the spec rounds the product): `nofma` hides the product from the compiler's contraction.
  */
@@ -571,8 +571,10 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
         for (int e = 0; e < 2; e++) {
             const int j = 2 * d + e;
             /* rows 0..3 (A) and 4..7 (B) of dword j (low half) and j + 4 (high half) */
-            const __m256i A = e ? _mm256_unpackhi_epi64(S[0], S[1]) : _mm256_unpacklo_epi64(S[0], S[1]);
-            const __m256i B = e ? _mm256_unpackhi_epi64(S[2], S[3]) : _mm256_unpacklo_epi64(S[2], S[3]);
+            const __m256i A = e ? _mm256_unpackhi_epi64(S[0], S[1])
+                                : _mm256_unpacklo_epi64(S[0], S[1]);
+            const __m256i B = e ? _mm256_unpackhi_epi64(S[2], S[3])
+                                : _mm256_unpacklo_epi64(S[2], S[3]);
             for (int h = 0; h < 2; h++) {
                 const __m256i X = _mm256_permute2x128_si256(A, B, h ? 0x31 : 0x20);
                 const int q = j + 4 * h; /* byte quad */
@@ -581,7 +583,8 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
                     int32_t a4;
                     memcpy(&a4, aq + 32 * k + 4 * q, 4);
                     const __m256i c = _mm256_and_si256(k < 2 ? X : Y, k & 1 ? m12 : m3);
-                    s16[k] = _mm256_add_epi16(s16[k], _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4)));
+                    const __m256i p = _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4));
+                    s16[k] = _mm256_add_epi16(s16[k], p);
                 }
             }
         }
@@ -594,7 +597,8 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
 
 /* fp16 scales of block b of the 8 rows of row groups rg0 (lanes 0..3) and rg1 (4..7) */
 AI __m256 scales8(const lowbit_matrix *m, int64_t rg0, int64_t rg1, int64_t b) {
-    const uint16_t *s0 = m->scales + (rg0 * m->nscales + b) * 4, *s1 = m->scales + (rg1 * m->nscales + b) * 4;
+    const uint16_t *s0 = m->scales + (rg0 * m->nscales + b) * 4;
+    const uint16_t *s1 = m->scales + (rg1 * m->nscales + b) * 4;
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)s0),
                                               _mm_loadl_epi64((const __m128i *)s1)));
 }
@@ -609,7 +613,8 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
         const int64_t g = c * 4 + k;
         if (k == 2 && m->qk == 64) W = scales8(m, rg, rg1, (g * 32) >> sh);
         const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
-        __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]))), sc);
+        const __m256i is = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]));
+        __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc);
         __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
         acc = _mm256_add_ps(acc, p);
     }
