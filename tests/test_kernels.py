@@ -15,19 +15,31 @@ def act_group(fmt):
     return _lowbit.act_group(lb.format_info(fmt).type_id)
 
 
+def p2_scale(amax):
+    """I2_S's activation scale: the smallest power of two >= 2^-126 with 127 * d >= amax (0 for 0)."""
+    if amax == 0:
+        return np.float32(0)
+    m, e = np.frexp(np.float64(amax) / 127)  # amax / 127 = m * 2^e, m in [0.5, 1)
+    return np.float32(np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
+
+
 def emulate_a8(x, group):
     """numpy model of the activation quantizer: what the kernels multiply with, in float64.
 
     The group size picks llama.cpp's activation type: 256 -> Q8_K (iscale = -127 / the element of
     largest |x|, round half to even, d = 1 / iscale), 32 -> Q8_0 as ggml rounds it on x86
-    (127 / amax, half to even, d = amax / 127 rounded to fp16), anything else -> pylowbit's A8
-    (127 / amax, half away from zero, fp32 d = amax / 127)."""
+    (127 / amax, half to even, d = amax / 127 rounded to fp16), 128 -> P2 (p2_scale of the whole
+    vector, half away from zero), anything else -> pylowbit's A8 (127 / amax, half away from zero,
+    fp32 d = amax / 127)."""
     xs = x.reshape(-1, group).astype(np.float32)
     ax = np.abs(xs)
     amax = ax.max(axis=1).astype(np.float32)
     nz = amax > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if group == 256:
+        if group == 128:  # P2 (I2_S): one power-of-two scale for the whole vector
+            d = np.full(len(xs), p2_scale(ax.max()), np.float32)
+            inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+        elif group == 256:
             smax = xs[np.arange(len(xs)), np.argmax(ax == amax[:, None], axis=1)]
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), 0).astype(np.float32)
             d = np.where(nz, np.float32(1) / np.where(nz, inv, 1), 0).astype(np.float32)

@@ -12,7 +12,9 @@
  * away from zero like roundf, FCVTNS (vcvtnq) half to even like rintf. */
 static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                               int32_t *s) {
-    if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
+    /* odd groups only come from direct API calls: not the hot path; P2 (I2_S) is one scale per
+     * vector, not per group: the reference's loop (a few microseconds per decode-step vector) */
+    if (group % 16 || lowbit_act_rule(group) == LOWBIT_ACT_P2) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
     }
