@@ -161,6 +161,49 @@ def test_gemv_act_uses_given_codes():
     np.testing.assert_allclose(out, w.dequantize().sum(axis=1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_i2_s_p2_activation_rule(variant, isa):
+    """I2_S's 128-groups share one power-of-two scale per vector (formats.h, P2), edges included:
+    an all-zero vector (d = 0), a tiny one (d = 2^-126), amax exactly 127 * 2^k, inf (code 127)."""
+    isa(variant)
+    x = np.random.default_rng(5).standard_normal(4 * 128).astype(np.float32)
+    q, d, s = lb.quantize_act(x, 128)
+    assert len(set(d.tolist())) == 1 and d[0] == p2_scale(np.abs(x).max())
+    assert np.frexp(d[0])[0] == 0.5 and np.abs(q).max() > 63  # a power of two, no coarser than needed
+    for v, want in ((0.0, 0.0), (1e-40, 2.0 ** -126), (127.0, 1.0), (127.00002, 2.0), (508.0, 4.0)):
+        y = np.zeros(256, np.float32)
+        y[3] = v
+        q, d, s = lb.quantize_act(y, 128)
+        assert list(d) == [want, want] and q[3] == (np.floor(np.float32(v) / want + 0.5) if want else 0)
+    y = np.ones(256, np.float32)
+    y[5], y[6] = np.inf, np.nan
+    q, d, s = lb.quantize_act(y, 128)
+    assert q[5] == 127 and q[6] == -127 and q[0] == 0  # inf clamps, NaN -> -127, 1 / 2^122 -> 0
+
+
+def test_i2_s_row_sums_only_with_p2_scales(isa):
+    """The AVX2 I2_S GEMV adds a row's int sums and does one float step only where that is exact
+    (equal power-of-two scales): other given scales (gemv_act) take the per-group path, so every
+    case still equals scalar bit for bit."""
+    if "avx2" not in VARIANTS:
+        pytest.skip("no AVX2")
+    rng = np.random.default_rng(6)
+    rows, cols = 64, 2560
+    w = weights("i2_s", rows, cols, seed=3).pack()
+    q = rng.integers(-127, 128, cols).astype(np.int8)
+    s = q.reshape(-1, 128).sum(axis=1, dtype=np.int32)
+    ng = cols // 128
+    for d in (np.full(ng, 2.0 ** -7), np.full(ng, 0.1), np.linspace(0.01, 0.02, ng),
+              np.full(ng, 2.0 ** 110), np.where(np.arange(ng) % 2, 2.0 ** -7, 2.0 ** -6)):
+        d = d.astype(np.float32)
+        outs = {}
+        for variant in ("scalar", "avx2"):
+            isa(variant)
+            outs[variant] = np.empty(rows, np.float32)
+            w._m.gemv_act(q, d, s, outs[variant], 1)
+        np.testing.assert_array_equal(outs["avx2"], outs["scalar"])
+
+
 # ---- bit-exactness and the packed (row-interleaved) layout -------------------------------------
 
 # Variants whose kernels keep the scalar spec's float order too (not only exact integer sums), so

@@ -31,7 +31,7 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q
         for (int64_t j = 0; j < group; j++)
             if (fabsf(xg[j]) > amax) amax = fabsf(xg[j]), smax = xg[j]; /* NaN never wins */
         float id, dg;
-        if (rule == LOWBIT_ACT_P2) { /* d = 2^k, id = 2^-k (exact: k in [-126, 122]) */
+        if (rule == LOWBIT_ACT_P2) { /* d = 2^k, id = 2^-k (exact: k in [-126, 123]) */
             dg = lowbit_act_p2_scale(vmax);
             id = dg ? 1.0f / dg : 0.0f;
         } else if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
