@@ -207,63 +207,75 @@ def _timed(fn, *args) -> float:
 
 def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen: int, reps: int,
         vs_llama: bool, console=None) -> tuple[list[Row], dict]:
-    """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved."""
+    """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
+    thread count all files are loaded at once and each repetition runs every (file, engine) in
+    turn, so that the ratios between formats, not only between engines, are side by side (run one
+    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  Peak RSS is the
+    process's, with all of the thread count's models loaded."""
     info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
-    rows: list[Row] = []
     ctx = max(n_prompt, 1) + n_gen + 16
     for t in threads:
         info["bandwidth_bytes_per_s"][t] = read_bandwidth(t)
+    files = []
     for label, path in paths:
-        size = path.stat().st_size
-        per_token = weight_bytes_per_token(path)
         fmt = _file_format(path)
-        for t in threads:
+        files.append((label, path, path.stat().st_size, weight_bytes_per_token(path), fmt))
+        if vs_llama and fmt not in LLAMA_CPP_TYPES and fmt != "other" and console:
+            console.print(f"[yellow]llama.cpp does not read {fmt}: no comparison for {label}[/yellow]")
+    found: dict[tuple, Row] = {}
+    for t in threads:
+        runs = []  # (file index, engines, tests)
+        for i, (label, path, size, per_token, fmt) in enumerate(files):
             engines = [PylowbitEngine(path, t, ctx)]
             vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
-            tokens = [(7 * i + 11) % (vocab - 10) + 10 for i in range(max(n_prompt, 1))]
-            if vs_llama:
-                if fmt not in LLAMA_CPP_TYPES and fmt != "other":
-                    console and console.print(f"[yellow]llama.cpp does not read {fmt}: "
-                                              f"no comparison for {label}[/yellow]")
-                else:
-                    engines.append(LlamaCppEngine(path, t, ctx))
+            tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
+            if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
+                engines.append(LlamaCppEngine(path, t, ctx))
             tests = []
             if n_prompt > 0:
-                tests.append((f"pp{n_prompt}", n_prompt, lambda e: e.prompt(tokens[:n_prompt])))
+                tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
             if n_gen > 0:
-                tests.append((f"tg{n_gen}", n_gen, lambda e: e.generate(tokens[0], n_gen)))
-            for test, n_tok, fn in tests:
-                for e in engines:  # warm-up: first-touch page faults, packing, caches
-                    fn(e)
-                samples = {e.name: [] for e in engines}
-                peaks = {e.name: 0 for e in engines}
-                for _ in range(reps):
-                    for e in engines:  # interleaved: one repetition of each engine in turn
+                tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
+            runs.append((i, engines, tests))
+        for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
+            test, n_tok = runs[0][2][k][:2]
+            for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
+                for e in engines:
+                    tests[k][2](e)
+            samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
+            peaks = dict.fromkeys(samples, 0)
+            for _ in range(reps):
+                for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
+                    for e in engines:
                         _reset_peak_rss()
-                        samples[e.name].append(n_tok / _timed(fn, e))
-                        peaks[e.name] = max(peaks[e.name], _peak_rss())
-                    if test.startswith("tg"):  # the roofline's bandwidth is re-probed between
-                        bw = info["bandwidth_bytes_per_s"]  # repetitions: best seen, so a busy
-                        bw[t] = max(bw[t], read_bandwidth(t, reps=2))  # start can't inflate it
+                        samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
+                        peaks[i, e.name] = max(peaks[i, e.name], _peak_rss())
+                if test.startswith("tg"):  # the roofline's bandwidth is re-probed between
+                    bw = info["bandwidth_bytes_per_s"]  # repetitions: best seen, so a busy
+                    bw[t] = max(bw[t], read_bandwidth(t, reps=2))  # start can't inflate it
+            for i, engines, _ in runs:
+                label, path, size, per_token, fmt = files[i]
                 ours = None
                 for e in engines:
-                    s = samples[e.name]
-                    row = Row(label, fmt, size, e.name, t, test, statistics.mean(s),
-                              statistics.stdev(s) if len(s) > 1 else 0.0, s,
-                              peak_rss_bytes=peaks[e.name])
+                    sm = samples[i, e.name]
+                    row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
+                              statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
+                              peak_rss_bytes=peaks[i, e.name])
                     if test.startswith("tg"):
                         row.roofline_share = row.tokens_per_s * per_token  # bytes/s; / bw below
                     if e.name == "pylowbit":
                         ours = row
                     elif ours is not None:
                         ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
-                    rows.append(row)
+                    found[i, t, k, e.name] = row
+        for _, engines, _ in runs:
             for e in engines:
                 e.close()
+    rows = [found[key] for key in sorted(found, key=lambda key: (key[0], threads.index(key[1]), key[2]))]
     for row in rows:  # share of the roofline = weight bytes read per second / bandwidth
         if row.roofline_share is not None:
             row.roofline_share /= info["bandwidth_bytes_per_s"][row.threads]
-    info["weight_bytes_per_token"] = {label: weight_bytes_per_token(p) for label, p in paths}
+    info["weight_bytes_per_token"] = {f[0]: f[3] for f in files}
     return rows, info
 
 

@@ -67,12 +67,18 @@ TIE = 1e-3  # code-units distance from a rounding tie below which either roundin
 
 
 def _codes(x: np.ndarray, group: int):
-    """The group size picks the rule (formats.h): 256 Q8_K, 32 Q8_0 (fp16 d, x86 rounding), else A8."""
+    """The group size picks the rule (formats.h): 256 Q8_K, 32 Q8_0 (fp16 d, x86 rounding), 128 P2
+    (one power-of-two d for the row), else A8."""
     x32 = x.astype(np.float32).reshape(-1, group)
     amax = np.abs(x32).max(axis=1, keepdims=True)
     nz = amax > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if group == 256:
+        if group == 128:  # P2 (I2_S): the smallest power of two with 127 d >= max|x| of the row
+            top = np.float64(np.abs(x32).max())
+            m, e = np.frexp(top / 127)
+            d = np.full_like(amax, 0 if top == 0 else np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
+            inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), np.float32(0)).astype(np.float32)
+        elif group == 256:
             first = np.argmax(np.abs(x32) == amax, axis=1)[:, None]
             smax = np.take_along_axis(x32, first, axis=1)
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), np.float32(0)).astype(np.float32)

@@ -128,3 +128,40 @@ def test_vs_llama_cpp_missing(tmp_path):
               "sys_.modules['llama_cpp'] = None", env={"PYLOWBIT_CACHE": str(tmp_path)})
     assert_one_line_error(r, "llama-cpp-python")
     assert not list(tmp_path.iterdir())  # refused before writing any model file
+
+
+def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
+    """Several files: every repetition runs each file in turn (after one warm-up each), so the
+    ratios between formats are side by side; rows come out file by file, tests in order."""
+    from types import SimpleNamespace
+
+    import pylowbit.benchmark as B
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    paths = [(f"tiny {f}", B.synthetic_model("tiny", f)) for f in ("tq2_0", "i2_s")]
+    calls = []
+
+    class Recorder:
+        name = "pylowbit"
+
+        def __init__(self, path, threads, ctx):
+            self.path, self.model = path, SimpleNamespace(vocab_size=100)
+
+        def prompt(self, tokens):
+            calls.append(("pp", self.path.name))
+
+        def generate(self, first, n):
+            calls.append(("tg", self.path.name))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(B, "PylowbitEngine", Recorder)
+    monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
+    rows, info = B.run(paths, [1, 2], 4, 2, 3, False)
+    names = [p.name for _, p in paths]
+    for test in ("pp", "tg"):
+        assert [c[1] for c in calls if c[0] == test] == names * 4 * 2  # (warm-up + 3) x 2 threads
+    assert [(r.model, r.threads, r.test) for r in rows] == [
+        (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
+    assert all(len(r.samples) == 3 for r in rows)

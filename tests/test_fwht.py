@@ -249,17 +249,18 @@ def test_fused_quantize_equals_unfused(variant, isa):
 
 
 def test_fused_quantize_matches_a8_model():
+    # group 64: A8 (128 is I2_S's one-scale-per-row P2 rule, modelled in test_kernels.emulate_a8)
     rng = np.random.default_rng(14)
     x = rng.standard_normal(2048).astype(np.float32)
-    q, d, s = lb.fwht_quantize_act(x, 1024, None, 128)
-    y = lb.fwht(x, block=1024).reshape(-1, 128)
+    q, d, s = lb.fwht_quantize_act(x, 1024, None, 64)
+    y = lb.fwht(x, block=1024).reshape(-1, 64)
     amax = np.abs(y).max(axis=1)
     np.testing.assert_array_equal(d, amax / np.float32(127))
     inv = (np.float32(127) / amax).astype(np.float32)
     prod = (y * inv[:, None]).astype(np.float32)
-    np.testing.assert_array_equal(q.reshape(-1, 128),
+    np.testing.assert_array_equal(q.reshape(-1, 64),
                                   np.clip(np.sign(prod) * np.floor(np.abs(prod) + 0.5), -127, 127))
-    np.testing.assert_array_equal(s, q.reshape(-1, 128).sum(axis=1))
+    np.testing.assert_array_equal(s, q.reshape(-1, 64).sum(axis=1))
 
 
 

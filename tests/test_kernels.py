@@ -15,19 +15,31 @@ def act_group(fmt):
     return _lowbit.act_group(lb.format_info(fmt).type_id)
 
 
+def p2_scale(amax):
+    """I2_S's activation scale: the smallest power of two >= 2^-126 with 127 * d >= amax (0 for 0)."""
+    if amax == 0:
+        return np.float32(0)
+    m, e = np.frexp(np.float64(amax) / 127)  # amax / 127 = m * 2^e, m in [0.5, 1)
+    return np.float32(np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
+
+
 def emulate_a8(x, group):
     """numpy model of the activation quantizer: what the kernels multiply with, in float64.
 
     The group size picks llama.cpp's activation type: 256 -> Q8_K (iscale = -127 / the element of
     largest |x|, round half to even, d = 1 / iscale), 32 -> Q8_0 as ggml rounds it on x86
-    (127 / amax, half to even, d = amax / 127 rounded to fp16), anything else -> pylowbit's A8
-    (127 / amax, half away from zero, fp32 d = amax / 127)."""
+    (127 / amax, half to even, d = amax / 127 rounded to fp16), 128 -> P2 (p2_scale of the whole
+    vector, half away from zero), anything else -> pylowbit's A8 (127 / amax, half away from zero,
+    fp32 d = amax / 127)."""
     xs = x.reshape(-1, group).astype(np.float32)
     ax = np.abs(xs)
     amax = ax.max(axis=1).astype(np.float32)
     nz = amax > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if group == 256:
+        if group == 128:  # P2 (I2_S): one power-of-two scale for the whole vector
+            d = np.full(len(xs), p2_scale(ax.max()), np.float32)
+            inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+        elif group == 256:
             smax = xs[np.arange(len(xs)), np.argmax(ax == amax[:, None], axis=1)]
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), 0).astype(np.float32)
             d = np.where(nz, np.float32(1) / np.where(nz, inv, 1), 0).astype(np.float32)
@@ -147,6 +159,49 @@ def test_gemv_act_uses_given_codes():
     out = np.empty(5, np.float32)
     _lowbit.gemv_act(w.data, w.type_id, 5, 512, q, d, s, out)
     np.testing.assert_allclose(out, w.dequantize().sum(axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_i2_s_p2_activation_rule(variant, isa):
+    """I2_S's 128-groups share one power-of-two scale per vector (formats.h, P2), edges included:
+    an all-zero vector (d = 0), a tiny one (d = 2^-126), amax exactly 127 * 2^k, inf (code 127)."""
+    isa(variant)
+    x = np.random.default_rng(5).standard_normal(4 * 128).astype(np.float32)
+    q, d, s = lb.quantize_act(x, 128)
+    assert len(set(d.tolist())) == 1 and d[0] == p2_scale(np.abs(x).max())
+    assert np.frexp(d[0])[0] == 0.5 and np.abs(q).max() > 63  # a power of two, no coarser than needed
+    for v, want in ((0.0, 0.0), (1e-40, 2.0 ** -126), (127.0, 1.0), (127.00002, 2.0), (508.0, 4.0)):
+        y = np.zeros(256, np.float32)
+        y[3] = v
+        q, d, s = lb.quantize_act(y, 128)
+        assert list(d) == [want, want] and q[3] == (np.floor(np.float32(v) / want + 0.5) if want else 0)
+    y = np.ones(256, np.float32)
+    y[5], y[6] = np.inf, np.nan
+    q, d, s = lb.quantize_act(y, 128)
+    assert q[5] == 127 and q[6] == -127 and q[0] == 0  # inf clamps, NaN -> -127, 1 / 2^122 -> 0
+
+
+def test_i2_s_row_sums_only_with_p2_scales(isa):
+    """The AVX2 I2_S GEMV adds a row's int sums and does one float step only where that is exact
+    (equal power-of-two scales): other given scales (gemv_act) take the per-group path, so every
+    case still equals scalar bit for bit."""
+    if "avx2" not in VARIANTS:
+        pytest.skip("no AVX2")
+    rng = np.random.default_rng(6)
+    rows, cols = 64, 2560
+    w = weights("i2_s", rows, cols, seed=3).pack()
+    q = rng.integers(-127, 128, cols).astype(np.int8)
+    s = q.reshape(-1, 128).sum(axis=1, dtype=np.int32)
+    ng = cols // 128
+    for d in (np.full(ng, 2.0 ** -7), np.full(ng, 0.1), np.linspace(0.01, 0.02, ng),
+              np.full(ng, 2.0 ** 110), np.where(np.arange(ng) % 2, 2.0 ** -7, 2.0 ** -6)):
+        d = d.astype(np.float32)
+        outs = {}
+        for variant in ("scalar", "avx2"):
+            isa(variant)
+            outs[variant] = np.empty(rows, np.float32)
+            w._m.gemv_act(q, d, s, outs[variant], 1)
+        np.testing.assert_array_equal(outs["avx2"], outs["scalar"])
 
 
 # ---- bit-exactness and the packed (row-interleaved) layout -------------------------------------

@@ -72,11 +72,43 @@ static inline uint16_t lowbit_fp32_to_fp16(float f) {
  *   32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q8_0) -> Q8_0 as ggml's x86 quantize_row_q8_0 does it:
  *        q = round-half-even(x * (127 / amax)), d = amax / 127 rounded to fp16 (ggml's reference
  *        and Arm versions use 1/d and round-half-away instead: they can differ on ties).
- *   any other (I2_S: 128) -> pylowbit's A8: q = round-half-away(x * (127 / amax)), d = amax / 127.
+ *   128 (I2_S) -> P2, one scale for the whole vector (the n values of the call; bitnet.cpp uses one
+ *        per row too): d = 2^k, the smallest power of two >= 2^-126 with 127 * d >= amax (0 if
+ *        amax is 0), in every group; q = round-half-away(x * 2^-k).  A power of two makes every
+ *        per-group float step of the dot spec exact (integer * 2^k, < 2^24 in magnitude for rows
+ *        of <= 65536 weights), so a kernel may add the int32 sums of the whole row and do a
+ *        single float step, bit-exact with the per-group reference (lowbit_act_p2_row_ok).
+ *   any other -> pylowbit's A8: q = round-half-away(x * (127 / amax)), d = amax / 127.
  * Products are clamped to [-127, 127] before rounding (NaN -> -127), in every variant. */
-enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K };
+enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K, LOWBIT_ACT_P2 };
 static inline int lowbit_act_rule(int64_t group) {
-    return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0 : LOWBIT_ACT_A8;
+    return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0
+         : group == 128 ? LOWBIT_ACT_P2 : LOWBIT_ACT_A8;
+}
+/* P2's scale for a vector of largest |x| amax (finite): from the bits, the same in every variant.
+ * amax = 1.f * 2^(E-127) <= 127 * 2^(kb-127) holds for kb = E - 6 iff f <= 63/64. */
+static inline float lowbit_act_p2_scale(float amax) {
+    uint32_t b;
+    memcpy(&b, &amax, 4);
+    if (!b) return 0.0f;
+    int32_t kb = (int32_t)(b >> 23) - 6 + ((b & 0x7fffff) > 0x7e0000u);
+    if (kb < 1) kb = 1;
+    b = (uint32_t)kb << 23;
+    float d;
+    memcpy(&d, &b, 4);
+    return d;
+}
+/* 1 if the groups' sums of an activation vector may be added as integers with one float step at
+ * the end (times `dw`, itself exact as a power of two or 1): all ng scales equal and 0 or a power
+ * of two in [2^-126, 2^100] (no overflow of 2^24 * d), and at most 65536 values (|sum| < 2^24). */
+static inline int lowbit_act_p2_row_ok(const float *d, int64_t ng, int64_t n) {
+    if (n > 65536 || ng <= 0) return 0;
+    uint32_t b;
+    memcpy(&b, d, 4);
+    if (b && ((b & 0x807fffffu) || (b >> 23) > 227)) return 0;
+    for (int64_t g = 1; g < ng; g++)
+        if (d[g] != d[0]) return 0;
+    return 1;
 }
 static inline float lowbit_act_clamp(float v) {
     v = v >= -127.0f ? v : -127.0f; /* NaN fails the test: -127, as documented above */

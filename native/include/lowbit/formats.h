@@ -165,7 +165,11 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes"
  *   G = 32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q5_0, Q8_0), Q8_0 (ggml's x86 rounding):
  *           q = rint(x * 127 / amax), d = amax / 127 rounded to fp16 (stored here as the fp32
  *           value of that fp16).
- *   other G (I2_S: 128), pylowbit's A8: q = roundf(x * 127 / amax), d = amax / 127.
+ *   G = 128 (I2_S), P2: one scale for the whole vector (bitnet.cpp has one per row too), the
+ *           smallest power of two d >= 2^-126 with 127 * d >= max|x| of the vector (0 if that
+ *           is 0), in every group; q = roundf(x / d).  Exact per-group float steps: kernels may
+ *           add a row's int sums first (internal.h, lowbit_act_p2_row_ok).
+ *   other G, pylowbit's A8: q = roundf(x * 127 / amax), d = amax / 127.
  * rint rounds half to even, roundf half away from zero; amax = max|x| over the group. */
 typedef struct {
     const int8_t *q;  /* n codes */

@@ -58,8 +58,9 @@ LOWBIT_API int64_t lowbit_row_bytes(int type, int64_t n);
 /* Bytes of a whole tensor of nelem weights as stored in GGUF (I2_S: nelem/4 + 32). */
 LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
 /* Activation group size used with this weight type: llama.cpp's activation type for it, 256 (Q8_K)
- * for TQ1_0/TQ2_0/Q4_K/Q6_K, 32 (Q8_0) for Q1_0/Q2_0/PQ2_0/PTQ1_0/Q5_0/Q8_0, 128 for I2_S.  The group size also
- * selects the rounding rule of lowbit_quantize_act (formats.h). */
+ * for TQ1_0/TQ2_0/Q4_K/Q6_K, 32 (Q8_0) for Q1_0/Q2_0/PQ2_0/PTQ1_0/Q5_0/Q8_0, 128 for I2_S (with one
+ * power-of-two scale for the whole vector).  The group size also selects the rounding rule of
+ * lowbit_quantize_act (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
 
 /* ---- codecs (scalar reference; not on the hot path) ----------------------------------------- */

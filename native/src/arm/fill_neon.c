@@ -6,6 +6,16 @@
 
 /* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref (every rule) ------------ */
 
+/* max|x| over n (a multiple of 8) values; NaN never wins (vmaxnm returns the number) */
+static float amax__neon(const float *x, int64_t n) {
+    float32x4_t m0 = vdupq_n_f32(0.0f), m1 = m0;
+    for (int64_t j = 0; j < n; j += 8) {
+        m0 = vmaxnmq_f32(m0, vabsq_f32(vld1q_f32(x + j)));
+        m1 = vmaxnmq_f32(m1, vabsq_f32(vld1q_f32(x + j + 4)));
+    }
+    return vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+}
+
 /* Same arithmetic as the reference, lane by lane: max|x| is exact in any order (vmaxnm ignores
  * NaN like the reference's compare), the scale and its inverse are computed in scalar exactly as
  * there, the clamp sends NaN to -127 (vmaxnm returns the number), and FCVTAS (vcvtaq) rounds half
@@ -18,17 +28,16 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8
     }
     const int rule = lowbit_act_rule(group);
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    const float vmax = rule == LOWBIT_ACT_P2 ? amax__neon(x, n) : 0.0f; /* P2: one scale per vector */
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         int8_t *qg = q + g * group;
-        float32x4_t m0 = vdupq_n_f32(0.0f), m1 = m0;
-        for (int64_t j = 0; j < group; j += 8) {
-            m0 = vmaxnmq_f32(m0, vabsq_f32(vld1q_f32(xg + j)));
-            m1 = vmaxnmq_f32(m1, vabsq_f32(vld1q_f32(xg + j + 4)));
-        }
-        const float amax = vmaxnmvq_f32(vmaxnmq_f32(m0, m1));
+        const float amax = rule == LOWBIT_ACT_P2 ? vmax : amax__neon(xg, group);
         float dg, id;
-        if (rule == LOWBIT_ACT_Q8_K) {
+        if (rule == LOWBIT_ACT_P2) { /* d = 2^k: id = 2^-k exactly */
+            dg = lowbit_act_p2_scale(amax);
+            id = dg ? 1.0f / dg : 0.0f;
+        } else if (rule == LOWBIT_ACT_Q8_K) {
             float smax = 0.0f; /* the first element with |x| = amax carries the sign */
             for (int64_t j = 0; amax && j < group; j++)
                 if (fabsf(xg[j]) == amax) {
@@ -49,7 +58,7 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8
             for (int i = 0; i < 4; i++) {
                 float32x4_t p = vmulq_f32(vld1q_f32(xg + j + 4 * i), vid);
                 p = vminq_f32(vmaxnmq_f32(p, lo), hi);
-                v[i] = rule == LOWBIT_ACT_A8 ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
+                v[i] = rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
                 sum = vaddq_s32(sum, v[i]);
             }
             const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));

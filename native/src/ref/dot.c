@@ -21,13 +21,20 @@ void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                              int32_t *s) {
     const int rule = lowbit_act_rule(group);
+    float vmax = 0.0f; /* P2: max|x| of the whole vector */
+    if (rule == LOWBIT_ACT_P2)
+        for (int64_t j = 0; j < n; j++)
+            if (fabsf(x[j]) > vmax) vmax = fabsf(x[j]);
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         float amax = 0.0f, smax = 0.0f; /* max|x| and the first element reaching it */
         for (int64_t j = 0; j < group; j++)
             if (fabsf(xg[j]) > amax) amax = fabsf(xg[j]), smax = xg[j]; /* NaN never wins */
         float id, dg;
-        if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
+        if (rule == LOWBIT_ACT_P2) { /* d = 2^k, id = 2^-k (exact: k in [-126, 123]) */
+            dg = lowbit_act_p2_scale(vmax);
+            id = dg ? 1.0f / dg : 0.0f;
+        } else if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
             id = amax ? -127.0f / smax : 0.0f;
             dg = amax ? 1.0f / id : 0.0f;
         } else { /* Q8_0 and A8: q = round(127/amax * x), d = amax/127 (Q8_0: fp16-rounded) */
@@ -38,7 +45,7 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q
         int32_t sum = 0;
         for (int64_t j = 0; j < group; j++) {
             float v = lowbit_act_clamp(xg[j] * id);
-            int c = (int)(rule == LOWBIT_ACT_A8 ? roundf(v) : rintf(v));
+            int c = (int)(rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? roundf(v) : rintf(v));
             q[g * group + j] = (int8_t)c;
             sum += c;
         }

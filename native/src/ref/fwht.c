@@ -306,8 +306,9 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
     if (n == 0) return LOWBIT_OK;
     const lowbit_quantize_act_fn quant = lowbit_active_kernels()->quantize_act;
     const float scale = (float)(1.0 / sqrt((double)block));
-    int64_t c = n;
-    if (block % group == 0) c = block;
+    int64_t c = n; /* P2 (I2_S): one scale for the whole row, so the whole row at once */
+    if (lowbit_act_rule(group) == LOWBIT_ACT_P2) c = n;
+    else if (block % group == 0) c = block;
     else if (group % block == 0) c = group;
     float stackbuf[FUSED_STACK] __attribute__((aligned(64)));
     float *buf = c <= FUSED_STACK ? stackbuf : (float *)malloc((size_t)c * sizeof(float));

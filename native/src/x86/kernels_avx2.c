@@ -651,6 +651,56 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
     }
 }
 
+/* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
+ * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
+ * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
+ * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
+ * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
+static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                                float *y) {
+    const int64_t nch = m->nchunks;
+    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    int32_t stot = 0; /* the +1 code offset, undone once per row */
+    for (int64_t g = 0; g < nch; g++) stot += a->s[g];
+    const __m128 d = _mm_set1_ps(a->d[0]);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
+        const uint8_t *base = m->codes + rg * nch * 128;
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+        for (int64_t c0 = 0; c0 < nch; c0 += 8) {
+            __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                              _mm256_setzero_si256()};
+            const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
+            for (int64_t c = c0; c < c1; c++) {
+                const uint8_t *tile = base + c * 128;
+                if (LOWBIT_PF_DIST) {
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+                }
+                const int8_t *aq = a->q + c * 128;
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
+                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
+                const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
+                const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+                for (int i = 0; i < 4; i++) {
+                    const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+                    __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
+                    __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a1);
+                    __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a2);
+                    __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a3);
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_add_epi16(_mm256_add_epi16(p0, p1),
+                                                                       _mm256_add_epi16(p2, p3)));
+                }
+            }
+            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
+        }
+        const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
+        float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
+        _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
+        for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+    }
+}
+
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y) {
     switch (m->group) {
@@ -661,7 +711,13 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
             packed_gemv_k(32, m, r0, r1, a, y);
         break;
     case 256: packed_gemv_k(256, m, r0, r1, a, y); break;
-    default: packed_gemv_k(128, m, r0, r1, a, y); break;
+    default:
+        if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
+            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
+            packed_gemv_i2s_row(m, r0, r1, a, y);
+        else
+            packed_gemv_k(128, m, r0, r1, a, y);
+        break;
     }
 }
 
@@ -800,8 +856,38 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
         if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, q + g * G, d + g, s + g);
 }
 
+/* P2 (I2_S, group 128): one power-of-two scale for the whole vector (internal.h). */
+static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
+    __m256 P, N;
+    group_max_min(x, n, &P, &N);
+    P = _mm256_max_ps(N, P);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(P), _mm256_extractf128_ps(P, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    if (!(amax <= 3.4028235e38f)) { /* inf: the reference's clamp decides the codes */
+        lowbit_quantize_act_ref(x, n, 128, q, d, s);
+        return;
+    }
+    const float dg = lowbit_act_p2_scale(amax), id = dg ? 1.0f / dg : 0.0f;
+    const int64_t ng = n / 128;
+    for (int64_t g0 = 0; g0 < ng; g0 += 8) {
+        const int k = ng - g0 < 8 ? (int)(ng - g0) : 8;
+        __m256i S[8];
+        for (int g = 0; g < 8; g++)
+            S[g] = g < k ? group_codes(x + (g0 + g) * 128, 128, 0, id, q + (g0 + g) * 128)
+                         : _mm256_setzero_si256();
+        int32_t st[8];
+        _mm256_storeu_si256((__m256i *)st, hsum_8x8(S));
+        for (int g = 0; g < k; g++) d[g0 + g] = dg, s[g0 + g] = st[g];
+    }
+}
+
 static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                               int32_t *s) {
+    if (group == 128) {
+        quantize_p2_avx2(x, n, q, d, s);
+        return;
+    }
     if (group % 32) {
         lowbit_quantize_act_ref(x, n, group, q, d, s);
         return;
@@ -812,7 +898,6 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *
         quantize_8groups(x + g * G, G, RULE, ng - g < 8 ? (int)(ng - g) : 8, q + g * G, d + g, s + g)
     switch (group) { /* the weight formats' sizes, with their constant rule */
     case 32: QGROUPS(32, LOWBIT_ACT_Q8_0); break;
-    case 128: QGROUPS(128, LOWBIT_ACT_A8); break;
     case 256: QGROUPS(256, LOWBIT_ACT_Q8_K); break;
     default: QGROUPS(group, LOWBIT_ACT_A8); break;
     }
