@@ -110,3 +110,6 @@ def print_table(rows, info) -> None:
     c.print(f"read bandwidth measured in this run (best of the probes before and between repetitions): "
             f"{bw}; roofline = bandwidth / weight bytes per "
             f"token; {info['reps']} repetitions, mean ± stdev")
+    if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
+        c.print("peak RSS: the whole process's while the row ran, with every model of its thread count "
+                "loaded (files and engines are interleaved repetition by repetition)")
