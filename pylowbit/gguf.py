@@ -105,25 +105,27 @@ class TypeInfo:
 
 
 def _build_type_table() -> dict[int, TypeInfo]:
-    table: dict[int, TypeInfo] = {}
-    try:  # gguf-py's table, for the many types we only need to size (and dequantize through gguf)
-        from gguf.constants import GGML_QUANT_SIZES
-
-        for t, (bs, ts) in GGML_QUANT_SIZES.items():
-            table[int(t)] = TypeInfo(int(t), t.name.lower(), bs, ts)
-    except Exception:  # pragma: no cover - gguf is a dependency; keep the core types anyway
-        pass
-    for tid, name, bs, ts in [
-        (0, "f32", 1, 4), (1, "f16", 1, 2), (8, "q8_0", 32, 34), (15, "q8_k", 256, 292),
-        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66),
-        # I2_S: 2-bit codes for the whole tensor then a 32-byte tail holding the fp32 scale.  The
-        # "block" here is the 128-weight group of the x86 layout (32 bytes); the tail is added
-        # by tensor_nbytes.
+    # (type id, name, weights per block, bytes per block): ggml's type table (facts from ggml.h /
+    # gguf-py's GGML_QUANT_SIZES, which tests/test_memory.py checks this against), written out
+    # rather than imported: importing the gguf package costs ~4 MB resident (yaml, its writer...)
+    # in every `run`, for types most files never use.
+    table = [
+        (0, "f32", 1, 4), (1, "f16", 1, 2), (2, "q4_0", 32, 18), (3, "q4_1", 32, 20),
+        (6, "q5_0", 32, 22), (7, "q5_1", 32, 24), (8, "q8_0", 32, 34), (9, "q8_1", 32, 40),
+        (10, "q2_k", 256, 84), (11, "q3_k", 256, 110), (12, "q4_k", 256, 144), (13, "q5_k", 256, 176),
+        (14, "q6_k", 256, 210), (15, "q8_k", 256, 292), (16, "iq2_xxs", 256, 66), (17, "iq2_xs", 256, 74),
+        (18, "iq3_xxs", 256, 98), (19, "iq1_s", 256, 50), (20, "iq4_nl", 32, 18), (21, "iq3_s", 256, 110),
+        (22, "iq2_s", 256, 82), (23, "iq4_xs", 256, 136), (24, "i8", 1, 1), (25, "i16", 1, 2),
+        (26, "i32", 1, 4), (27, "i64", 1, 8), (28, "f64", 1, 8), (29, "iq1_m", 256, 56),
+        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66), (39, "mxfp4", 32, 17),
+        (40, "nvfp4", 64, 36), (41, "q1_0", 128, 18),
+        # pylowbit's own: I2_S is 2-bit codes for the whole tensor then a 32-byte tail holding the
+        # fp32 scale; its "block" here is the 128-weight group of the x86 layout (32 bytes), the
+        # tail is added by tensor_nbytes.
         (36, "i2_s", 128, 32),
-        (41, "q1_0", 128, 18), (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
-    ]:
-        table[tid] = TypeInfo(tid, name, bs, ts)
-    return table
+        (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
+    ]
+    return {tid: TypeInfo(tid, name, bs, ts) for tid, name, bs, ts in table}
 
 
 TYPES: dict[int, TypeInfo] = _build_type_table()
