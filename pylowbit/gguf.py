@@ -516,6 +516,11 @@ class GGUFFile:
         page = mmap.PAGESIZE
         self._drop_pages(-(-t.offset // page) * page, t.offset + t.nbytes)  # whole pages inside the tensor only
 
+    def release_header(self) -> None:
+        """Drop the header's mapped pages, after something read it whole (a tokenizer build reads
+        every vocabulary string: megabytes); lazy string arrays fault back in only what they read."""
+        self._drop_pages(0, self.data_offset)
+
     def _drop_pages(self, start: int, end: int) -> None:
         """MADV_DONTNEED on [start (page-aligned), end rounded down to a page): the mapping is read-only,
         so this only frees memory; touched again, the pages reload from the file."""

@@ -295,6 +295,7 @@ class TextTokenizer:
         self.stop_ids = frozenset(s for s in stops if s is not None)
         self.chat_template = f.get("tokenizer.chat_template", str, None)
         del vocab, types, added, tokens
+        f.release_header()  # every token string was read: the pages go until decode reads a few
         gc.collect()
         _release_heap()
 
