@@ -204,23 +204,26 @@ def _decode(raw: bytes) -> str:
 
 class StringArray(Sequence):
     """A read-only sequence of the strings of a GGUF string array, decoded from the mapped file on
-    access (`list(a)` materializes it).  Its byte spans were checked against the file at open."""
+    access (`list(a)` materializes it).  Its byte spans were checked against the file at open.
+    Stored as n + 1 offsets: string i is buf[starts[i]:starts[i + 1] - 8] (the next one's 8-byte
+    length sits between), 32-bit when the buffer allows: 1 MB for a 262k vocabulary, not 4."""
 
-    def __init__(self, buf: memoryview, starts: array, ends: array):
-        self._buf, self._starts, self._ends = buf, starts, ends
+    def __init__(self, buf: memoryview, starts: array):
+        self._buf, self._starts = buf, starts
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self._starts) - 1
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
-        return _decode(bytes(self._buf[self._starts[i]:self._ends[i]]))
+        i = range(len(self))[i]  # negative indices, IndexError
+        return _decode(bytes(self._buf[self._starts[i]:self._starts[i + 1] - 8]))
 
     def __iter__(self):
-        buf = self._buf
-        for a, b in zip(self._starts, self._ends):
-            yield _decode(bytes(buf[a:b]))
+        buf, starts = self._buf, self._starts
+        for k in range(len(starts) - 1):
+            yield _decode(bytes(buf[starts[k]:starts[k + 1] - 8]))
 
     def __eq__(self, other):
         if isinstance(other, (StringArray, list, tuple)):
@@ -271,7 +274,7 @@ class _Cursor:
 
     def string_spans(self, what: str, n: int) -> StringArray:
         """n strings, checked exactly as `string` checks them, kept as spans into the buffer."""
-        starts, ends = array("q"), array("q")
+        starts = array("I" if self.size + 8 < 1 << 32 else "q")
         unpack, buf, size, pos = struct.Struct("<Q").unpack_from, self.buf, self.size, self.pos
         for i in range(n):
             if pos + 8 > size:
@@ -286,9 +289,9 @@ class _Cursor:
                 self.need(ln, f"{what}[{i}]")
             starts.append(pos)
             pos += ln
-            ends.append(pos)
+        starts.append(pos + 8)  # where a next string would start: string i ends 8 bytes before starts[i + 1]
         self.pos = pos
-        return StringArray(buf, starts, ends)
+        return StringArray(buf, starts)
 
     def array(self, what: str, depth: int = 0):
         if depth >= MAX_ARRAY_NESTING:
@@ -307,7 +310,10 @@ class _Cursor:
                             f"bytes left in the file (truncated or corrupt)")
         if et in _SCALAR_DTYPES:
             dt = _SCALAR_DTYPES[et]
-            arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos).copy()
+            arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos)
+            # large ones (a vocabulary's scores and types: 1 MB each at 262k) stay read-only views of
+            # the mapping, like StringArray: their pages come and go with use, no copy for the process' life
+            arr = arr.copy() if n <= LAZY_STRING_ARRAY else arr
             self.pos += n * dt.itemsize
             if et == ValueType.BOOL:
                 if arr.size and arr.max() > 1:
