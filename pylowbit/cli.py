@@ -12,7 +12,11 @@ COMMANDS = ["info", "bench", "run", "perplexity", "quantize"]
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="pylowbit", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Only the named command's module is imported (the others' imports, e.g. bench's statistics
+    # and decimal, would stay resident through a whole `run`); all of them for help and errors.
+    names = [argv[0]] if argv and argv[0] in COMMANDS else COMMANDS
+    for name in names:
         try:
             mod = importlib.import_module(f"pylowbit.commands.{name}")
         except ModuleNotFoundError as e:

@@ -105,25 +105,27 @@ class TypeInfo:
 
 
 def _build_type_table() -> dict[int, TypeInfo]:
-    table: dict[int, TypeInfo] = {}
-    try:  # gguf-py's table, for the many types we only need to size (and dequantize through gguf)
-        from gguf.constants import GGML_QUANT_SIZES
-
-        for t, (bs, ts) in GGML_QUANT_SIZES.items():
-            table[int(t)] = TypeInfo(int(t), t.name.lower(), bs, ts)
-    except Exception:  # pragma: no cover - gguf is a dependency; keep the core types anyway
-        pass
-    for tid, name, bs, ts in [
-        (0, "f32", 1, 4), (1, "f16", 1, 2), (8, "q8_0", 32, 34), (15, "q8_k", 256, 292),
-        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66),
-        # I2_S: 2-bit codes for the whole tensor then a 32-byte tail holding the fp32 scale.  The
-        # "block" here is the 128-weight group of the x86 layout (32 bytes); the tail is added
-        # by tensor_nbytes.
+    # (type id, name, weights per block, bytes per block): ggml's type table (facts from ggml.h /
+    # gguf-py's GGML_QUANT_SIZES, which tests/test_memory.py checks this against), written out
+    # rather than imported: importing the gguf package costs ~4 MB resident (yaml, its writer...)
+    # in every `run`, for types most files never use.
+    table = [
+        (0, "f32", 1, 4), (1, "f16", 1, 2), (2, "q4_0", 32, 18), (3, "q4_1", 32, 20),
+        (6, "q5_0", 32, 22), (7, "q5_1", 32, 24), (8, "q8_0", 32, 34), (9, "q8_1", 32, 40),
+        (10, "q2_k", 256, 84), (11, "q3_k", 256, 110), (12, "q4_k", 256, 144), (13, "q5_k", 256, 176),
+        (14, "q6_k", 256, 210), (15, "q8_k", 256, 292), (16, "iq2_xxs", 256, 66), (17, "iq2_xs", 256, 74),
+        (18, "iq3_xxs", 256, 98), (19, "iq1_s", 256, 50), (20, "iq4_nl", 32, 18), (21, "iq3_s", 256, 110),
+        (22, "iq2_s", 256, 82), (23, "iq4_xs", 256, 136), (24, "i8", 1, 1), (25, "i16", 1, 2),
+        (26, "i32", 1, 4), (27, "i64", 1, 8), (28, "f64", 1, 8), (29, "iq1_m", 256, 56),
+        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66), (39, "mxfp4", 32, 17),
+        (40, "nvfp4", 64, 36), (41, "q1_0", 128, 18),
+        # pylowbit's own: I2_S is 2-bit codes for the whole tensor then a 32-byte tail holding the
+        # fp32 scale; its "block" here is the 128-weight group of the x86 layout (32 bytes), the
+        # tail is added by tensor_nbytes.
         (36, "i2_s", 128, 32),
-        (41, "q1_0", 128, 18), (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
-    ]:
-        table[tid] = TypeInfo(tid, name, bs, ts)
-    return table
+        (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
+    ]
+    return {tid: TypeInfo(tid, name, bs, ts) for tid, name, bs, ts in table}
 
 
 TYPES: dict[int, TypeInfo] = _build_type_table()
@@ -202,23 +204,26 @@ def _decode(raw: bytes) -> str:
 
 class StringArray(Sequence):
     """A read-only sequence of the strings of a GGUF string array, decoded from the mapped file on
-    access (`list(a)` materializes it).  Its byte spans were checked against the file at open."""
+    access (`list(a)` materializes it).  Its byte spans were checked against the file at open.
+    Stored as n + 1 offsets: string i is buf[starts[i]:starts[i + 1] - 8] (the next one's 8-byte
+    length sits between), 32-bit when the buffer allows: 1 MB for a 262k vocabulary, not 4."""
 
-    def __init__(self, buf: memoryview, starts: array, ends: array):
-        self._buf, self._starts, self._ends = buf, starts, ends
+    def __init__(self, buf: memoryview, starts: array):
+        self._buf, self._starts = buf, starts
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self._starts) - 1
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
-        return _decode(bytes(self._buf[self._starts[i]:self._ends[i]]))
+        i = range(len(self))[i]  # negative indices, IndexError
+        return _decode(bytes(self._buf[self._starts[i]:self._starts[i + 1] - 8]))
 
     def __iter__(self):
-        buf = self._buf
-        for a, b in zip(self._starts, self._ends):
-            yield _decode(bytes(buf[a:b]))
+        buf, starts = self._buf, self._starts
+        for k in range(len(starts) - 1):
+            yield _decode(bytes(buf[starts[k]:starts[k + 1] - 8]))
 
     def __eq__(self, other):
         if isinstance(other, (StringArray, list, tuple)):
@@ -269,7 +274,7 @@ class _Cursor:
 
     def string_spans(self, what: str, n: int) -> StringArray:
         """n strings, checked exactly as `string` checks them, kept as spans into the buffer."""
-        starts, ends = array("q"), array("q")
+        starts = array("I" if self.size + 8 < 1 << 32 else "q")
         unpack, buf, size, pos = struct.Struct("<Q").unpack_from, self.buf, self.size, self.pos
         for i in range(n):
             if pos + 8 > size:
@@ -284,9 +289,9 @@ class _Cursor:
                 self.need(ln, f"{what}[{i}]")
             starts.append(pos)
             pos += ln
-            ends.append(pos)
+        starts.append(pos + 8)  # where a next string would start: string i ends 8 bytes before starts[i + 1]
         self.pos = pos
-        return StringArray(buf, starts, ends)
+        return StringArray(buf, starts)
 
     def array(self, what: str, depth: int = 0):
         if depth >= MAX_ARRAY_NESTING:
@@ -305,7 +310,10 @@ class _Cursor:
                             f"bytes left in the file (truncated or corrupt)")
         if et in _SCALAR_DTYPES:
             dt = _SCALAR_DTYPES[et]
-            arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos).copy()
+            arr = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos)
+            # large ones (a vocabulary's scores and types: 1 MB each at 262k) stay read-only views of
+            # the mapping, like StringArray: their pages come and go with use, no copy for the process' life
+            arr = arr.copy() if n <= LAZY_STRING_ARRAY else arr
             self.pos += n * dt.itemsize
             if et == ValueType.BOOL:
                 if arr.size and arr.max() > 1:
@@ -513,6 +521,11 @@ class GGUFFile:
         called after a tensor is converted at load, so peak memory stays near the file size."""
         page = mmap.PAGESIZE
         self._drop_pages(-(-t.offset // page) * page, t.offset + t.nbytes)  # whole pages inside the tensor only
+
+    def release_header(self) -> None:
+        """Drop the header's mapped pages, after something read it whole (a tokenizer build reads
+        every vocabulary string: megabytes); lazy string arrays fault back in only what they read."""
+        self._drop_pages(0, self.data_offset)
 
     def _drop_pages(self, start: int, end: int) -> None:
         """MADV_DONTNEED on [start (page-aligned), end rounded down to a page): the mapping is read-only,

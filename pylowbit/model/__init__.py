@@ -24,6 +24,7 @@ def generate(model: Model, tok: TextTokenizer, prompt_ids, n: int, sampler: Samp
     out, n_eval = [], 0
     for i in range(n):
         nxt = sampler(logits, history)
+        logits = None  # not alive while the next ones are made (a 262k vocabulary: 1 MB each)
         out.append(nxt)
         history.append(nxt)
         if on_token is not None:

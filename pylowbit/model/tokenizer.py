@@ -107,6 +107,16 @@ def _release_heap() -> None:
         pass  # not glibc
 
 
+def _cache_latin1_utf8() -> None:
+    """Have CPython cache the UTF-8 of the one-character strings U+0080..U+00FF now.  Those strings
+    are shared singletons (every slice or decode giving one returns the same object), and `tokenizers`
+    reading one as UTF-8 caches it on the object for good: made in the middle of a vocabulary's
+    ~35 MB of small objects, the ~120 caches pinned ~1 MB of otherwise freed allocator arenas."""
+    from tokenizers import models
+
+    models.BPE({chr(c): c - 0x80 for c in range(0x80, 0x100)}, [])
+
+
 def _bytes_to_unicode() -> dict[str, int]:
     """GPT-2's byte-level alphabet inverted: the printable character standing for each byte."""
     printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]  # stand for themselves
@@ -179,6 +189,74 @@ def _bytes_text(b: bytearray) -> str:
         return "\ufffd" * len(b)
 
 
+_NO_IDS = frozenset()
+
+
+def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool):
+    """The `tokenizers` object of the file's vocabulary, with (stop ids found by text, ids whose string
+    repeats an earlier one) as int arrays: everything made here is garbage when it returns."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    tokens = list(strings)
+    n = len(tokens)
+    types = f.get("tokenizer.ggml.token_type", list, None, of=int)
+    types = [TOKEN_NORMAL] * n if types is None else np.asarray(types, np.int64).tolist()
+    if len(types) != n:
+        raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
+    vocab: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+
+    if kind == "gpt2":
+        pre = f.get("tokenizer.ggml.pre", str, "default")
+        if pre not in PRE:
+            raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
+        regex, ignore_merges = PRE[pre]
+        merges = f.get("tokenizer.ggml.merges", list, [], of=str)
+
+        def split(m):
+            a, sep, b = m.partition(" ")
+            if not sep:
+                raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
+            return a, b
+
+        tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, _Pairs(merges, split),
+                             ignore_merges=ignore_merges))
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(regex), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+        tok.decoder = decoders.ByteLevel()
+    else:  # llama
+        scores = f.get("tokenizer.ggml.scores", list, of=float)
+        if len(scores) != n:
+            raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
+        ids, cuts = (memoryview(a) for a in _spm_merges(types, scores, vocab))  # fast int reads
+        del scores
+
+        def split(k):
+            t, c = tokens[ids[k]], cuts[k]
+            return t[:c], t[c:]
+
+        unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
+        tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, _Pairs(range(len(ids)), split),
+                             byte_fallback=True, fuse_unk=True,
+                             unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
+        del ids, cuts
+        norms = [normalizers.Prepend(SPACE)] if add_space_prefix else []
+        tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
+        decs = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+        if add_space_prefix:
+            decs.append(decoders.Strip(" ", 1, 0))
+        tok.decoder = decoders.Sequence(decs)
+
+    tok.add_tokens([AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)  # in id order
+                    for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)])
+    stops = np.array([vocab[s] for s in STOP_TEXTS if s in vocab], np.int64)
+    unreachable = np.array([i for i, t in enumerate(tokens) if vocab[t] != i], np.int64)
+    return tok, stops, unreachable
+
+
 # A chat template is code from the file: its rendering is bounded in time and size.
 CHAT_TEMPLATE_SECONDS = 5.0
 CHAT_TEMPLATE_MAX_CHARS = 1 << 22
@@ -205,80 +283,19 @@ def _deadline(seconds: float):
 
 class TextTokenizer:
     def __init__(self, f: GGUFFile):
-        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
+        if kind not in ("gpt2", "llama"):
+            raise ModelError(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 and llama are)")
+        # What outlives the build is made before it, and what the build finds leaves it as arrays:
+        # a Python object made amid the vocabulary's ~35 MB of small objects pins the allocator arena
+        # it lands in once they are freed (Gemma: ~2 MB of arenas for a few dozen objects).
+        self.kind = kind
         # Kept as the file gives it (lazy for large vocabularies); decoded into a list only while the
         # tokenizer is built (its strings are the vocab dict's keys, so that costs one pointer each).
         self.tokens = f.get("tokenizer.ggml.tokens", list, of=str)
-        tokens = list(self.tokens)
-        n = len(tokens)
-        types = f.get("tokenizer.ggml.token_type", list, None, of=int)
-        types = [TOKEN_NORMAL] * n if types is None else np.asarray(types, np.int64).tolist()
-        if len(types) != n:
-            raise ModelError(f"tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
-        vocab: dict[str, int] = {}
-        for i, t in enumerate(tokens):
-            vocab.setdefault(t, i)
-        self.kind = kind
-        self.n_vocab = n
-
-        if kind == "gpt2":
-            pre = f.get("tokenizer.ggml.pre", str, "default")
-            if pre not in PRE:
-                raise ModelError(f"tokenizer.ggml.pre {pre!r} is not supported (known: {', '.join(sorted(PRE))})")
-            regex, ignore_merges = PRE[pre]
-            merges = f.get("tokenizer.ggml.merges", list, [], of=str)
-
-            def split(m):
-                a, sep, b = m.partition(" ")
-                if not sep:
-                    raise ModelError(f"tokenizer.ggml.merges entry {m!r} is not 'left right'")
-                return a, b
-
-            tok = Tokenizer(_bpe(models, "tokenizer.ggml.merges", vocab, _Pairs(merges, split),
-                                 ignore_merges=ignore_merges))
-            tok.pre_tokenizer = pre_tokenizers.Sequence([
-                pre_tokenizers.Split(Regex(regex), behavior="isolated"),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ])
-            tok.decoder = decoders.ByteLevel()
-            default_bos = False
-        elif kind == "llama":
-            scores = f.get("tokenizer.ggml.scores", list, of=float)
-            if len(scores) != n:
-                raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
-            ids, cuts = (memoryview(a) for a in _spm_merges(types, scores, vocab))  # fast int reads
-            del scores
-
-            def split(k):
-                t, c = tokens[ids[k]], cuts[k]
-                return t[:c], t[c:]
-
-            unk = f.get("tokenizer.ggml.unknown_token_id", int, None)
-            tok = Tokenizer(_bpe(models, "tokenizer.ggml.tokens", vocab, _Pairs(range(len(ids)), split),
-                                 byte_fallback=True, fuse_unk=True,
-                                 unk_token=tokens[unk] if unk is not None and 0 <= unk < n else None))
-            del ids, cuts
-            self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
-            norms = [normalizers.Prepend(SPACE)] if self.add_space_prefix else []
-            tok.normalizer = normalizers.Sequence(norms + [normalizers.Replace(" ", SPACE)])
-            decs = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
-            if self.add_space_prefix:
-                decs.append(decoders.Strip(" ", 1, 0))
-            tok.decoder = decoders.Sequence(decs)
-            default_bos = True
-        else:
-            raise ModelError(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 and llama are)")
-
-        added = [AddedToken(t, special=(types[i] == TOKEN_CONTROL), normalized=False)  # in id order
-                 for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)]
-        tok.add_tokens(added)
-        self.tok = tok
-        unreachable = frozenset(i for i, t in enumerate(tokens) if vocab[t] != i)  # usually empty
-        self._decode = _Decoder(self.tokens, kind, kind == "llama" and self.add_space_prefix, unreachable)
+        self.n_vocab = n = len(self.tokens)
 
         def tid(key):
             v = f.get(key, int, None)
@@ -288,14 +305,22 @@ class TextTokenizer:
 
         self.bos_id = tid("tokenizer.ggml.bos_token_id")
         self.eos_id = tid("tokenizer.ggml.eos_token_id")
+        eot_id = tid("tokenizer.ggml.eot_token_id")
+        default_bos = kind == "llama"
         self.add_bos = f.get("tokenizer.ggml.add_bos_token", bool, default_bos) and self.bos_id is not None
         self.add_eos = f.get("tokenizer.ggml.add_eos_token", bool, False) and self.eos_id is not None
-        stops = {self.eos_id, tid("tokenizer.ggml.eot_token_id")}
-        stops |= {vocab[s] for s in STOP_TEXTS if s in vocab}
-        self.stop_ids = frozenset(s for s in stops if s is not None)
+        if kind == "llama":
+            self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
         self.chat_template = f.get("tokenizer.chat_template", str, None)
-        del vocab, types, added, tokens
+        self._decode = _Decoder(self.tokens, kind, kind == "llama" and self.add_space_prefix, _NO_IDS)
+        _cache_latin1_utf8()
+
+        self.tok, stops, unreachable = _build(f, kind, self.tokens, getattr(self, "add_space_prefix", False))
         gc.collect()
+        self.stop_ids = frozenset(s for s in {self.eos_id, eot_id, *stops.tolist()} if s is not None)
+        if len(unreachable):  # usually empty
+            self._decode.unreachable = frozenset(unreachable.tolist())
+        f.release_header()  # every token string was read: the pages go until decode reads a few
         _release_heap()
 
     def release_encoder(self) -> None:
