@@ -199,6 +199,23 @@ def test_act_mul(act, n):
     close(o, want)
 
 
+def test_silu_elementwise():
+    """SiLU value by value (not relative to the largest): both signs, the e^-87 floor of its exp,
+    zeros, huge and non-finite gates."""
+    g = np.concatenate([np.linspace(-120, 120, 24001), [0.0, -0.0, 1e-30, -1e-30, 87.0, -87.0, -87.5,
+                                                        1e30, -1e30, np.inf, np.nan, -np.nan]])
+    g = f32(g)
+    got = ops.act_mul("silu", g, f32(np.ones_like(g)))
+    g64 = g.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = g64 / (1 + np.exp(-g64))
+    fin = np.isfinite(want)
+    assert np.all(np.abs(got[fin] - want[fin]) <= 1e-6 * np.abs(want[fin]) + 1e-35)
+    assert np.all(np.signbit(got[g < -87]))  # -0 or a tiny negative, never positive
+    assert got[g == 1e30][0] == np.float32(1e30) and got[g == -1e30][0] == 0
+    assert np.isposinf(got[np.isposinf(g)]).all() and np.isnan(got[np.isnan(g)]).all()
+
+
 def test_add():
     a, b = f32(rng(1).normal(size=(3, 37))), f32(rng(2).normal(size=(3, 37)))
     assert np.array_equal(ops.add(a, b), a + b)
