@@ -296,3 +296,34 @@ def test_attention_bad_inputs():
         ops.attention(q, k, v, kc, vc, 0, 0, 1.0, out=f32(np.ones((2, 4, 7))))
     with pytest.raises(TypeError, match="float32"):
         ops.attention(q, k, v, kc.astype(np.float64), vc, 0, 0, 1.0)
+
+
+# ---- the decoder's matrix groups writing into its workspace (pylowbit.model.weights) ------------
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_groups_write_into_given_outputs(packed):
+    """Linear / LinearGroup / GatedFFN with out=: the caller's arrays are filled, and equal the
+    results of calls without out (packed: one C call for the group; not packed: one call each)."""
+    from pylowbit.model.weights import GatedFFN, Linear, LinearGroup
+
+    r = rng(7)
+
+    def lin(rows):
+        w = lb.quantize(f32(r.normal(size=(rows, 256))), "tq2_0")
+        return Linear("w", w.pack() if packed else w)
+
+    x = f32(r.normal(size=(5, 256)))
+    q, k = lin(96), lin(32)
+    group, glu = LinearGroup(q, k), GatedFFN(lin(64), lin(64), "silu")
+    outs = (np.full((5, 96), np.nan, np.float32), np.full((5, 32), np.nan, np.float32))
+    got = group(x, 1, outs)
+    assert all(g is o for g, o in zip(got, outs))
+    for g, want in zip(got, group(x, 1)):
+        np.testing.assert_array_equal(g, want)
+    gu = (np.full((5, 64), np.nan, np.float32), np.full((5, 64), np.nan, np.float32))
+    m = glu(x, 1, gu)
+    assert m is gu[0]
+    np.testing.assert_array_equal(m, glu(x, 1))
+    o = np.full((5, 96), np.nan, np.float32)
+    assert q(x, 1, o) is o
+    np.testing.assert_array_equal(o, q(x, 1))
