@@ -298,6 +298,16 @@ def test_attention_bad_inputs():
         ops.attention(q, k, v, kc.astype(np.float64), vc, 0, 0, 1.0)
 
 
+def test_silu_same_bits_in_every_variant(variant):
+    """The AVX2 SiLU (8 lanes, tail in the baseline loop) gives the baseline build's bits."""
+    g = f32(np.concatenate([rng(3).normal(size=1000) * 30, [-87.0, -87.5, 87.5, -1e30, np.inf, -0.0]]))
+    u = f32(rng(4).normal(size=g.size))
+    got = ops.act_mul("silu", g, u)
+    lb.set_isa("scalar")
+    want = ops.act_mul("silu", g, u)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # ---- the decoder's matrix groups writing into its workspace (pylowbit.model.weights) ------------
 
 @pytest.mark.parametrize("packed", [True, False])
