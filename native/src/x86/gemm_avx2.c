@@ -31,8 +31,8 @@
 #ifndef LOWBIT_GEMM_KB
 #define LOWBIT_GEMM_KB 512 /* weights per K block for groups of 128 / 256: the scratch is
                               PANEL * KB = 16 KB.  At batch 64, 1 thread, in one run: 512 over
-                              256 was +4-8 % at K = 6912 (the 64 activation columns are 442 KB,
-                              past L2: longer runs per column), +1-2 % at K = 2560, -1..+1 % at
+                              256 was +4-8 % at K = 6912 (the 64 activation columns, 442 KB, do
+                              not stay in L2: longer runs per column), +1-2 % at K = 2560, -1..+1 % at
                               6912 x 2560; 1024 was 1-7 % slower than 256 */
 #endif
 enum {
@@ -236,21 +236,6 @@ static void panel_scales(const lowbit_matrix *m, int64_t G, int64_t rg0, int64_t
         }
 }
 
-/* Prefetch (into L2) the codes of row groups [rg0, rg0 + nrg) x chunks [c0, c0 + nc) that the
- * next unpack_panel reads: fetched a whole K block of tiles ahead (microseconds), the weights of
- * a prompt GEMM stream from DRAM without stalling the unpack (its loads of codes were ~4 % of a
- * 64-token prefill's samples, the hardware prefetcher not following 8 slow streams). */
-static void prefetch_panel(const lowbit_matrix *m, int64_t rg0, int64_t nrg, int64_t c0, int64_t nc) {
-    const int64_t rgs = (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    if (nrg > rgs - rg0) nrg = rgs - rg0;
-    if (nc > m->nchunks - c0) nc = m->nchunks - c0;
-    for (int64_t rg = rg0; rg < rg0 + nrg; rg++) {
-        const char *src = (const char *)m->codes + (rg * m->nchunks + c0) * LOWBIT_PACK_ROWS * 32;
-        for (int64_t off = 0; off < nc * LOWBIT_PACK_ROWS * 32; off += 64)
-            _mm_prefetch(src + off, _MM_HINT_T1);
-    }
-}
-
 /* y[j][0..nr) = acc[j][0..nr): four vector stores for a whole panel (the inlined memcpy was a
  * `rep movsq`, ~2 % of a prefill), memcpy for a last partial one. */
 AI void store_panel(float *y, const float *acc, int64_t nr) {
@@ -280,10 +265,6 @@ AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                 const int64_t kn = n - k0 < kb ? n - k0 : kb, ng = kn / G;
                 unpack_panel(m, rg0, nrg, k0 / 128, (kn + 127) / 128, W);
                 panel_scales(m, G, rg0, nrg, k0 / G, ng, dw);
-                if (k0 + kb < n) /* the next K block of this panel, else the next panel's first */
-                    prefetch_panel(m, rg0, PANEL / 4, (k0 + kb) / 128, kb / 128);
-                else
-                    prefetch_panel(m, rg0 + PANEL / 4, PANEL / 4, 0, kb / 128);
                 for (int64_t j = 0; j < nb; j += CT) {
                     const int nc = nb - j < CT ? (int)(nb - j) : CT;
                     cols_t C;
