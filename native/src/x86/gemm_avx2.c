@@ -1,8 +1,8 @@
 /* AVX2 GEMM of the packed layout (the prompt path): y[b][r] for a batch of activation columns.
  *
  * The decode-path layout (codes[rg][c][i][32], internal.h) is unpacked ONCE per panel of 32 rows
- * and block of K into an L1-resident scratch (8 or 16 KB), transposed so that one ymm holds 4
- * consecutive weights ("a quad") of each of 8 rows:
+ * and block of K into an L1-resident scratch (8 KB), transposed so that one ymm holds 4 consecutive
+ * weights ("a quad") of each of 8 rows:
  *
  *   W[quad t][row block rb][row i 0..7][4 code bytes]      (one 32-byte vector per (t, rb))
  *
@@ -29,17 +29,14 @@
 #define AI static inline __attribute__((always_inline))
 
 #ifndef LOWBIT_GEMM_KB
-#define LOWBIT_GEMM_KB 512 /* weights per K block for groups of 128 / 256: the scratch is
-                              PANEL * KB = 16 KB.  At batch 64, 1 thread, in one run: 512 over
-                              256 was +4-8 % at K = 6912 (the 64 activation columns, 442 KB, do
-                              not stay in L2: longer runs per column), +1-2 % at K = 2560, -1..+1 % at
-                              6912 x 2560; 1024 was 1-7 % slower than 256 */
+#define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB (measured:
+                              3-8 % faster than 512, 10 % faster than 1024; again at batch 64 on
+                              the 2B shapes through lowbit_matrix_gemm: 512 within +-1 %) */
 #endif
 enum {
     RB = 4,                  /* 8-row blocks per panel: a panel is 32 rows = 8 packed row groups */
     PANEL = 8 * RB,          /* rows per panel */
     KB = LOWBIT_GEMM_KB,
-    KB32 = 256,              /* K block for 32-groups (the scratch holds KB >= KB32) */
     SUBQ = 32,               /* quads summed in int16 before widening (see the bound above) */
     CT = 2,                  /* columns per register tile */
     CMAX = 64,               /* columns per pass: the float accumulators (8 KB) live on the stack */
@@ -254,15 +251,14 @@ AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     _Alignas(64) float acc[CMAX * PANEL];
     if (r1 > m->rows) r1 = m->rows;
     const int64_t n = m->cols, rgend = (r1 + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    const int64_t kb = G == 32 ? KB32 : KB; /* weights per K block */
     for (int64_t j0 = 0; j0 < batch; j0 += CMAX) {
         const int64_t nb = batch - j0 < CMAX ? batch - j0 : CMAX;
         for (int64_t p0 = r0; p0 < r1; p0 += PANEL) {
             const int64_t rg0 = p0 / LOWBIT_PACK_ROWS;
             const int64_t nrg = rgend - rg0 < PANEL / 4 ? rgend - rg0 : PANEL / 4;
             memset(acc, 0, (size_t)nb * PANEL * sizeof(float));
-            for (int64_t k0 = 0; k0 < n; k0 += kb) {
-                const int64_t kn = n - k0 < kb ? n - k0 : kb, ng = kn / G;
+            for (int64_t k0 = 0; k0 < n; k0 += KB) {
+                const int64_t kn = n - k0 < KB ? n - k0 : KB, ng = kn / G;
                 unpack_panel(m, rg0, nrg, k0 / 128, (kn + 127) / 128, W);
                 panel_scales(m, G, rg0, nrg, k0 / G, ng, dw);
                 for (int64_t j = 0; j < nb; j += CT) {
