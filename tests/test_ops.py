@@ -199,6 +199,23 @@ def test_act_mul(act, n):
     close(o, want)
 
 
+def test_silu_elementwise():
+    """SiLU value by value (not relative to the largest): both signs, the e^-87 floor of its exp,
+    zeros, huge and non-finite gates."""
+    g = np.concatenate([np.linspace(-120, 120, 24001), [0.0, -0.0, 1e-30, -1e-30, 87.0, -87.0, -87.5,
+                                                        1e30, -1e30, np.inf, np.nan, -np.nan]])
+    g = f32(g)
+    got = ops.act_mul("silu", g, f32(np.ones_like(g)))
+    g64 = g.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = g64 / (1 + np.exp(-g64))
+    fin = np.isfinite(want)
+    assert np.all(np.abs(got[fin] - want[fin]) <= 1e-6 * np.abs(want[fin]) + 1e-35)
+    assert np.all(np.signbit(got[g < -87]))  # -0 or a tiny negative, never positive
+    assert got[g == 1e30][0] == np.float32(1e30) and got[g == -1e30][0] == 0
+    assert np.isposinf(got[np.isposinf(g)]).all() and np.isnan(got[np.isnan(g)]).all()
+
+
 def test_add():
     a, b = f32(rng(1).normal(size=(3, 37))), f32(rng(2).normal(size=(3, 37)))
     assert np.array_equal(ops.add(a, b), a + b)
@@ -279,3 +296,44 @@ def test_attention_bad_inputs():
         ops.attention(q, k, v, kc, vc, 0, 0, 1.0, out=f32(np.ones((2, 4, 7))))
     with pytest.raises(TypeError, match="float32"):
         ops.attention(q, k, v, kc.astype(np.float64), vc, 0, 0, 1.0)
+
+
+def test_silu_same_bits_in_every_variant(variant):
+    """The AVX2 SiLU (8 lanes, tail in the baseline loop) gives the baseline build's bits."""
+    g = f32(np.concatenate([rng(3).normal(size=1000) * 30, [-87.0, -87.5, 87.5, -1e30, np.inf, -0.0]]))
+    u = f32(rng(4).normal(size=g.size))
+    got = ops.act_mul("silu", g, u)
+    lb.set_isa("scalar")
+    want = ops.act_mul("silu", g, u)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# ---- the decoder's matrix groups writing into its workspace (pylowbit.model.weights) ------------
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_groups_write_into_given_outputs(packed):
+    """Linear / LinearGroup / GatedFFN with out=: the caller's arrays are filled, and equal the
+    results of calls without out (packed: one C call for the group; not packed: one call each)."""
+    from pylowbit.model.weights import GatedFFN, Linear, LinearGroup
+
+    r = rng(7)
+
+    def lin(rows):
+        w = lb.quantize(f32(r.normal(size=(rows, 256))), "tq2_0")
+        return Linear("w", w.pack() if packed else w)
+
+    x = f32(r.normal(size=(5, 256)))
+    q, k = lin(96), lin(32)
+    group, glu = LinearGroup(q, k), GatedFFN(lin(64), lin(64), "silu")
+    outs = (np.full((5, 96), np.nan, np.float32), np.full((5, 32), np.nan, np.float32))
+    got = group(x, 1, outs)
+    assert all(g is o for g, o in zip(got, outs))
+    for g, want in zip(got, group(x, 1)):
+        np.testing.assert_array_equal(g, want)
+    gu = (np.full((5, 64), np.nan, np.float32), np.full((5, 64), np.nan, np.float32))
+    m = glu(x, 1, gu)
+    assert m is gu[0]
+    np.testing.assert_array_equal(m, glu(x, 1))
+    o = np.full((5, 96), np.nan, np.float32)
+    assert q(x, 1, o) is o
+    np.testing.assert_array_equal(o, q(x, 1))

@@ -111,11 +111,13 @@ class Model:
         eps, norm, rope_op, attention, add = cfg.eps, ops.rms_norm, ops.rope, ops.attention, ops.add
         qk_norm, sub_norms, post_norms = cfg.qk_norm, cfg.sub_norms, cfg.post_norms
         neox, scale = cfg.rope_neox, cfg.attn_scale
+        ws = w.workspace(T)  # the matrix products' outputs, reused by every layer
+        ws_qkv, ws_glu, ws_d = ws["attn_qkv"], ws["ffn_glu"], ws["d_model"]
 
         for il, (L, (rope, window)) in enumerate(zip(w.layers, self._attn)):
             # --- attention
             h = norm(x, L["attn_norm"], eps)
-            q, k, v = L["attn_qkv"](h, th)  # one C call, one thread-pool job for the three
+            q, k, v = L["attn_qkv"](h, th, ws_qkv)  # one C call, one thread-pool job for the three
             q, k, v = q.reshape(T, H, hd), k.reshape(T, Hkv, hd), v.reshape(T, Hkv, vd)
             if qk_norm:
                 norm(q, L["attn_q_norm"], eps, q)
@@ -129,16 +131,16 @@ class Model:
             o = attention(q, k, v, cache.k[il], cache.v[il], pos, window, scale).reshape(T, H * vd)
             if sub_norms:
                 norm(o, L["attn_sub_norm"], eps, o)
-            o = L["attn_output"](o, th)
+            o = L["attn_output"](o, th, ws_d)
             if post_norms:
                 norm(o, L["post_attention_norm"], eps, o)
             add(x, o, x)
             # --- feed-forward: act(gate) * up -> down
             h = norm(x, L["ffn_norm"], eps)
-            m = L["ffn_glu"](h, th)  # gate, up and the activation in one C call
+            m = L["ffn_glu"](h, th, ws_glu)  # gate, up and the activation in one C call
             if sub_norms:
                 norm(m, L["ffn_sub_norm"], eps, m)
-            o = L["ffn_down"](m, th)
+            o = L["ffn_down"](m, th, ws_d)
             if post_norms:
                 norm(o, L["post_ffw_norm"], eps, o)
             add(x, o, x)

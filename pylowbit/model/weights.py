@@ -128,12 +128,13 @@ class Linear:
         # anything else, which goes through w.gemm_into (tests swap w for recorders)
         self.m = getattr(w, "_m", None)
 
-    def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
-        # x: (T, cols) float32
+    def __call__(self, x: np.ndarray, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        # x: (T, cols) float32; out: (T, rows) float32 to write, or None for a new array
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
-        out = np.empty((x.shape[0], self.rows), dtype=np.float32)
+        if out is None:
+            out = np.empty((x.shape[0], self.rows), dtype=np.float32)
         if self.m is not None:  # the shortest path to C: ~200 calls a token
             _lowbit.gemm_multi((self.m,), x, (out,), threads or 0)
             return out
@@ -144,8 +145,9 @@ class LinearGroup:
     """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
     share their input rotation, one liblowbit call runs them all: one activation quantization and
     one thread-pool job instead of one of each per matrix (a decode token has ~210 matrices).
-    Otherwise one call each.  Returns one (T, rows) array per linear; those of a one-token call
-    are reused by the next one-token call (the decoder consumes them within the layer)."""
+    Otherwise one call each.  Returns one (T, rows) array per linear: the caller's `out` arrays
+    if given, else those of a one-token call are reused by the next one-token call (the decoder
+    consumes them within the layer)."""
 
     def __init__(self, *linears: Linear):
         self.linears = linears
@@ -153,7 +155,7 @@ class LinearGroup:
         self._same_rot = all(lin.rot is self.rot for lin in linears)
         self._one = tuple(np.empty((1, lin.rows), dtype=np.float32) for lin in linears)
 
-    def _prepare(self, x: np.ndarray):
+    def _prepare(self, x: np.ndarray, out=None):
         """(matrices, input, outputs) of the one-call path, or None for one call each.  The
         matrices are looked up per call: tests swap a linear's weights for recorders."""
         mats = tuple([lin.m for lin in self.linears])
@@ -163,14 +165,20 @@ class LinearGroup:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
         T = x.shape[0]
-        outs = self._one if T == 1 else tuple(np.empty((T, lin.rows), dtype=np.float32)
-                                              for lin in self.linears)
+        if out is not None:
+            outs = tuple(out)
+        elif T == 1:
+            outs = self._one
+        else:
+            outs = tuple(np.empty((T, lin.rows), dtype=np.float32) for lin in self.linears)
         return mats, x, outs
 
-    def __call__(self, x: np.ndarray, threads: int | None = None):
-        call = self._prepare(x)
+    def __call__(self, x: np.ndarray, threads: int | None = None, out=None):
+        """out: one (T, rows) float32 array per linear to write, or None."""
+        call = self._prepare(x, out)
         if call is None:
-            return tuple(lin(x, threads) for lin in self.linears)
+            outs = out if out is not None else (None,) * len(self.linears)
+            return tuple(lin(x, threads, o) for lin, o in zip(self.linears, outs))
         _lowbit.gemm_multi(*call, threads or 0)
         return call[2]
 
@@ -184,10 +192,11 @@ class GatedFFN(LinearGroup):
         self.act = act
         self._act_id = _ops.ACTIVATIONS[act]
 
-    def __call__(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
-        call = self._prepare(x)
+    def __call__(self, x: np.ndarray, threads: int | None = None, out=None) -> np.ndarray:
+        """out: (gate, up) (T, rows) float32 arrays to write (the result is gate's), or None."""
+        call = self._prepare(x, out)
         if call is None:
-            g, u = (lin(x, threads) for lin in self.linears)
+            g, u = (lin(x, threads, o) for lin, o in zip(self.linears, out or (None, None)))
             return _ops.act_mul(self.act, g, u, g)
         (gate, up), x, (g, u) = call
         _lowbit.gemm_glu(gate, up, self._act_id, x, g, u, threads or 0)
@@ -283,6 +292,20 @@ class Weights:
         if self._converted and notice is not None:
             kinds = ", ".join(f"{n} {k}" for k, n in sorted(self._converted.items()))
             notice(f"notice: no pylowbit kernel for {kinds} tensors: decoded at load and kept as {foreign}")
+
+    def workspace(self, T: int) -> dict:
+        """Outputs of one layer's matrix products for T tokens, for the decoder to pass as `out` to
+        every layer of a forward call (each is consumed within its layer): a new (T, n_ff) array
+        per layer came as fresh pages from the allocator, ~15 k page faults per 64-token prompt
+        at the 2B shape."""
+        L = self.layers[0]
+
+        def out(lin):
+            return np.empty((T, lin.rows), dtype=np.float32)
+
+        return {"attn_qkv": tuple(out(lin) for lin in L["attn_qkv"].linears),
+                "ffn_glu": tuple(out(lin) for lin in L["ffn_glu"].linears),
+                "d_model": out(L["attn_output"])}  # attn_output, then ffn_down
 
     def vector(self, name: str, n: int) -> np.ndarray:
         t = self.f.tensor(name)

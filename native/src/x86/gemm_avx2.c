@@ -30,7 +30,8 @@
 
 #ifndef LOWBIT_GEMM_KB
 #define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB (measured:
-                              3-8 % faster than 512, 10 % faster than 1024) */
+                              3-8 % faster than 512, 10 % faster than 1024; again at batch 64 on
+                              the 2B shapes through lowbit_matrix_gemm: 512 within +-1 %) */
 #endif
 enum {
     RB = 4,                  /* 8-row blocks per panel: a panel is 32 rows = 8 packed row groups */
@@ -232,6 +233,17 @@ static void panel_scales(const lowbit_matrix *m, int64_t G, int64_t rg0, int64_t
         }
 }
 
+/* y[j][0..nr) = acc[j][0..nr): four vector stores for a whole panel (the inlined memcpy was a
+ * `rep movsq`, ~2 % of a prefill), memcpy for a last partial one. */
+AI void store_panel(float *y, const float *acc, int64_t nr) {
+    if (nr == PANEL) {
+        for (int rb = 0; rb < RB; rb++)
+            _mm256_storeu_ps(y + 8 * rb, _mm256_load_ps(acc + 8 * rb));
+    } else {
+        memcpy(y, acc, (size_t)nr * sizeof(float));
+    }
+}
+
 AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
     _Alignas(64) uint8_t W[KB / 4 * RB * 32];
@@ -262,10 +274,7 @@ AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                 }
             }
             const int64_t nr = r1 - p0 < PANEL ? r1 - p0 : PANEL;
-            for (int64_t j = 0; j < nb; j++) {
-                float *yj = y + (j0 + j) * ldy + p0;
-                memcpy(yj, acc + j * PANEL, (size_t)nr * sizeof(float));
-            }
+            for (int64_t j = 0; j < nb; j++) store_panel(y + (j0 + j) * ldy + p0, acc + j * PANEL, nr);
         }
     }
 }
