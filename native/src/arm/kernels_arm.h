@@ -299,14 +299,14 @@ DEFINE_KERNELS(q8_0, F_Q8_0)
 
 
 /* Lane i = row i of the 4-row group: acc += (float)(isum - s[g]) * (d_w * d_a[g]), the
- * reference's per-row expression, one fused multiply-add per lane as the compiler emits it for
- * the scalar `acc += x * y` (so packed GEMV matches the scalar GEMV bit for bit on AArch64). */
+ * reference's per-row expression with its two roundings (a multiply, then an add: the library is
+ * built with -ffp-contract=off, so the scalar `acc += x * y` is not fused on AArch64 either). */
 AI float32x4_t packed_accumulate(float32x4_t acc, int32x4_t isum, const lowbit_matrix *m,
                                  const uint16_t *sp, const lowbit_act *A, int64_t g, const int G) {
     float32x4_t dw = vdupq_n_f32(1.0f); /* I2_S: per-tensor scale applied by the caller */
     if (m->qk) dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + g * G / m->qk * 4)));
     isum = vsubq_s32(isum, vdupq_n_s32(A->s[g])); /* every packed code carries the +1 offset */
-    return vfmaq_f32(acc, vcvtq_f32_s32(isum), vmulq_n_f32(dw, A->d[g]));
+    return vaddq_f32(acc, vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dw, A->d[g])));
 }
 
 /* Horizontal sums of four int32x4 in one vector: lane i = sum of v[i]. */
