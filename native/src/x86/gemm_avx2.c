@@ -18,7 +18,7 @@
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
  * each (row, column) accumulates acc += (float)(isum - s_g) * (d_w * d_a) group by group from 0,
- * product rounded before the add (no FMA contraction: `nofma`).
+ * product rounded before the add (no FMA: the library is built with -ffp-contract=off).
  * int16 bounds: codes <= 3, |a| <= 127 (A8 codes, formats.h), so one lane gains <= 2 * 3 * 127 =
  * 762 per quad; SUBQ = 32 quads (128 weights) sum to <= 24384 < 32767.  A 256-group adds two such
  * sums in int32. */
@@ -42,10 +42,6 @@ enum {
     CMAX = 64,               /* columns per pass: the float accumulators (8 KB) live on the stack */
 };
 
-AI __m256 nofma(__m256 x) {
-    __asm__("" : "+x"(x));
-    return x;
-}
 
 /* acc += x in int16, accumulating in place: gcc 12 otherwise adds into a fresh register and copies
  * it back each iteration (a vmovdqa per vpaddw in the inner loop). */
@@ -195,7 +191,7 @@ AI void tile(const int G, const int NC, const uint8_t *W, const float *dw, int64
             const __m256 da = _mm256_set1_ps(C->d[c][g]);
             for (int rb = 0; rb < RB; rb++) {
                 const __m256 sc = _mm256_mul_ps(_mm256_load_ps(dw + (g * RB + rb) * 8), da);
-                const __m256 p = nofma(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is[c][rb], s)), sc));
+                const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is[c][rb], s)), sc);
                 float *a = acc + c * PANEL + rb * 8;
                 _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), p));
             }

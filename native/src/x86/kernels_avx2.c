@@ -13,8 +13,8 @@
  *  - the int32 group sums of 4 rows (GEMV) or 4 activation columns (GEMM) are reduced together
  *    into one xmm (lane = row / column) -- the packed group-32 GEMV instead transposes its codes
  *    so that a lane is a row from the start (packed_gemv32) -- and combined as the spec does,
- *    acc += (float)isum * (d_w * d_a), with a multiply and an add that must not fuse into an FMA
- *    (the spec rounds the product): `nofma` hides the product from the compiler's contraction.
+ *    acc += (float)isum * (d_w * d_a), a multiply and an add that the library's -ffp-contract=off
+ *    keeps from fusing into an FMA (the spec rounds the product).
  */
 #include <immintrin.h>
 #include <stdlib.h>
@@ -43,11 +43,6 @@
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
 
-AI __m128 nofma(__m128 x) {
-    __asm__("" : "+x"(x));
-    return x;
-}
-
 /* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddd
  * would do it in fewer instructions, but on Zen 3 it issues one per 2 cycles (unpacks: ~2 per
  * cycle).  Integer sums: exact in any order. */
@@ -75,7 +70,7 @@ AI __m256i hsum_8x8(const __m256i *v) {
 /* acc += (float)(isum - off) * (dw * da), lane by lane: the spec's order and roundings */
 AI __m128 group_acc(__m128 acc, __m128i isum, __m128i off, __m128 dw, __m128 da) {
     __m128 sc = _mm_mul_ps(dw, da);
-    __m128 p = nofma(_mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(isum, off)), sc));
+    __m128 p = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(isum, off)), sc);
     return _mm_add_ps(acc, p);
 }
 
@@ -417,7 +412,6 @@ AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {
 AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t b, const lowbit_act *a) {
     const __m256 sc = _mm256_mul_ps(q8_scales8(row, 34 * b), _mm256_set1_ps(a->d[b]));
     __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc);
-    __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
     return _mm256_add_ps(acc, p);
 }
 
@@ -615,8 +609,7 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
         const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
         const __m256i is = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]));
         __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc);
-        __asm__("" : "+x"(p)); /* keep the product rounded (no FMA into the add) */
-        acc = _mm256_add_ps(acc, p);
+            acc = _mm256_add_ps(acc, p);
     }
     return acc;
 }

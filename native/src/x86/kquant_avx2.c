@@ -1,7 +1,7 @@
 /* AVX2 GEMV / GEMM for ggml's Q5_0, Q4_K and Q6_K with A8 activations (Q8_0 / Q8_K rules), equal
  * to the scalar reference (ref/kquant.c) bit for bit: the int32 sums of a weight block are exact,
  * and the float combination is the reference's, block by block, each product rounded before its
- * add (`nofma` keeps the compiler from fusing them).
+ * add (the library's -ffp-contract=off keeps the compiler from fusing them).
  *
  * Codes are unsigned (Q5_0 0..31, Q4_K 0..15, Q6_K 0..63), so one vpmaddubsw (code x signed
  * activation, |a| <= 127) gives exact int16 pair sums: at most 2 * 63 * 127 = 16002.  Q6_K's -32
@@ -16,11 +16,6 @@
 #include "../internal.h"
 
 #define AI static inline __attribute__((always_inline))
-
-AI float nofma(float x) {
-    __asm__("" : "+x"(x));
-    return x;
-}
 
 AI int32_t hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -54,7 +49,7 @@ static float dot_q5_0(const uint8_t *row, const lowbit_act *a) {
         c = _mm256_or_si256(c, q5_high_bits(blk->qh));
         __m256i av = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
         int32_t isum = hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(c, av), ones)) - 16 * a->s[b];
-        acc += nofma((float)isum * (h2f(blk->d) * a->d[b]));
+        acc += (float)isum * (h2f(blk->d) * a->d[b]);
     }
     return acc;
 }
@@ -83,8 +78,8 @@ static float dot_q4_k(const uint8_t *row, const lowbit_act *a) {
             vm = _mm256_add_epi32(vm, _mm256_madd_epi16(_mm256_maddubs_epi16(one8, a1), n1));
         }
         const float da = a->d[b];
-        acc += nofma((float)hsum_epi32(vi) * (h2f(blk->d) * da));
-        acc -= nofma((float)hsum_epi32(vm) * (h2f(blk->dmin) * da));
+        acc += (float)hsum_epi32(vi) * (h2f(blk->d) * da);
+        acc -= (float)hsum_epi32(vm) * (h2f(blk->dmin) * da);
     }
     return acc;
 }
@@ -122,7 +117,7 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
                 vi = _mm256_add_epi32(vi, _mm256_madd_epi16(p, sv));
             }
         }
-        acc += nofma((float)hsum_epi32(vi) * (h2f(blk->d) * a->d[b]));
+        acc += (float)hsum_epi32(vi) * (h2f(blk->d) * a->d[b]);
     }
     return acc;
 }
@@ -130,7 +125,7 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
 /* ---- tiles: 4 rows (GEMV) or 4 activations (GEMM) reduced together --------------------------
  *
  * The int32 vectors of 4 (row, activation) pairs are reduced into one xmm (lane = row or column),
- * and the reference's float steps run lane by lane: acc += nofma((float)isum * (d_w * d_a)).
+ * and the reference's float steps run lane by lane: acc += (float)isum * (d_w * d_a).
  * Q4_K's mins and Q6_K's -32 offset multiply sums of 16 activation codes, taken once per call
  * (sums16) instead of once per row.  Tails (and a failed allocation) use the one-pair dots above,
  * whose float steps are the same. */
@@ -140,14 +135,9 @@ AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-AI __m128 nofma4(__m128 x) {
-    __asm__("" : "+x"(x));
-    return x;
-}
-
-/* acc + nofma((float)isum * (dw * da)), lane by lane */
+/* acc + (float)isum * (dw * da), lane by lane */
 AI __m128 fstep(__m128 acc, __m128i isum, __m128 dw, __m128 da) {
-    return _mm_add_ps(acc, nofma4(_mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(dw, da))));
+    return _mm_add_ps(acc, _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(dw, da)));
 }
 
 /* s[i] = sum of codes 16i .. 16i + 15 (|s| <= 2032: int16) */
@@ -288,9 +278,9 @@ AI __m128 tile_block(int K, const uint8_t *const *w4, int rows4, const lowbit_ac
     __m128i isum = hsum4(vi[0], vi[1], vi[2], vi[3]);
     if (K == K_Q5_0) isum = _mm_sub_epi32(isum, _mm_loadu_si128((const __m128i *)off));
     acc = fstep(acc, isum, _mm_loadu_ps(dw), dav);
-    if (K == K_Q4_K) /* acc -= nofma((float)msum * (dmin * da)) */
-        acc = _mm_sub_ps(acc, nofma4(_mm_mul_ps(_mm_cvtepi32_ps(hsum4(vm[0], vm[1], vm[2], vm[3])),
-                                                _mm_mul_ps(_mm_loadu_ps(dm), dav))));
+    if (K == K_Q4_K) /* acc -= (float)msum * (dmin * da) */
+        acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_cvtepi32_ps(hsum4(vm[0], vm[1], vm[2], vm[3])),
+                                                _mm_mul_ps(_mm_loadu_ps(dm), dav)));
     return acc;
 }
 

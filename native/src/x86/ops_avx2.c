@@ -10,13 +10,6 @@ void lowbit_attention_loop__avx2(const float *q, int64_t T, int64_t H, int64_t H
     attention_loop(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
 }
 
-/* A value the compiler cannot fuse into an FMA with the next operation (gcc contracts mul + add
- * under -mfma, which would change the bits). */
-static inline __m256 nofma(__m256 x) {
-    __asm__("" : "+x"(x));
-    return x;
-}
-
 /* out[i] = silu(gate[i]) * up[i] for the first n - n % 8 values; returns how many.  The
  * operations of silu() and attn_exp() (ops.c, ops_attention.h) in their order, each rounded as
  * there, so the result is the baseline build's bit for bit; ops.c does the tail. */
@@ -32,18 +25,18 @@ int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, flo
         const __m256i tiny = _mm256_cmpgt_epi32(_mm256_xor_si256(nb, sign), _mm256_xor_si256(lim, sign));
         const __m256 x = _mm256_castsi256_ps(_mm256_blendv_epi8(nb, lim, tiny)); /* attn_exp's clamp */
         const __m256i k = _mm256_cvttps_epi32(
-            _mm256_sub_ps(nofma(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f))), _mm256_set1_ps(0.5f)));
+            _mm256_sub_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _mm256_set1_ps(0.5f)));
         const __m256 kf = _mm256_cvtepi32_ps(k);
         const __m256 r = _mm256_sub_ps(
-            _mm256_sub_ps(x, nofma(_mm256_mul_ps(kf, _mm256_set1_ps(0.693145752f)))),
-            nofma(_mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-6f))));
+            _mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145752f))),
+            _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-6f)));
         __m256 p = _mm256_set1_ps(1.0f / 720);
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), _mm256_set1_ps(1.0f / 120));
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), _mm256_set1_ps(1.0f / 24));
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), _mm256_set1_ps(1.0f / 6));
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), _mm256_set1_ps(0.5f));
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), one);
-        p = _mm256_add_ps(nofma(_mm256_mul_ps(p, r)), one);
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
         const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
         const __m256 e = _mm256_mul_ps(p, two_k);
         /* silu's numerator: g < 0 ? (|g| > 87 ? 0 : e) : 1 */
@@ -52,7 +45,7 @@ int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, flo
                                              _mm256_and_si256(_mm256_castps_si256(e), _mm256_andnot_si256(tiny, neg)));
         const __m256 s = _mm256_div_ps(_mm256_castsi256_ps(numb), _mm256_add_ps(one, e));
         const __m256 g = _mm256_castsi256_ps(gb);
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(nofma(_mm256_mul_ps(g, s)), _mm256_loadu_ps(up + i)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(g, s), _mm256_loadu_ps(up + i)));
     }
     return i;
 }
