@@ -49,6 +49,39 @@ def test_perplexity_imports_only_what_it_needs(tmp_path):
     mods = _modules("perplexity", "-m", str(p), "-f", str(text), "-c", "64", "--chunks", "1", tmp_path=tmp_path)
     assert "pylowbit.commands.perplexity" in mods
     assert not {m for m in mods if m in NOT_IMPORTED or m.split(".")[0] in NOT_IMPORTED}
+    assert "tokenizers" not in mods  # the text is tokenized in a child process
+
+
+@pytest.mark.parametrize("arch", ["gemma3", "llama"])
+def test_perplexity_tokenizes_in_a_child_exactly(tmp_path, arch):
+    """perplexity's child-process tokenization gives the ids (BOS included) of an in-process encode."""
+    from pylowbit.commands.perplexity import tokenize_in_child
+
+    p = write_synthetic_model(tmp_path / "m.gguf", arch=arch, fmt="q8_0", seed=3)
+    text = tmp_path / "t.txt"
+    text.write_text("Héllo wörld,  the capital of France is Paris.\n\n  <b>x</b> 12345 " * 50, encoding="utf-8")
+    with GGUFFile(p) as f:
+        tok = TextTokenizer(f)
+        want = tok.encode(text.read_text(encoding="utf-8"), add_special=True)
+        want40 = tok.encode(text.read_text(encoding="utf-8")[:40], add_special=True)
+        bos = tok.bos_id if tok.add_bos else None
+    ids, got_bos = tokenize_in_child(p, text, None)
+    assert ids.dtype == np.int32 and ids.tolist() == want and got_bos == bos
+    ids, _ = tokenize_in_child(p, text, 40)  # max_chars: a prefix of the text
+    assert ids.tolist() == want40 and len(want40) < len(want)
+
+
+def test_perplexity_child_errors_are_one_clear_exception(tmp_path):
+    from pylowbit.commands.perplexity import tokenize_in_child
+
+    p = write_gguf(tmp_path / "notok.gguf", {"general.architecture": "llama"}, [])
+    text = tmp_path / "t.txt"
+    text.write_text("hello")
+    with pytest.raises(ValueError, match="no tokenizer"):
+        tokenize_in_child(p, text, None)
+    m = write_synthetic_model(tmp_path / "m.gguf", arch="llama", fmt="q8_0", seed=3)
+    with pytest.raises(OSError, match="missing.txt"):
+        tokenize_in_child(m, tmp_path / "missing.txt", None)
 
 
 def test_sampling_imports_numpy_random_only_to_draw():

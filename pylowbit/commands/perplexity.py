@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import sys
 import time
 
@@ -35,22 +36,25 @@ def read_text(path: str) -> str:
         return fh.read()
 
 
-def log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """log p(target) per row, in float64, a row at a time through one float64 buffer (a row of a 262k
-    vocabulary is 2 MB as float64: a 32-row block converted at once was 64 MB; the values are the same)."""
+def log_softmax_at(logits: np.ndarray, targets: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """log p(target) per row, a row at a time.  overwrite=False: through one float64 row buffer (a row
+    of a 262k vocabulary is 2 MB as float64: a 32-row block converted at once was 64 MB);
+    overwrite=True: in place in `logits` (scratch), in its own float type with float64 sums."""
     out = np.empty(len(targets))
-    z = np.empty(logits.shape[1])
+    z = None if overwrite else np.empty(logits.shape[1])
     for i, (row, t) in enumerate(zip(logits, targets)):
-        z[:] = row
-        m, picked = z.max(), z[t]
-        z -= m
-        np.exp(z, out=z)
-        out[i] = picked - (m + np.log(z.sum()))
+        if z is not None:
+            z[:] = row
+            row = z
+        m, picked = float(row.max()), float(row[t])
+        row -= row.dtype.type(m)
+        np.exp(row, out=row)
+        out[i] = picked - (m + math.log(row.sum(dtype=np.float64)))
     return out
 
 
 def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int | None = None,
-               progress=None, head_rows: int = 8):
+               progress=None, head_rows: int = 4, batch: int = 128):
     """Returns (ppl, stderr of ppl, scored token count).  progress(i, n, running_ppl) per chunk."""
     n_chunk = len(tokens) // ctx
     if chunks is not None:
@@ -59,20 +63,27 @@ def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int |
         raise ValueError(f"need at least {ctx} tokens for one chunk of -c {ctx}, the text has {len(tokens)}")
     first = ctx // 2
     nll = []
+    logits_buf = np.empty((head_rows, model.vocab_size), np.float32)  # one for every slice
+    h = np.empty((ctx - first, model.cfg.d_model), np.float32)  # the scored half's hidden states
     for i in range(n_chunk):
         chunk = np.array(tokens[i * ctx:(i + 1) * ctx], dtype=np.int64)
         if bos_id is not None:
             chunk[0] = bos_id
         model.reset()
-        # the unscored first half only fills the KV cache; two calls of ctx/2 tokens halve the
-        # activations' peak (the same hidden states: each row's results do not depend on the batch)
-        model.forward(chunk[:first], pos=0, logits="none")
-        h = model.forward(chunk[first:], pos=first, logits="hidden")  # (ctx - first, d)
-        # the LM head in slices keeps the logits small (8 rows x 262k: 8 MB; the same values as any
-        # other slicing, ~1.1x the head's CPU time of 32-row slices)
+        # forward in batches of at most `batch` tokens: the activations' peak (~4 MB at 256 tokens,
+        # Gemma) stacks on the resident weights, and each row's results do not depend on the batch;
+        # the unscored first half only fills the KV cache
+        for s0 in range(0, first, batch):
+            model.forward(chunk[s0:min(s0 + batch, first)], pos=s0, logits="none")
+        for s0 in range(first, ctx, batch):
+            s1 = min(s0 + batch, ctx)
+            h[s0 - first:s1 - first] = model.forward(chunk[s0:s1], pos=s0, logits="hidden")
+        # the LM head in slices of head_rows (4 x 262k logits: 4 MB; 4 rows cost ~1.05x the head's
+        # time per token of 8-row slices, 2 rows ~2.4x: the weights are then streamed per 2 tokens)
         for r in range(first, ctx - 1, head_rows):
             r1 = min(r + head_rows, ctx - 1)
-            lp = log_softmax_at(model.head(h[r - first:r1 - first]), chunk[r + 1:r1 + 1])
+            logits = model.head(h[r - first:r1 - first], logits_buf[:r1 - r])
+            lp = log_softmax_at(logits, chunk[r + 1:r1 + 1], overwrite=True)
             nll.extend((-lp).tolist())
         if progress is not None:
             progress(i + 1, n_chunk, math.exp(float(np.mean(nll))))
@@ -85,33 +96,90 @@ def perplexity(model, tokens, ctx: int, chunks: int | None = None, bos_id: int |
     return ppl, err, len(nll)
 
 
+def tokenize_in_child(model_path: str, text_path: str, max_chars: int | None = None):
+    """(int32 token ids of the text file, BOS id if the tokenizer adds one) from a child interpreter.
+
+    Encoding a whole text is one BPE run over it in `tokenizers` (Gemma, 1.6 MB of text: ~150 MB of
+    heap at the peak), and glibc cannot hand most of it back afterwards (it stays fragmented: ~50 MB
+    even with the tokenizer dropped), where the model's weights then stack on top of it.  A child
+    process's heap goes with the child, so the scoring process holds the weights, the KV cache and
+    Python only; the child peaks before the weights are read (both stay within the issue's budget)."""
+    import json
+    import os
+    import subprocess
+
+    import pylowbit
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pylowbit.__file__)))
+    code = (f"import sys; sys.path.insert(0, {root!r})\n"  # this pylowbit, not one on the child's path
+            "from pylowbit.commands.perplexity import _tokenize_child; sys.exit(_tokenize_child(*sys.argv[1:]))")
+    argv = [sys.executable, "-c", code, os.fspath(model_path), os.fspath(text_path), str(max_chars or 0)]
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head, sep, data = r.stdout.partition(b"\n")
+    if r.returncode != 0 or not sep:
+        lines = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        msg = lines[-1] if lines else f"the tokenizer process exited with status {r.returncode}"
+        raise (OSError if msg.startswith("OSError: ") else ValueError)(msg.split(": ", 1)[-1])
+    info = json.loads(head)
+    tokens = np.frombuffer(data, np.int32).copy()
+    if len(tokens) != info["n"]:
+        raise RuntimeError(f"the tokenizer process sent {len(tokens)} of {info['n']} tokens")
+    return tokens, info["bos"]
+
+
+def _tokenize_child(model_path: str, text_path: str, max_chars: str) -> int:
+    """tokenize_in_child's other end: a JSON line, then the ids as raw int32 on stdout; an error is
+    one 'Type: message' line on stderr and status 1."""
+    import json
+
+    from ..gguf import GGUFFile
+    from ..model import TextTokenizer
+
+    try:
+        with GGUFFile(model_path) as f:
+            tok = TextTokenizer(f)
+            text = read_text(text_path)
+            if int(max_chars):
+                text = text[: int(max_chars)]
+            ids = np.asarray(tok.encode(text, add_special=True), np.int32)
+            bos = tok.bos_id if tok.add_bos else None
+    except (ValueError, OSError) as e:  # ModelError and GGUFError are ValueErrors
+        print(f"{'OSError' if isinstance(e, OSError) else 'ValueError'}: {e}", file=sys.stderr)
+        return 1
+    out = sys.stdout.buffer
+    out.write(json.dumps({"n": len(ids), "bos": bos}).encode() + b"\n")
+    out.write(ids.tobytes())
+    out.flush()
+    return 0
+
+
 def main(args) -> int:
-    from .run import check_threads_ctx, load
+    from ..model import Model
+    from .run import check_threads_ctx
 
     check_threads_ctx(args.threads, args.ctx_size, min_ctx=4)
     if args.chunks is not None and args.chunks < 1:
         raise ValueError(f"--chunks must be >= 1, got {args.chunks}")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    tok, model = load(args)
-    text = read_text(args.file)
-    if args.max_tokens:
-        # tokenize only a generous prefix of the text (a token is rarely more than 16 characters)
-        text = text[: args.max_tokens * 16]
+    # the model first: a file it cannot run is refused before any tokenizing (mapping reads no weights)
+    model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
+    if not os.path.isfile(args.file):
+        raise FileNotFoundError(f"text file not found: {args.file}")
     t0 = time.perf_counter()
-    # int32, not a list of Python ints (~40 bytes a token: 17 MB for jargon.txt's 424k tokens)
-    tokens = np.asarray(tok.encode(text, add_special=True), np.int32)
-    del text
+    # --max-tokens: only a generous prefix of the text is tokenized (a token is rarely over 16 characters)
+    tokens, bos = tokenize_in_child(args.model, args.file, args.max_tokens and args.max_tokens * 16)
+    n_text = len(tokens)
     if args.max_tokens:
         tokens = tokens[: args.max_tokens]
-    print(f"tokenized {len(tokens)} tokens in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    tok.release_encoder()  # the text is encoded once: the encoder's memory goes before scoring
+    if args.chunks:  # only the scored chunks stay (Jargon File: 1.7 MB of ids for 2 chunks' 4 kB)
+        tokens = tokens[: args.chunks * args.ctx_size].copy()
+    print(f"tokenized {n_text} tokens in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     t0 = time.perf_counter()
 
     def progress(i, n, running):
         print(f"[{i}/{n}] ppl {running:.4f}  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
 
-    bos = tok.bos_id if tok.add_bos else None
     ppl, err, n = perplexity(model, tokens, args.ctx_size, args.chunks, bos, progress)
     dt = time.perf_counter() - t0
     n_chunk = len(tokens) // args.ctx_size if args.chunks is None else min(args.chunks, len(tokens) // args.ctx_size)

@@ -157,9 +157,9 @@ class Model:
         out = self.head(ops.rms_norm(np.ascontiguousarray(x), w.output_norm, cfg.eps))
         return out[0] if logits == "last" else out
 
-    def head(self, h: np.ndarray) -> np.ndarray:
-        """Logits (T, vocab) from final normed hidden states (T, d)."""
-        return self.w.output(np.ascontiguousarray(h, dtype=np.float32), self.threads)
+    def head(self, h: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Logits (T, vocab) from final normed hidden states (T, d), into `out` (T, vocab) float32 if given."""
+        return self.w.output(np.ascontiguousarray(h, dtype=np.float32), self.threads, out)
 
 
 def load_model(path: str | os.PathLike, **kw) -> Model:
