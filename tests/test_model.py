@@ -489,8 +489,10 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
 # order alone (0.9975 with the FMA-contracted AVX2 attention of before, 0.9924 with the one order all
 # variants now share), hence the longer text.  Its top-1 is at the noise floor of the model: llama.cpp
 # with its default f16 KV cache agrees with itself with an f32 cache at 97.3 % (256) / 95.5 % (1024)
-# only -- a 270M model with int8-rounded activations through 18 layers flips argmaxes on any change
-# of rounding -- so for Gemma the test asserts top-1 against that floor and marks < 99 % as xfail.
+# only, and pylowbit agrees with itself at 95.5 % when one float32 ulp of one scalar (the embedding
+# scale) changes -- a 270M model with int8-rounded activations through 18 layers flips argmaxes on any
+# change of rounding, so 99 % would take bit-identical arithmetic with llama.cpp -- hence for Gemma the
+# test asserts top-1 against those floors and marks < 99 % as xfail.
 AGREE_TOKENS = (256, 1024)  # (synthetic models, Gemma)
 
 
@@ -522,8 +524,16 @@ def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
     if which == "gemma" and top1 < 0.99:
         f16_kv = _llama_logits(p, tokens, kv_type=1)  # llama.cpp's default cache against its f32 one
         floor = np.mean(f16_kv.argmax(1) == theirs.argmax(1))
-        print(f"gemma: llama.cpp f16 vs f32 KV cache top-1 {100 * floor:.2f} %")
-        assert top1 >= floor - 0.01  # at the floor: as close to llama.cpp as llama.cpp is to itself
+        # pylowbit against itself with one float32 ulp changed in one scalar (the embedding scale,
+        # ~6e-8 relative): the flips a float-order difference alone causes in this model
+        m.reset()
+        m.cfg.embed_scale = float(np.nextafter(np.float32(m.cfg.embed_scale), np.float32(np.inf)))
+        nudged = m.forward(tokens, pos=0, logits="all")
+        ulp_floor = np.mean(nudged.argmax(1) == ours.argmax(1))
+        print(f"gemma: llama.cpp f16 vs f32 KV cache top-1 {100 * floor:.2f} %; pylowbit vs itself with "
+              f"one ulp of the embedding scale changed {100 * ulp_floor:.2f} %")
+        assert ulp_floor < 0.99  # the model does amplify one ulp into argmax flips (the xfail's reason)
+        assert top1 >= min(floor, ulp_floor) - 0.01  # as close to llama.cpp as either runtime is to itself
         pytest.xfail(f"Gemma 3 270M top-1 {100 * top1:.1f} %: below 99 %, at the model's noise floor "
-                     f"(llama.cpp f16 vs f32 KV cache: {100 * floor:.1f} %)")
+                     f"(llama.cpp f16 vs f32 KV cache: {100 * floor:.1f} %; one ulp: {100 * ulp_floor:.1f} %)")
     assert top1 >= 0.99
