@@ -4,7 +4,7 @@ Shapes: T = tokens in this call, S = cached positions so far + T, d = d_model, H
 heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV (T = 1).  Everything
 between the matrix products (norms, RoPE, attention over the KV cache, activations, residual adds)
 is one liblowbit call each (pylowbit._ops): as numpy, time outside the kernels was ~23 % of a
-decode token at the BitNet 2B shape, then ~8 %.  Matrices that read the same input run as one call
+decode token at the BitNet 2B shape; now ~5-6 % (bench/python_share.py).  Matrices that read the same input run as one call
 and one thread-pool job (weights.LinearGroup: q/k/v; GatedFFN: gate/up with the activation applied
 per row tile on every thread): ~120 pool dispatches a token instead of ~210, and four Python calls
 fewer per layer.  The float64 numpy reference these must match is tests/model_reference.py.
