@@ -22,6 +22,9 @@ cdef extern from "lowbit/ops.h" nogil:
     int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, int64_t H,
                          int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
                          int64_t pos, int64_t window, float scale, float *out)
+    int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t T, int64_t H,
+                            int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
+                            int64_t pos, int64_t window, float scale, float *out, int threads)
     int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float *out)
     int lowbit_add(const float *a, const float *b, int64_t n, float *out)
     int LOWBIT_ACT_SILU, LOWBIT_ACT_RELU2, LOWBIT_ACT_GELU_TANH
@@ -147,10 +150,12 @@ def softmax(x):
     return xa
 
 
-def attention(q, k, v, k_cache, v_cache, int64_t pos, int64_t window, float scale, out=None):
+def attention(q, k, v, k_cache, v_cache, int64_t pos, int64_t window, float scale, out=None,
+              int threads=1):
     """Store k (T, Hkv, hd) and v (T, Hkv, vd) into k_cache (Hkv, ctx, hd) / v_cache (Hkv, ctx, vd)
     at positions pos.., then causal (window > 0: sliding-window) softmax(scale * q.k) v for the
-    queries q (T, H, hd) at those positions.  Returns out (T, H, vd)."""
+    queries q (T, H, hd) at those positions.  Returns out (T, H, vd).  threads: up to this many
+    pool threads when the problem is large (0: the library default); the same bits for any count."""
     cdef cnp.ndarray qa = _f32(q, "q", 3), ka = _f32(k, "k", 3), va = _f32(v, "v", 3)
     cdef cnp.ndarray kc = _f32(k_cache, "k_cache", 3, True), vc = _f32(v_cache, "v_cache", 3, True)
     cdef int64_t T = qa.shape[0], H = qa.shape[1], hd = qa.shape[2]
@@ -186,7 +191,8 @@ def attention(q, k, v, k_cache, v_cache, int64_t pos, int64_t window, float scal
     cdef float *op = _p(o)
     cdef int st
     with nogil:
-        st = lowbit_attention(qp, kp, vp, T, H, Hkv, hd, vd, kcp, vcp, ctx, pos, window, scale, op)
+        st = lowbit_attention_mt(qp, kp, vp, T, H, Hkv, hd, vd, kcp, vcp, ctx, pos, window, scale, op,
+                                 threads)
     check(st, "attention")
     return o
 

@@ -159,6 +159,23 @@ def test_attention_variants_agree(variant):
     close(got, want, 1e-6)
 
 
+@pytest.mark.parametrize("T,H,Hkv,pos,window", [(7, 8, 2, 250, 0), (1, 20, 5, 1500, 0), (5, 6, 3, 900, 300),
+                                                 (64, 4, 1, 0, 0)])
+def test_attention_threads_give_the_same_bits(variant, T, H, Hkv, pos, window):
+    """Large problems are split over the pool by query rows; every row is computed as on one thread."""
+    r = rng(T + H + pos)
+    ctx = pos + T + 3
+    kc, vc = f32(r.normal(size=(Hkv, ctx, 64))), f32(r.normal(size=(Hkv, ctx, 48)))
+    q, k, v = f32(r.normal(size=(T, H, 64))), f32(r.normal(size=(T, Hkv, 64))), f32(r.normal(size=(T, Hkv, 48)))
+    one = ops.attention(q, k, v, kc.copy(), vc.copy(), pos, window, 0.125, threads=1)
+    for threads in (2, 3, 0):
+        kc2, vc2 = kc.copy(), vc.copy()
+        got = ops.attention(q, k, v, kc2, vc2, pos, window, 0.125, threads=threads)
+        assert np.array_equal(got, one), threads
+        assert np.array_equal(kc2[:, pos:pos + T], k.transpose(1, 0, 2))
+    close(one, ref_attention(q, kc2, vc2, pos + T, window, 0.125))
+
+
 def test_attention_exp_range_and_non_finite_inputs(variant):
     """Score gaps past the fast exp's -87 clamp weigh ~0; NaN or inf in q gives NaN for that head
     only (numpy's result), never a crash."""

@@ -4,9 +4,10 @@
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
  * expf / tanhf stay scalar libm calls in lowbit_softmax and GELU; SiLU and the attention loop use
  * the vectorizable exp of ops_attention.h.  The attention loop is also built with AVX2
- * (x86/ops_avx2.c) and dispatched. */
+ * (x86/ops_avx2.c) and dispatched, and split over the thread pool by query rows when it is large. */
 #include "lowbit/ops.h"
 
+#include "internal.h"
 #include "ops_attention.h"
 
 #include <math.h>
@@ -92,35 +93,78 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
 }
 
 #ifdef LOWBIT_HAVE_AVX2
-void lowbit_attention_loop__avx2(const float *q, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
-                                 int64_t vd, const float *kc, const float *vc, int64_t ctx,
-                                 int64_t pos, int64_t window, float scale, float *out, float *p);
+void lowbit_attention_loop__avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                                 const float *kc, const float *vc, int64_t ctx, int64_t pos,
+                                 int64_t window, float scale, float *out, float *p, int64_t r0,
+                                 int64_t r1);
 int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, float *out);
 #endif
 
-int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, int64_t H,
-                     int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
-                     int64_t pos, int64_t window, float scale, float *out) {
+/* One task of a threaded lowbit_attention: a contiguous run of query rows, with its own scores. */
+typedef struct {
+    const float *q, *kc, *vc;
+    int64_t H, Hkv, hd, vd, ctx, pos, window, rows, ntasks;
+    float scale, *out, *p; /* p: ntasks scratch rows of pos + T scores */
+    int avx2;
+} attn_job;
+
+static void attn_task(void *ctx, int64_t i) {
+    const attn_job *j = (const attn_job *)ctx;
+    const int64_t r0 = j->rows * i / j->ntasks, r1 = j->rows * (i + 1) / j->ntasks;
+    float *p = j->p + i * (j->pos + j->rows / j->H);
+#ifdef LOWBIT_HAVE_AVX2
+    if (j->avx2) {
+        lowbit_attention_loop__avx2(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos,
+                                    j->window, j->scale, j->out, p, r0, r1);
+        return;
+    }
+#endif
+    attention_loop(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos, j->window,
+                   j->scale, j->out, p, r0, r1);
+}
+
+/* Below this many multiply-adds (scores and weighted sums) the pool's wake-up costs more than
+ * a second thread saves: a decode step at a short context stays on the calling thread. */
+#define ATTN_PARALLEL_MIN (1 << 18)
+
+int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t T, int64_t H,
+                        int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
+                        int64_t pos, int64_t window, float scale, float *out, int threads) {
     if (!q || !k || !v || !kc || !vc || !out) return LOWBIT_EINVAL;
     if (T <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || hd <= 0 || vd <= 0 || ctx <= 0 || pos < 0 ||
         pos > ctx - T || window < 0)
         return LOWBIT_EINVAL;
-    float *p = malloc((size_t)(pos + T) * sizeof(float));
+    const int64_t keys = window > 0 && window < pos + T ? window : pos + T; /* per query, at most */
+    const int64_t work = T * H * keys * (hd + vd);
+    int64_t ntasks = 1;
+    if (threads != 1 && work >= ATTN_PARALLEL_MIN) {
+        const int nt = threads > 0 ? threads : lowbit_get_threads();
+        ntasks = T * H < 4 * (int64_t)nt ? T * H : 4 * (int64_t)nt; /* 4 per thread: balance */
+    }
+    float *p = malloc((size_t)(ntasks * (pos + T)) * sizeof(float));
     if (!p) return LOWBIT_ENOMEM;
     for (int64_t t = 0; t < T; t++) /* the new positions into the caches, (T, Hkv) -> (Hkv, T) */
         for (int64_t kh = 0; kh < Hkv; kh++) {
             memcpy(kc + (kh * ctx + pos + t) * hd, k + (t * Hkv + kh) * hd, (size_t)hd * sizeof(float));
             memcpy(vc + (kh * ctx + pos + t) * vd, v + (t * Hkv + kh) * vd, (size_t)vd * sizeof(float));
         }
+    attn_job job = {q, kc, vc, H, Hkv, hd, vd, ctx, pos, window, T * H, ntasks, scale, out, p, 0};
 #ifdef LOWBIT_HAVE_AVX2
     const int isa = lowbit_isa_active(); /* the AVX-512 slot runs AVX2 code too */
-    if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
-        lowbit_attention_loop__avx2(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
-    else
+    job.avx2 = isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI;
 #endif
-        attention_loop(q, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p);
+    if (ntasks == 1)
+        attn_task(&job, 0);
+    else
+        lowbit_parallel_for(ntasks, attn_task, &job, threads);
     free(p);
     return LOWBIT_OK;
+}
+
+int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, int64_t H,
+                     int64_t Hkv, int64_t hd, int64_t vd, float *kc, float *vc, int64_t ctx,
+                     int64_t pos, int64_t window, float scale, float *out) {
+    return lowbit_attention_mt(q, k, v, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, 1);
 }
 
 /* silu(g) = g * sigmoid(g), with e = e^-|g| from attn_exp (<= 1: no overflow) and

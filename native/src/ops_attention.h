@@ -99,32 +99,34 @@ static inline void attn_pv(float *restrict o, const float *restrict p, float inv
     }
 }
 
-static inline void attention_loop(const float *q, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
-                                  int64_t vd, const float *kc, const float *vc, int64_t ctx,
-                                  int64_t pos, int64_t window, float scale, float *out, float *p) {
+/* Rows r0 .. r1 - 1 of the (T, H) query rows, r = t * H + h: each row's result depends on that row
+ * only, so a split of the rows over threads gives the same bits. */
+static inline void attention_loop(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
+                                  int64_t window, float scale, float *out, float *p, int64_t r0,
+                                  int64_t r1) {
     const int64_t G = H / Hkv;
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t t = r / H, h = r % H;
         const int64_t i = pos + t;                                          /* query position */
         const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0; /* keys lo..i visible */
         const int64_t n = i + 1 - lo;
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t kh = h / G;
-            const float *qh = q + (t * H + h) * hd;
-            const float *K = kc + (kh * ctx + lo) * hd, *V = vc + (kh * ctx + lo) * vd;
-            float m = -INFINITY;
-            int nan = 0;
-            for (int64_t j = 0; j < n; j++) {
-                p[j] = attn_dot(qh, K + j * hd, hd) * scale;
-                m = p[j] > m ? p[j] : m;
-                nan |= p[j] != p[j];
-            }
-            float *o = out + (t * H + h) * vd;
-            if (nan || !(m > -INFINITY && m < INFINITY)) { /* NaN / inf scores: NaN out, as numpy */
-                for (int64_t c = 0; c < vd; c++) o[c] = NAN;
-                continue;
-            }
-            attn_pv(o, p, 1.0f / attn_exp_sum(p, m, n), V, n, vd);
+        const int64_t kh = h / G;
+        const float *qh = q + r * hd;
+        const float *K = kc + (kh * ctx + lo) * hd, *V = vc + (kh * ctx + lo) * vd;
+        float m = -INFINITY;
+        int nan = 0;
+        for (int64_t j = 0; j < n; j++) {
+            p[j] = attn_dot(qh, K + j * hd, hd) * scale;
+            m = p[j] > m ? p[j] : m;
+            nan |= p[j] != p[j];
         }
+        float *o = out + r * vd;
+        if (nan || !(m > -INFINITY && m < INFINITY)) { /* NaN / inf scores: NaN out, as numpy */
+            for (int64_t c = 0; c < vd; c++) o[c] = NAN;
+            continue;
+        }
+        attn_pv(o, p, 1.0f / attn_exp_sum(p, m, n), V, n, vd);
     }
 }
 

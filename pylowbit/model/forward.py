@@ -128,7 +128,7 @@ class Model:
             rope_op(q, cos, sin, neox)
             rope_op(k, cos, sin, neox)
             # stores k, v at pos.. in the cache, then attends over positions 0..S-1
-            o = attention(q, k, v, cache.k[il], cache.v[il], pos, window, scale).reshape(T, H * vd)
+            o = attention(q, k, v, cache.k[il], cache.v[il], pos, window, scale, None, th or 0).reshape(T, H * vd)
             if sub_norms:
                 norm(o, L["attn_sub_norm"], eps, o)
             o = L["attn_output"](o, th, ws_d)

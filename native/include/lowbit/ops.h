@@ -37,6 +37,14 @@ LOWBIT_API int lowbit_attention(const float *q, const float *k, const float *v, 
                                 int64_t H, int64_t Hkv, int64_t hd, int64_t vd, float *kc,
                                 float *vc, int64_t ctx, int64_t pos, int64_t window, float scale,
                                 float *out);
+/* The same on up to `threads` threads of the library's pool (<= 0: its default), the query rows
+ * (t, h) split among them; every row is computed as lowbit_attention computes it, so the result is
+ * the same bits for any thread count.  Small problems (a decode step at a short context) stay on
+ * the calling thread. */
+LOWBIT_API int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t T,
+                                   int64_t H, int64_t Hkv, int64_t hd, int64_t vd, float *kc,
+                                   float *vc, int64_t ctx, int64_t pos, int64_t window, float scale,
+                                   float *out, int threads);
 
 /* Gated activations: out[i] = act(gate[i]) * up[i]; out may equal gate or up. */
 typedef enum lowbit_act_kind {
