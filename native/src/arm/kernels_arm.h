@@ -399,11 +399,165 @@ AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
     }
 }
 
+/* ---- packed GEMV fast paths of the decode step (counterparts of x86/kernels_avx2.c's) ---------- */
+
+/* I2_S with P2 activations (internal.h: one power-of-two scale for the whole vector, so the
+ * spec's per-group float steps are exact and add up to (float)(row's int sum - offset) * d): the
+ * int sums of a row are added across all its chunks and reduced once per row group, with one
+ * float step -- instead of an hsum4 and a float step per chunk.  ROW_RUN chunks are summed in
+ * the narrow accumulators of the variant before they are widened into int32.
+ * dotprod: two SDOT chains per row (even / odd registers of a chunk), int32 all along.
+ * baseline: SMLAL / SMLAL2 into two int16x8 per row (low / high 8 bytes of each register), so
+ * an int16 lane takes 8 products per chunk, each |code * q| <= 3 * 128: a run of 8 chunks is
+ * <= 64 * 384 = 24576 < 32767.  One SADALP pair per run widens them. */
+#define ROW_RUN 8
+#if LOWBIT_ARM_DOTPROD
+typedef int32x4_t rowacc_t;
+AI rowacc_t rowacc_zero(void) { return vdupq_n_s32(0); }
+AI void rowacc_chunk(rowacc_t *acc, const int8x16_t *c, const int8x16_t *qa) {
+    for (int k = 0; k < 8; k += 2) {
+        acc[0] = vdotq_s32(acc[0], c[k], qa[k]);
+        acc[1] = vdotq_s32(acc[1], c[k + 1], qa[k + 1]);
+    }
+}
+AI int32x4_t rowacc_widen(int32x4_t s, const rowacc_t *acc) {
+    return vaddq_s32(s, vaddq_s32(acc[0], acc[1]));
+}
+#else
+typedef int16x8_t rowacc_t;
+AI rowacc_t rowacc_zero(void) { return vdupq_n_s16(0); }
+AI void rowacc_chunk(rowacc_t *acc, const int8x16_t *c, const int8x16_t *qa) {
+    for (int k = 0; k < 8; k++) {
+        acc[0] = vmlal_s8(acc[0], vget_low_s8(c[k]), vget_low_s8(qa[k]));
+        acc[1] = vmlal_high_s8(acc[1], c[k], qa[k]);
+    }
+}
+AI int32x4_t rowacc_widen(int32x4_t s, const rowacc_t *acc) {
+    return vpadalq_s16(vpadalq_s16(s, acc[0]), acc[1]);
+}
+#endif
+
+/* Rows [r0, r1) of an I2_S matrix (cols a multiple of 128: chunk = activation group) when
+ * lowbit_act_p2_row_ok holds for a; unscaled like the other I2_S kernels. */
+AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y) {
+    const int64_t nch = m->nchunks;
+    const int64_t rend = r1 < m->rows ? r1 : m->rows;
+    int32_t stot = 0; /* the +1 code offset, undone once per row */
+    for (int64_t g = 0; g < nch; g++) stot += a->s[g];
+    for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
+        const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
+        int32x4_t s32[4];
+        for (int i = 0; i < 4; i++) s32[i] = vdupq_n_s32(0);
+        for (int64_t c0 = 0; c0 < nch; c0 += ROW_RUN) {
+            const int64_t c1 = c0 + ROW_RUN < nch ? c0 + ROW_RUN : nch;
+            rowacc_t acc[4][2];
+            for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = rowacc_zero();
+            for (int64_t c = c0; c < c1; c++) {
+                int8x16_t qa[8];
+                for (int k = 0; k < 8; k++) qa[k] = vld1q_s8(a->q + c * 128 + 16 * k);
+                for (int i = 0; i < 4; i++) {
+                    int8x16_t cw[8];
+                    unpack_chunk(cp + c * 128 + 32 * i, cw);
+                    rowacc_chunk(acc[i], cw, qa);
+                }
+            }
+            for (int i = 0; i < 4; i++) s32[i] = rowacc_widen(s32[i], acc[i]);
+        }
+        /* exact: |isum| < 2^24 (lowbit_act_p2_row_ok) and d a power of two or 0 */
+        const int32x4_t isum = vsubq_s32(hsum4(s32), vdupq_n_s32(stot));
+        store_group(y, vmulq_n_f32(vcvtq_f32_s32(isum), a->d[0]), rg0, r0, rend);
+    }
+}
+#undef ROW_RUN
+
+/* Group-32 activations with scale blocks of QK = 64 or 128 (Q2_0, PQ2_0, PTQ1_0).  AVX2 transposes
+ * 8 rows' codes so that a lane is a row from the start, because its horizontal sums cost ~11
+ * shuffles per 4 (row, group) sums.  Here hsum4 makes the 4 sums of a row group in 3 ADDP (the
+ * minimum for 16 lanes -> 4), fewer than any 4x4 transpose of the codes (8 TRN per 64 bytes), so
+ * the row group keeps lane = row and takes the other half of chunk32x8_sums' trick instead: each
+ * plane is masked in place, one instruction from the code bytes (group k of a 32-byte row chunk
+ * is plane k, bits 2k): plane 1 is code x 4, plane 2 code x 16, plane 3 a plain shift; the group
+ * sums are divided back exactly (multiples of 4 / 16).  Groups run outermost so that only the 8
+ * code registers of the row group, 2 activation registers and 4 accumulators are live; the float
+ * step is the spec's, once per (group, 4 rows), with the block's fp16 scales converted once.
+ * dot32 = one (row, group) sum spread over 4 int32 lanes:
+ *   dotprod: two SDOT;
+ *   baseline: SMULL + 3 SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128, so
+ *   <= 24576 < 32767, then one SADDLP. */
+#if LOWBIT_ARM_DOTPROD
+AI int32x4_t dot32(int8x16_t c0, int8x16_t c1, int8x16_t q0, int8x16_t q1) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), c0, q0), c1, q1);
+}
+#else
+AI int32x4_t dot32(int8x16_t c0, int8x16_t c1, int8x16_t q0, int8x16_t q1) {
+    int16x8_t p = vmull_s8(vget_low_s8(c0), vget_low_s8(q0));
+    p = vmlal_high_s8(p, c0, q0);
+    p = vmlal_s8(p, vget_low_s8(c1), vget_low_s8(q1));
+    return vpaddlq_s16(vmlal_high_s8(p, c1, q1));
+}
+#endif
+
+/* plane k of code bytes x, masked in place (k = 1: code x 4, k = 2: code x 16) */
+AI int8x16_t plane(uint8x16_t x, const int k) {
+    return s8(k == 3 ? vshrq_n_u8(x, 6) : vandq_u8(x, vdupq_n_u8((uint8_t)(3 << 2 * k))));
+}
+
+AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a, float *y,
+                      const int QK) {
+    const int64_t nch = m->nchunks, cols = m->cols;
+    const int64_t rend = r1 < m->rows ? r1 : m->rows;
+    for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
+        const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
+        const uint16_t *sp = m->scales + rg0 / 4 * m->nscales * 4;
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int64_t ch = 0; ch < nch; ch++) {
+            const int ng = cols - ch * 128 < 128 ? 2 : 4; /* a last half chunk: 2 groups */
+            uint8x16_t x[4][2];
+            for (int i = 0; i < 4; i++) {
+                x[i][0] = vld1q_u8(cp + ch * 128 + 32 * i);
+                x[i][1] = vld1q_u8(cp + ch * 128 + 32 * i + 16);
+            }
+            const int8_t *q = a->q + ch * 128;
+            float32x4_t dw = vdupq_n_f32(0.0f);
+            for (int k = 0; k < ng; k++) {
+                const int64_t g = ch * 4 + k;
+                if (k == 0 || (QK == 64 && k == 2)) /* block (32 g) / QK of the 4 rows */
+                    dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + g * 32 / QK * 4)));
+                const int8x16_t q0 = vld1q_s8(q + 32 * k), q1 = vld1q_s8(q + 32 * k + 16);
+                int32x4_t v[4];
+                for (int i = 0; i < 4; i++) v[i] = dot32(plane(x[i][0], k), plane(x[i][1], k), q0, q1);
+                int32x4_t isum = hsum4(v);
+                if (k == 1) isum = vshrq_n_s32(isum, 2);
+                if (k == 2) isum = vshrq_n_s32(isum, 4);
+                /* the spec's step: acc += (float)(isum - s[g]) * (d_w * d_a[g]) */
+                isum = vsubq_s32(isum, vdupq_n_s32(a->s[g]));
+                acc = vaddq_f32(acc, vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dw, a->d[g])));
+            }
+        }
+        store_group(y, acc, rg0, r0, rend);
+    }
+}
+
+/* The run-time choice, as packed_gemv_avx2 makes it. */
 static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
     switch (m->group) {
-    case 32: packed_gemv_g(m, r0, r1, a, y, 32); break;
-    case 128: packed_gemv_g(m, r0, r1, a, y, 128); break;
+    case 32:
+        if (m->qk == 64)
+            packed_gemv32(m, r0, r1, a, y, 64);
+        else if (m->qk == 128)
+            packed_gemv32(m, r0, r1, a, y, 128);
+        else
+            packed_gemv_g(m, r0, r1, a, y, 32);
+        break;
+    case 128:
+        if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
+            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
+            packed_gemv_i2s_row(m, r0, r1, a, y);
+        else
+            packed_gemv_g(m, r0, r1, a, y, 128);
+        break;
     case 256: packed_gemv_g(m, r0, r1, a, y, 256); break;
     default: lowbit_packed_gemv_ref(m, r0, r1, a, y);
     }
