@@ -485,23 +485,61 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
  *   dotprod: two SDOT;
  *   baseline: SMULL + 3 SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128, so
  *   <= 24576 < 32767, then one SADDLP. */
-#if LOWBIT_ARM_DOTPROD
-AI int32x4_t dot32(int8x16_t c0, int8x16_t c1, int8x16_t q0, int8x16_t q1) {
-    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), c0, q0), c1, q1);
-}
-#else
-AI int32x4_t dot32(int8x16_t c0, int8x16_t c1, int8x16_t q0, int8x16_t q1) {
-    int16x8_t p = vmull_s8(vget_low_s8(c0), vget_low_s8(q0));
-    p = vmlal_high_s8(p, c0, q0);
-    p = vmlal_s8(p, vget_low_s8(c1), vget_low_s8(q1));
-    return vpaddlq_s16(vmlal_high_s8(p, c1, q1));
-}
-#endif
-
 /* plane k of code bytes x, masked in place (k = 1: code x 4, k = 2: code x 16) */
 AI int8x16_t plane(uint8x16_t x, const int k) {
     return s8(k == 3 ? vshrq_n_u8(x, 6) : vandq_u8(x, vdupq_n_u8((uint8_t)(3 << 2 * k))));
 }
+
+#if LOWBIT_ARM_DOTPROD
+/* x[q] (q = 0..7), lane i = bytes 4q..4q+3 of row i's 32-byte chunk: a 4x4 word transpose of
+ * each 16-byte half of the tile (TRN1/TRN2 on words, then on doublewords). */
+AI void tile32_load(const uint8_t *t, uint8x16_t *x) {
+    for (int h = 0; h < 2; h++) {
+        const uint32x4_t r0 = vld1q_u32((const uint32_t *)(t + 16 * h)),
+                         r1 = vld1q_u32((const uint32_t *)(t + 32 + 16 * h)),
+                         r2 = vld1q_u32((const uint32_t *)(t + 64 + 16 * h)),
+                         r3 = vld1q_u32((const uint32_t *)(t + 96 + 16 * h));
+        const uint64x2_t e0 = vreinterpretq_u64_u32(vtrn1q_u32(r0, r1)),
+                         o0 = vreinterpretq_u64_u32(vtrn2q_u32(r0, r1)),
+                         e1 = vreinterpretq_u64_u32(vtrn1q_u32(r2, r3)),
+                         o1 = vreinterpretq_u64_u32(vtrn2q_u32(r2, r3));
+        x[4 * h + 0] = vreinterpretq_u8_u64(vtrn1q_u64(e0, e1));
+        x[4 * h + 1] = vreinterpretq_u8_u64(vtrn1q_u64(o0, o1));
+        x[4 * h + 2] = vreinterpretq_u8_u64(vtrn2q_u64(e0, e1));
+        x[4 * h + 3] = vreinterpretq_u8_u64(vtrn2q_u64(o0, o1));
+    }
+}
+/* lane i = plane-k sum of row i: SDOT by element, activation quad q of the group broadcast */
+AI int32x4_t tile32_sums(const uint8x16_t *x, const int k, int8x16_t q0, int8x16_t q1) {
+    int32x4_t v = vdupq_n_s32(0);
+    v = vdotq_laneq_s32(v, plane(x[0], k), q0, 0);
+    v = vdotq_laneq_s32(v, plane(x[1], k), q0, 1);
+    v = vdotq_laneq_s32(v, plane(x[2], k), q0, 2);
+    v = vdotq_laneq_s32(v, plane(x[3], k), q0, 3);
+    v = vdotq_laneq_s32(v, plane(x[4], k), q1, 0);
+    v = vdotq_laneq_s32(v, plane(x[5], k), q1, 1);
+    v = vdotq_laneq_s32(v, plane(x[6], k), q1, 2);
+    return vdotq_laneq_s32(v, plane(x[7], k), q1, 3);
+}
+#else
+/* x[2i + h] = half h of row i's 32-byte chunk */
+AI void tile32_load(const uint8_t *t, uint8x16_t *x) {
+    for (int j = 0; j < 8; j++) x[j] = vld1q_u8(t + 16 * j);
+}
+/* SMULL + 3 SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128: <= 24576 <
+ * 32767; SADDLP and hsum4 finish the 4 rows' sums. */
+AI int32x4_t tile32_sums(const uint8x16_t *x, const int k, int8x16_t q0, int8x16_t q1) {
+    int32x4_t v[4];
+    for (int i = 0; i < 4; i++) {
+        const int8x16_t c0 = plane(x[2 * i], k), c1 = plane(x[2 * i + 1], k);
+        int16x8_t p = vmull_s8(vget_low_s8(c0), vget_low_s8(q0));
+        p = vmlal_high_s8(p, c0, q0);
+        p = vmlal_s8(p, vget_low_s8(c1), vget_low_s8(q1));
+        v[i] = vpaddlq_s16(vmlal_high_s8(p, c1, q1));
+    }
+    return hsum4(v);
+}
+#endif
 
 AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a, float *y,
                       const int QK) {
@@ -513,11 +551,8 @@ AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
         float32x4_t acc = vdupq_n_f32(0.0f);
         for (int64_t ch = 0; ch < nch; ch++) {
             const int ng = cols - ch * 128 < 128 ? 2 : 4; /* a last half chunk: 2 groups */
-            uint8x16_t x[4][2];
-            for (int i = 0; i < 4; i++) {
-                x[i][0] = vld1q_u8(cp + ch * 128 + 32 * i);
-                x[i][1] = vld1q_u8(cp + ch * 128 + 32 * i + 16);
-            }
+            uint8x16_t x[8];
+            tile32_load(cp + ch * 128, x);
             const int8_t *q = a->q + ch * 128;
             float32x4_t dw = vdupq_n_f32(0.0f);
             for (int k = 0; k < ng; k++) {
@@ -525,9 +560,7 @@ AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
                 if (k == 0 || (QK == 64 && k == 2)) /* block (32 g) / QK of the 4 rows */
                     dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + g * 32 / QK * 4)));
                 const int8x16_t q0 = vld1q_s8(q + 32 * k), q1 = vld1q_s8(q + 32 * k + 16);
-                int32x4_t v[4];
-                for (int i = 0; i < 4; i++) v[i] = dot32(plane(x[i][0], k), plane(x[i][1], k), q0, q1);
-                int32x4_t isum = hsum4(v);
+                int32x4_t isum = tile32_sums(x, k, q0, q1);
                 if (k == 1) isum = vshrq_n_s32(isum, 2);
                 if (k == 2) isum = vshrq_n_s32(isum, 4);
                 /* the spec's step: acc += (float)(isum - s[g]) * (d_w * d_a[g]) */
