@@ -405,28 +405,39 @@ AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
  * spec's per-group float steps are exact and add up to (float)(row's int sum - offset) * d): the
  * int sums of a row are added across all its chunks and reduced once per row group, with one
  * float step -- instead of an hsum4 and a float step per chunk.  ROW_RUN chunks are summed in
- * the narrow accumulators of the variant before they are widened into int32.
- * dotprod: two SDOT chains per row (even / odd registers of a chunk), int32 all along.
- * baseline: SMLAL / SMLAL2 into two int16x8 per row (low / high 8 bytes of each register), so
- * an int16 lane takes 8 products per chunk, each |code * q| <= 3 * 128: a run of 8 chunks is
- * <= 64 * 384 = 24576 < 32767.  One SADALP pair per run widens them. */
-#define ROW_RUN 8
+ * the accumulators of the variant before they are added into int32 totals.  rowacc_chunk adds
+ * one row's 32-byte chunk p (activation registers qa):
+ * dotprod: planes 1 and 3 masked in place (code x 4, as chunk32x8_sums does) so that a 16-byte
+ *   half needs one shift and four ANDs; the x1 planes go to acc[0], the x4 ones to acc[1], which
+ *   is divided back exactly once per row (a multiple of 4).  int32 all along: |sum| <= 4 * 3 *
+ *   128 * 65536 < 2^31 (lowbit_act_p2_row_ok caps a row at 65536 weights), one run per row.
+ * baseline: SMLAL / SMLAL2 of the codes into two int16x8 per row (low / high 8 bytes of each
+ *   register), so an int16 lane takes 8 products per chunk, each |code * q| <= 3 * 128: a run of
+ *   8 chunks is <= 64 * 384 = 24576 < 32767.  One SADALP pair per run widens them. */
 #if LOWBIT_ARM_DOTPROD
+#define ROW_RUN INT64_MAX
 typedef int32x4_t rowacc_t;
 AI rowacc_t rowacc_zero(void) { return vdupq_n_s32(0); }
-AI void rowacc_chunk(rowacc_t *acc, const int8x16_t *c, const int8x16_t *qa) {
-    for (int k = 0; k < 8; k += 2) {
-        acc[0] = vdotq_s32(acc[0], c[k], qa[k]);
-        acc[1] = vdotq_s32(acc[1], c[k + 1], qa[k + 1]);
+AI void rowacc_chunk(rowacc_t *acc, const uint8_t *p, const int8x16_t *qa) {
+    const uint8x16_t m3 = vdupq_n_u8(3), m12 = vdupq_n_u8(12);
+    for (int h = 0; h < 2; h++) { /* register 2k + h: plane k of bytes 16h.. */
+        const uint8x16_t x = vld1q_u8(p + 16 * h), x4 = vshrq_n_u8(x, 4);
+        acc[0] = vdotq_s32(acc[0], s8(vandq_u8(x, m3)), qa[h]);
+        acc[1] = vdotq_s32(acc[1], s8(vandq_u8(x, m12)), qa[2 + h]);
+        acc[0] = vdotq_s32(acc[0], s8(vandq_u8(x4, m3)), qa[4 + h]);
+        acc[1] = vdotq_s32(acc[1], s8(vandq_u8(x4, m12)), qa[6 + h]);
     }
 }
 AI int32x4_t rowacc_widen(int32x4_t s, const rowacc_t *acc) {
-    return vaddq_s32(s, vaddq_s32(acc[0], acc[1]));
+    return vaddq_s32(s, vaddq_s32(acc[0], vshrq_n_s32(acc[1], 2)));
 }
 #else
+#define ROW_RUN 8
 typedef int16x8_t rowacc_t;
 AI rowacc_t rowacc_zero(void) { return vdupq_n_s16(0); }
-AI void rowacc_chunk(rowacc_t *acc, const int8x16_t *c, const int8x16_t *qa) {
+AI void rowacc_chunk(rowacc_t *acc, const uint8_t *p, const int8x16_t *qa) {
+    int8x16_t c[8];
+    unpack_chunk(p, c);
     for (int k = 0; k < 8; k++) {
         acc[0] = vmlal_s8(acc[0], vget_low_s8(c[k]), vget_low_s8(qa[k]));
         acc[1] = vmlal_high_s8(acc[1], c[k], qa[k]);
@@ -449,18 +460,14 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
         const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
         int32x4_t s32[4];
         for (int i = 0; i < 4; i++) s32[i] = vdupq_n_s32(0);
-        for (int64_t c0 = 0; c0 < nch; c0 += ROW_RUN) {
-            const int64_t c1 = c0 + ROW_RUN < nch ? c0 + ROW_RUN : nch;
+        for (int64_t c0 = 0, c1; c0 < nch; c0 = c1) {
+            c1 = nch - c0 > ROW_RUN ? c0 + ROW_RUN : nch;
             rowacc_t acc[4][2];
             for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = rowacc_zero();
             for (int64_t c = c0; c < c1; c++) {
                 int8x16_t qa[8];
                 for (int k = 0; k < 8; k++) qa[k] = vld1q_s8(a->q + c * 128 + 16 * k);
-                for (int i = 0; i < 4; i++) {
-                    int8x16_t cw[8];
-                    unpack_chunk(cp + c * 128 + 32 * i, cw);
-                    rowacc_chunk(acc[i], cw, qa);
-                }
+                for (int i = 0; i < 4; i++) rowacc_chunk(acc[i], cp + c * 128 + 32 * i, qa);
             }
             for (int i = 0; i < 4; i++) s32[i] = rowacc_widen(s32[i], acc[i]);
         }
