@@ -478,20 +478,20 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
 }
 #undef ROW_RUN
 
-/* Group-32 activations with scale blocks of QK = 64 or 128 (Q2_0, PQ2_0, PTQ1_0).  AVX2 transposes
- * 8 rows' codes so that a lane is a row from the start, because its horizontal sums cost ~11
- * shuffles per 4 (row, group) sums.  Here hsum4 makes the 4 sums of a row group in 3 ADDP (the
- * minimum for 16 lanes -> 4), fewer than any 4x4 transpose of the codes (8 TRN per 64 bytes), so
- * the row group keeps lane = row and takes the other half of chunk32x8_sums' trick instead: each
- * plane is masked in place, one instruction from the code bytes (group k of a 32-byte row chunk
- * is plane k, bits 2k): plane 1 is code x 4, plane 2 code x 16, plane 3 a plain shift; the group
- * sums are divided back exactly (multiples of 4 / 16).  Groups run outermost so that only the 8
- * code registers of the row group, 2 activation registers and 4 accumulators are live; the float
- * step is the spec's, once per (group, 4 rows), with the block's fp16 scales converted once.
- * dot32 = one (row, group) sum spread over 4 int32 lanes:
- *   dotprod: two SDOT;
- *   baseline: SMULL + 3 SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128, so
- *   <= 24576 < 32767, then one SADDLP. */
+/* Group-32 activations with scale blocks of QK = 64 or 128 (Q2_0, PQ2_0, PTQ1_0), the counterpart
+ * of packed_gemv32: group k of a row's 32-byte chunk is its 2-bit plane k, and each plane is masked
+ * in place, one instruction from the code bytes (plane 1 is code x 4, plane 2 code x 16, plane 3
+ * a shift; the group sums are divided back exactly, multiples of 4 / 16).  tile32_sums gives the
+ * group-k sums of a row group's 4 rows in the 4 lanes of one vector, and the spec's float step
+ * runs once per (group, 4 rows) in its order:
+ *   dotprod: the codes are transposed once per chunk so that a lane is a row (as on AVX2) and SDOT
+ *     by element multiplies them with one broadcast activation quad: one accumulator per
+ *     (group, 4 rows) and no horizontal sum.  Two row groups (8 rows) per step share the
+ *     activation loads and s/d broadcasts.
+ *   baseline: no byte dot with a broadcast, so a row keeps its 16 weights per register: SMULL + 3
+ *     SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128, so <= 24576 < 32767,
+ *     then SADDLP and hsum4 (3 ADDP for 4 rows).  One row group per step: with two, its
+ *     accumulators spill (54.9 executed instructions per 128 weights against 49.4 for Q2_0). */
 /* plane k of code bytes x, masked in place (k = 1: code x 4, k = 2: code x 16) */
 AI int8x16_t plane(uint8x16_t x, const int k) {
     return s8(k == 3 ? vshrq_n_u8(x, 6) : vandq_u8(x, vdupq_n_u8((uint8_t)(3 << 2 * k))));
@@ -549,7 +549,7 @@ AI int32x4_t tile32_sums(const uint8x16_t *x, const int k, int8x16_t q0, int8x16
 #endif
 
 /* Group k (0..3) of chunk ch for the NT tiles x: acc[t] += the spec's float step of its 4 rows. */
-AI void gemv32_group(const uint8x16_t (*x)[8], const int NT, const int k, int64_t ch,
+AI void gemv32_group(uint8x16_t (*x)[8], const int NT, const int k, int64_t ch,
                      const lowbit_act *a, const float32x4_t *dw, float32x4_t *acc) {
     const int64_t g = ch * 4 + k;
     const int8x16_t q0 = vld1q_s8(a->q + 32 * g), q1 = vld1q_s8(a->q + 32 * g + 16);
@@ -589,10 +589,7 @@ AI void gemv32_tiles(const lowbit_matrix *m, int64_t rg0, const int NT, const lo
     }
 }
 
-/* Row groups per step: dotprod 2 (8 rows, the activation loads and the s/d broadcasts shared:
- * 36.4 executed instructions per 128 weights for Q2_0 against 38.6 with 1), baseline 1 (its 4
- * int16 accumulators per tile spill with 2: 54.9 against 49.4). */
-#define G32_TILES (LOWBIT_ARM_DOTPROD ? 2 : 1)
+#define G32_TILES (LOWBIT_ARM_DOTPROD ? 2 : 1) /* row groups per step, see above */
 AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a, float *y,
                       const int QK) {
     const int64_t rend = r1 < m->rows ? r1 : m->rows;
@@ -609,6 +606,8 @@ AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
         store_group(y, acc[0], rg0, r0, rend);
     }
 }
+
+#undef G32_TILES
 
 /* The run-time choice, as packed_gemv_avx2 makes it. */
 static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
