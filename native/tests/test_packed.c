@@ -189,7 +189,7 @@ static void test_gemm_tails(int type, int isa) {
 }
 
 /* ---- Arm fast paths (kernels_arm.h; the AVX2 kernel has the same two) ------------------------
- * The packed GEMV of every variant against the scalar packed kernel on the same matrix, bit for bit:
+ * The packed GEMV of every variant against the scalar packed kernel on one matrix, bit for bit:
  *  - group 32 (Q2_0 qk 64, PQ2_0 / PTQ1_0 qk 128) with arbitrary float scales (a different float
  *    order shows), rows making lone and partial row groups inside a 64-row task, Q2_0 cols ending
  *    on a half chunk;
@@ -214,8 +214,10 @@ static void fill_act(int64_t cols, int64_t G, int8_t *q, float *d, int32_t *s, i
 }
 
 /* GEMV (batch 1) of m on a: every usable variant against scalar, bit for bit, plus guards */
-static void check_gemv(const lowbit_matrix *m, const lowbit_act *a, int64_t rows, const char *what) {
-    float *ref = (float *)malloc((size_t)rows * 4), *y = (float *)malloc((size_t)(rows + GUARD) * 4);
+static void check_gemv(const lowbit_matrix *m, const lowbit_act *a, int64_t rows,
+                       const char *what) {
+    float *ref = (float *)malloc((size_t)rows * 4);
+    float *y = (float *)malloc((size_t)(rows + GUARD) * 4);
     lowbit_set_isa(LOWBIT_ISA_SCALAR);
     CHECK(lowbit_matrix_gemm_act(m, a, 1, ref, 1) == LOWBIT_OK, "ref %s", what);
     unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
@@ -297,8 +299,10 @@ static void test_arm_fast_paths(int type) {
                 d[cols / G - 1] = 0.5f; /* one group different: per group */
                 check_gemv(m, &a, rows, "mixed");
                 /* the library's own P2 quantizer through lowbit_matrix_gemv */
-                float *ref = (float *)malloc((size_t)rows * 4), *y = (float *)malloc((size_t)rows * 4);
-                for (int64_t j = 0; j < cols; j++) x[j] = (float)((int)(rnd() % 20001) - 10000) * 3e-3f;
+                float *ref = (float *)malloc((size_t)rows * 4);
+                float *y = (float *)malloc((size_t)rows * 4);
+                for (int64_t j = 0; j < cols; j++)
+                    x[j] = (float)((int)(rnd() % 20001) - 10000) * 3e-3f;
                 lowbit_set_isa(LOWBIT_ISA_SCALAR);
                 CHECK(lowbit_matrix_gemv(m, x, ref, 1) == LOWBIT_OK, "gemv ref");
                 unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();

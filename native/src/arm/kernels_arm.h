@@ -298,13 +298,18 @@ DEFINE_KERNELS(q8_0, F_Q8_0)
 /* ---- packed (row-interleaved) matrices: layout described in internal.h ---------------------- */
 
 
+/* the fp16 scales of one block of a 4-row group, lane = row */
+AI float32x4_t scales4(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
 /* Lane i = row i of the 4-row group: acc += (float)(isum - s[g]) * (d_w * d_a[g]), the
  * reference's per-row expression with its two roundings (a multiply, then an add: the library is
  * built with -ffp-contract=off, so the scalar `acc += x * y` is not fused on AArch64 either). */
 AI float32x4_t packed_accumulate(float32x4_t acc, int32x4_t isum, const lowbit_matrix *m,
                                  const uint16_t *sp, const lowbit_act *A, int64_t g, const int G) {
     float32x4_t dw = vdupq_n_f32(1.0f); /* I2_S: per-tensor scale applied by the caller */
-    if (m->qk) dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + g * G / m->qk * 4)));
+    if (m->qk) dw = scales4(sp + g * G / m->qk * 4);
     isum = vsubq_s32(isum, vdupq_n_s32(A->s[g])); /* every packed code carries the +1 offset */
     return vaddq_f32(acc, vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dw, A->d[g])));
 }
@@ -399,7 +404,7 @@ AI void packed_gemm_g(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
     }
 }
 
-/* ---- packed GEMV fast paths of the decode step (counterparts of x86/kernels_avx2.c's) ---------- */
+/* ---- packed GEMV fast paths of the decode step (counterparts of x86/kernels_avx2.c's) -------- */
 
 /* I2_S with P2 activations (internal.h: one power-of-two scale for the whole vector, so the
  * spec's per-group float steps are exact and add up to (float)(row's int sum - offset) * d): the
@@ -488,10 +493,10 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
  *     by element multiplies them with one broadcast activation quad: one accumulator per
  *     (group, 4 rows) and no horizontal sum.  Two row groups (8 rows) per step share the
  *     activation loads and s/d broadcasts.
- *   baseline: no byte dot with a broadcast, so a row keeps its 16 weights per register: SMULL + 3
- *     SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128, so <= 24576 < 32767,
- *     then SADDLP and hsum4 (3 ADDP for 4 rows).  One row group per step: with two, its
- *     accumulators spill (54.9 executed instructions per 128 weights against 49.4 for Q2_0). */
+ *   baseline: no byte dot with a broadcast, so a row keeps its 16 weights per register and the
+ *     4 rows' int16 products are added pairwise (see tile32_sums).  One row group per step: with
+ *     two, its registers spill (53.4 executed instructions per 128 weights against 48.4, Q2_0). */
+
 /* plane k of code bytes x, masked in place (k = 1: code x 4, k = 2: code x 16) */
 AI int8x16_t plane(uint8x16_t x, const int k) {
     return s8(k == 3 ? vshrq_n_u8(x, 6) : vandq_u8(x, vdupq_n_u8((uint8_t)(3 << 2 * k))));
@@ -533,18 +538,22 @@ AI int32x4_t tile32_sums(const uint8x16_t *x, const int k, int8x16_t q0, int8x16
 AI void tile32_load(const uint8_t *t, uint8x16_t *x) {
     for (int j = 0; j < 8; j++) x[j] = vld1q_u8(t + 16 * j);
 }
-/* SMULL + 3 SMLAL(2) give 4 products per int16 lane, each |plane * q| <= 48 * 128: <= 24576 <
- * 32767; SADDLP and hsum4 finish the 4 rows' sums. */
+/* SMULL + 3 SMLAL(2) give 4 products per int16 lane and row; two rounds of ADDP add the 4 rows'
+ * lanes into 16 products per lane, still int16 as long as |plane * q| <= 12 * 128 (16 * 1536 =
+ * 24576 < 32767): plane 2 is unmasked here (code x 1).  SADDLP finishes the 4 rows' sums. */
 AI int32x4_t tile32_sums(const uint8x16_t *x, const int k, int8x16_t q0, int8x16_t q1) {
-    int32x4_t v[4];
+    int16x8_t p[4];
     for (int i = 0; i < 4; i++) {
-        const int8x16_t c0 = plane(x[2 * i], k), c1 = plane(x[2 * i + 1], k);
-        int16x8_t p = vmull_s8(vget_low_s8(c0), vget_low_s8(q0));
-        p = vmlal_high_s8(p, c0, q0);
-        p = vmlal_s8(p, vget_low_s8(c1), vget_low_s8(q1));
-        v[i] = vpaddlq_s16(vmlal_high_s8(p, c1, q1));
+        const int8x16_t c0 = k == 2 ? s8(vandq_u8(vshrq_n_u8(x[2 * i], 4), vdupq_n_u8(3)))
+                                    : plane(x[2 * i], k);
+        const int8x16_t c1 = k == 2 ? s8(vandq_u8(vshrq_n_u8(x[2 * i + 1], 4), vdupq_n_u8(3)))
+                                    : plane(x[2 * i + 1], k);
+        p[i] = vmull_s8(vget_low_s8(c0), vget_low_s8(q0));
+        p[i] = vmlal_high_s8(p[i], c0, q0);
+        p[i] = vmlal_s8(p[i], vget_low_s8(c1), vget_low_s8(q1));
+        p[i] = vmlal_high_s8(p[i], c1, q1);
     }
-    return hsum4(v);
+    return vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
 }
 #endif
 
@@ -558,9 +567,10 @@ AI void gemv32_group(uint8x16_t (*x)[8], const int NT, const int k, int64_t ch,
     for (int t = 0; t < NT; t++) {
         int32x4_t isum = tile32_sums(x[t], k, q0, q1);
         if (k == 1) isum = vshrq_n_s32(isum, 2);
-        if (k == 2) isum = vshrq_n_s32(isum, 4);
+        if (k == 2 && LOWBIT_ARM_DOTPROD) isum = vshrq_n_s32(isum, 4); /* baseline: plane 2 x 1 */
         /* acc += (float)(isum - s[g]) * (d_w * d_a[g]) */
-        acc[t] = vaddq_f32(acc[t], vmulq_f32(vcvtq_f32_s32(vsubq_s32(isum, s)), vmulq_n_f32(dw[t], da)));
+        isum = vsubq_s32(isum, s);
+        acc[t] = vaddq_f32(acc[t], vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dw[t], da)));
     }
 }
 
@@ -576,14 +586,14 @@ AI void gemv32_tiles(const lowbit_matrix *m, int64_t rg0, const int NT, const lo
         float32x4_t dw[2];
         for (int t = 0; t < NT; t++) {
             tile32_load(cp + (t * nch + ch) * 128, x[t]);
-            dw[t] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + (t * m->nscales + ch * 128 / QK) * 4)));
+            dw[t] = scales4(sp + (t * m->nscales + ch * 128 / QK) * 4);
         }
         gemv32_group(x, NT, 0, ch, a, dw, acc);
         gemv32_group(x, NT, 1, ch, a, dw, acc);
         if (cols - ch * 128 < 128) break; /* a last half chunk (Q2_0): 2 groups */
         if (QK == 64) /* the second block of the chunk */
             for (int t = 0; t < NT; t++)
-                dw[t] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(sp + (t * m->nscales + 2 * ch + 1) * 4)));
+                dw[t] = scales4(sp + (t * m->nscales + 2 * ch + 1) * 4);
         gemv32_group(x, NT, 2, ch, a, dw, acc);
         gemv32_group(x, NT, 3, ch, a, dw, acc);
     }
