@@ -199,6 +199,7 @@ static void test_gemm_tails(int type, int isa) {
  *  - the int16 bounds: every code 3 against activation codes all +127 or all -127, over more than
  *    one run of chunks (I2_S: 8 chunks) and every group-32 plane. */
 
+/* one activation vector: codes qval (> 127: random), scales dval (NaN: random), exact sums */
 static void fill_act(int64_t cols, int64_t G, int8_t *q, float *d, int32_t *s, int qval,
                      float dval) {
     for (int64_t g = 0; g < cols / G; g++) {
@@ -208,7 +209,7 @@ static void fill_act(int64_t cols, int64_t G, int8_t *q, float *d, int32_t *s, i
             q[g * G + j] = (int8_t)v;
             sum += v;
         }
-        d[g] = dval == dval ? dval : (float)(rnd() % 100000 + 1) * 3.7e-7f; /* NaN: random */
+        d[g] = isnan(dval) ? (float)(rnd() % 100000 + 1) * 3.7e-7f : dval;
         s[g] = sum;
     }
 }
