@@ -188,6 +188,144 @@ static void test_gemm_tails(int type, int isa) {
     }
 }
 
+/* ---- Arm fast paths (kernels_arm.h; the AVX2 kernel has the same two) ------------------------
+ * The packed GEMV of every variant against the scalar packed kernel on one matrix, bit for bit:
+ *  - group 32 (Q2_0 qk 64, PQ2_0 / PTQ1_0 qk 128) with arbitrary float scales (a different float
+ *    order shows), rows making lone and partial row groups inside a 64-row task, Q2_0 cols ending
+ *    on a half chunk;
+ *  - I2_S with P2 activations (one power-of-two scale: one integer sum per row), from the library's
+ *    quantizer and hand-made at 2^-126, 2^-7, 1, 2^100 and 0, and with scales that must take the
+ *    per-group path (not a power of two, or one group different);
+ *  - the int16 bounds: every code 3 against activation codes all +127 or all -127, over more than
+ *    one run of chunks (I2_S: 8 chunks) and every group-32 plane. */
+
+/* one activation vector: codes qval (> 127: random), scales dval (NaN: random), exact sums */
+static void fill_act(int64_t cols, int64_t G, int8_t *q, float *d, int32_t *s, int qval,
+                     float dval) {
+    for (int64_t g = 0; g < cols / G; g++) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < G; j++) {
+            int v = qval > 127 ? (int)(rnd() % 255) - 127 : qval;
+            q[g * G + j] = (int8_t)v;
+            sum += v;
+        }
+        d[g] = isnan(dval) ? (float)(rnd() % 100000 + 1) * 3.7e-7f : dval;
+        s[g] = sum;
+    }
+}
+
+/* GEMV (batch 1) of m on a: every usable variant against scalar, bit for bit, plus guards */
+static void check_gemv(const lowbit_matrix *m, const lowbit_act *a, int64_t rows,
+                       const char *what) {
+    float *ref = (float *)malloc((size_t)rows * 4);
+    float *y = (float *)malloc((size_t)(rows + GUARD) * 4);
+    lowbit_set_isa(LOWBIT_ISA_SCALAR);
+    CHECK(lowbit_matrix_gemm_act(m, a, 1, ref, 1) == LOWBIT_OK, "ref %s", what);
+    unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
+    for (int isa = 1; isa < LOWBIT_ISA_COUNT; isa++) {
+        if (!(usable & (1u << isa))) continue;
+        lowbit_set_isa(isa);
+        for (int threads = 1; threads <= 2; threads++) {
+            for (int64_t i = 0; i < rows + GUARD; i++) y[i] = GUARD_VAL;
+            CHECK(lowbit_matrix_gemm_act(m, a, 1, y, threads) == LOWBIT_OK, "gemv %s", what);
+            int bad = 0;
+            for (int64_t i = 0; i < rows; i++) bad += memcmp(&y[i], &ref[i], 4) != 0;
+            for (int64_t i = rows; i < rows + GUARD; i++) bad += y[i] != GUARD_VAL;
+            CHECK(!bad, "fast path %s %s %s rows %lld cols %lld threads %d: %d wrong",
+                  lowbit_isa_name(isa), lowbit_type_name(m->type), what, (long long)rows,
+                  (long long)m->cols, threads, bad);
+        }
+    }
+    lowbit_set_isa(LOWBIT_ISA_SCALAR);
+    free(ref), free(y);
+}
+
+/* all codes 3 (2-bit formats: every code byte 0xFF), scales kept */
+static void codes_all_3(int type, uint8_t *w, int64_t nb) {
+    const int off = scale_offset(type);
+    if (off < 0) {
+        memset(w, 0xFF, (size_t)(nb - 32));
+        return;
+    }
+    const int64_t bb = lowbit_type_block_bytes(type);
+    for (int64_t b = 0; b < nb / bb; b++)
+        for (int64_t j = 0; j < bb; j++)
+            if (j != off && j != off + 1) w[b * bb + j] = 0xFF;
+}
+
+static void test_arm_fast_paths(int type) {
+    const int64_t bs = lowbit_type_block_size(type), G = lowbit_act_group(type);
+    static const int ROWS[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 67, 75, 130};
+    for (size_t ri = 0; ri < sizeof ROWS / sizeof ROWS[0]; ri++) {
+        const int64_t rows = ROWS[ri];
+        /* Q2_0: odd block counts end on a half chunk; I2_S: 1, 8, 9, 19 chunks (ROW_RUN tails) */
+        static const int KS[] = {1, 3, 8, 9, 19};
+        const int64_t cols = KS[ri % 5] * bs;
+        int64_t nb;
+        uint8_t *w = random_weights(type, rows, cols, &nb);
+        const int off = scale_offset(type);
+        if (off >= 0) { /* arbitrary fp16 scales */
+            const int64_t bb = lowbit_type_block_bytes(type);
+            for (int64_t b = 0; b < nb / bb; b++) {
+                uint16_t h = lowbit_fp32_to_fp16((float)(rnd() % 20000 + 1) * 1e-4f);
+                memcpy(w + b * bb + off, &h, 2);
+            }
+        }
+        int8_t *q = (int8_t *)malloc((size_t)cols);
+        float *d = (float *)malloc((size_t)(cols / G) * 4), *x = (float *)malloc((size_t)cols * 4);
+        int32_t *s = (int32_t *)malloc((size_t)(cols / G) * 4);
+        const lowbit_act a = {q, d, s, cols, G};
+        for (int bound = 0; bound < 2; bound++) {
+            if (bound) codes_all_3(type, w, nb);
+            int st;
+            lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
+            CHECK(m != NULL, "pack %d", st);
+            if (!m) continue;
+            if (bound) { /* the int16 bounds: every code 3 against all +127 / all -127 */
+                fill_act(cols, G, q, d, s, 127, G == 128 ? 0.0078125f : NAN);
+                check_gemv(m, &a, rows, "bound +127");
+                fill_act(cols, G, q, d, s, -127, G == 128 ? 0.0078125f : NAN);
+                check_gemv(m, &a, rows, "bound -127");
+            } else if (G == 128) {
+                static const float P2[] = {0x1p-126f, 0x1p-7f, 1.0f, 0x1p100f};
+                for (int k = 0; k < 4; k++) {
+                    fill_act(cols, G, q, d, s, 255, P2[k]);
+                    check_gemv(m, &a, rows, "P2");
+                }
+                fill_act(cols, G, q, d, s, 0, 0.0f);
+                check_gemv(m, &a, rows, "P2 zero");
+                fill_act(cols, G, q, d, s, 255, 0.75f); /* not a power of two: per group */
+                check_gemv(m, &a, rows, "not P2");
+                fill_act(cols, G, q, d, s, 255, 0.25f);
+                d[cols / G - 1] = 0.5f; /* one group different: per group */
+                check_gemv(m, &a, rows, "mixed");
+                /* the library's own P2 quantizer through lowbit_matrix_gemv */
+                float *ref = (float *)malloc((size_t)rows * 4);
+                float *y = (float *)malloc((size_t)rows * 4);
+                for (int64_t j = 0; j < cols; j++)
+                    x[j] = (float)((int)(rnd() % 20001) - 10000) * 3e-3f;
+                lowbit_set_isa(LOWBIT_ISA_SCALAR);
+                CHECK(lowbit_matrix_gemv(m, x, ref, 1) == LOWBIT_OK, "gemv ref");
+                unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
+                for (int isa = 1; isa < LOWBIT_ISA_COUNT; isa++) {
+                    if (!(usable & (1u << isa))) continue;
+                    lowbit_set_isa(isa);
+                    CHECK(lowbit_matrix_gemv(m, x, y, 1) == LOWBIT_OK, "gemv");
+                    CHECK(!memcmp(y, ref, (size_t)rows * 4), "P2 gemv %s rows %lld cols %lld",
+                          lowbit_isa_name(isa), (long long)rows, (long long)cols);
+                }
+                lowbit_set_isa(LOWBIT_ISA_SCALAR);
+                free(ref), free(y);
+            } else {
+                fill_act(cols, G, q, d, s, 255, NAN);
+                check_gemv(m, &a, rows, "random scales");
+            }
+            lowbit_matrix_free(m);
+        }
+        free(w), free(q), free(d), free(x), free(s);
+    }
+}
+
 int main(void) {
     g_rng = 12345;
     unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
@@ -200,6 +338,7 @@ int main(void) {
             test_gemm_tails(TYPES[t], isa);
         }
     }
+    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) test_arm_fast_paths(TYPES[t]);
     /* types that are not repacked borrow the buffer and still compute */
     {
         int64_t nb;
