@@ -644,50 +644,106 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
     }
 }
 
+/* The codes of a 4-row chunk tile with one shift per 32 bytes instead of three: planes 0 and 2
+ * are masked out of v and v >> 4 with 3 (codes 0..3), planes 1 and 3 with 12, in place (4 x the
+ * code, 0..12).  The x 4 planes go to their own int16 sums (sB), the others to sA, and the int32
+ * sums taken as 4 sA + sB are 4 x the true ones: shifted back out exactly after the reduction.
+ * Activation codes are in [-127, 127] (formats.h), so one vpmaddubsw lane (a pair) is at most
+ * 2 x 3 x 127 = 762 in sA, 2 x 12 x 127 = 3048 in sB. */
+AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i sA[4], __m256i sB[4]) {
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
+    const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
+    const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
+    const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
+    const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+        const __m256i h = _mm256_srli_epi16(v, 4); /* bits 4..7 of each byte at 0..3 */
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), a2);
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), a1);
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), a3);
+        sA[i] = _mm256_add_epi16(sA[i], _mm256_add_epi16(p0, p2));
+        sB[i] = _mm256_add_epi16(sB[i], _mm256_add_epi16(p1, p3));
+        /* one row at a time: gcc otherwise hoists every product of the tile and spills them */
+        __asm__ volatile("" : "+x"(sA[i]), "+x"(sB[i]));
+    }
+}
+
+AI void pf_tile(const uint8_t *tile) { /* a 4-row chunk tile is two cache lines */
+    if (LOWBIT_PF_DIST) {
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+    }
+}
+
+/* Group 256 (TQ2_0, TQ1_0) with cols a multiple of 256: a group is two chunks, summed in int16
+ * (tile_sums: sA <= 4 x 762, sB <= 4 x 3048, so 4 sA + sB <= 24384 < 32767) and widened by one
+ * vpmaddwd per row; one reduction (hsum4) and one float step per group for 4 rows, the float step
+ * pipelined as in packed_gemv_k.  Against packed_gemv_k: 1 shift instead of 3 per 32 code bytes,
+ * one vpmaddwd per 256 weights of a row instead of one per 128. */
+static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t nch = m->nchunks, ng = m->cols / 256;
+    const int sh = qk_shift(m);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
+        const uint8_t *base = m->codes + rg * nch * 128;
+        __m128 acc = _mm_setzero_ps();
+        __m128i pis = _mm_setzero_si128();
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i sA[4], sB[4], iv[4];
+            for (int i = 0; i < 4; i++) sA[i] = sB[i] = _mm256_setzero_si256();
+            for (int cc = 0; cc < 2; cc++) {
+                const uint8_t *tile = base + (2 * g + cc) * 128;
+                pf_tile(tile);
+                tile_sums(tile, a->q + (2 * g + cc) * 128, sA, sB);
+            }
+            for (int i = 0; i < 4; i++)
+                iv[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_slli_epi16(sA[i], 2), sB[i]), ones);
+            const __m128i isum = _mm_srai_epi32(hsum4(iv[0], iv[1], iv[2], iv[3]), 2);
+            acc = pk_flush(256, g > 0, acc, m, rg, sh, a, pis, g - 1);
+            pis = isum;
+        }
+        acc = pk_flush(256, ng > 0, acc, m, rg, sh, a, pis, ng - 1);
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+    }
+}
+
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
- * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
- * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
- * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
+ * are added across all its chunks, in int16 for runs of 4 chunks (tile_sums: sA <= 8 x 762 = 6096,
+ * sB <= 8 x 3048 = 24384 per lane) and in int32 as 4 sA + sB (two vpmaddwd), reduced once per row
+ * group; no per-chunk horizontal sum or float step (which made I2_S's 128-groups slower than
+ * TQ2_0's 256-groups, one step per 2 chunks). */
 static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                 float *y) {
     const int64_t nch = m->nchunks;
-    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1), fours = _mm256_set1_epi16(4);
     int32_t stot = 0; /* the +1 code offset, undone once per row */
     for (int64_t g = 0; g < nch; g++) stot += a->s[g];
     const __m128 d = _mm_set1_ps(a->d[0]);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
         const uint8_t *base = m->codes + rg * nch * 128;
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
-        for (int64_t c0 = 0; c0 < nch; c0 += 8) {
-            __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                              _mm256_setzero_si256()};
-            const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
+        __m256i acc[4];
+        for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_si256();
+        for (int64_t c0 = 0; c0 < nch; c0 += 4) {
+            __m256i sA[4], sB[4];
+            for (int i = 0; i < 4; i++) sA[i] = sB[i] = _mm256_setzero_si256();
+            const int64_t c1 = c0 + 4 < nch ? c0 + 4 : nch;
             for (int64_t c = c0; c < c1; c++) {
-                const uint8_t *tile = base + c * 128;
-                if (LOWBIT_PF_DIST) {
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                }
-                const int8_t *aq = a->q + c * 128;
-                const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
-                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
-                const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
-                const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
-                for (int i = 0; i < 4; i++) {
-                    const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
-                    __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
-                    __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a1);
-                    __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a2);
-                    __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a3);
-                    s16[i] = _mm256_add_epi16(s16[i], _mm256_add_epi16(_mm256_add_epi16(p0, p1),
-                                                                       _mm256_add_epi16(p2, p3)));
-                }
+                pf_tile(base + c * 128);
+                tile_sums(base + c * 128, a->q + c * 128, sA, sB);
             }
-            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
+            for (int i = 0; i < 4; i++)
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_add_epi32(_mm256_madd_epi16(sA[i], fours),
+                                                                   _mm256_madd_epi16(sB[i], ones)));
         }
-        const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
+        /* 4 x the row sums: exact to shift back (|4 x sum| < 2^27) */
+        const __m128i isum = _mm_sub_epi32(_mm_srai_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), 2),
+                                           _mm_set1_epi32(stot));
         float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
         _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
@@ -703,7 +759,12 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
         else
             packed_gemv_k(32, m, r0, r1, a, y);
         break;
-    case 256: packed_gemv_k(256, m, r0, r1, a, y); break;
+    case 256:
+        if (m->cols % 256 == 0)
+            packed_gemv256(m, r0, r1, a, y);
+        else
+            packed_gemv_k(256, m, r0, r1, a, y);
+        break;
     default:
         if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
             lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
