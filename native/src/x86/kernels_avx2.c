@@ -580,6 +580,11 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
                     const __m256i p = _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4));
                     s16[k] = _mm256_add_epi16(s16[k], p);
                 }
+                /* quad by quad: gcc otherwise hoists the products of the chunk and spills them */
+                if (ng > 2)
+                    __asm__ volatile("" : "+x"(s16[0]), "+x"(s16[1]), "+x"(s16[2]), "+x"(s16[3]));
+                else
+                    __asm__ volatile("" : "+x"(s16[0]), "+x"(s16[1]));
             }
         }
     }
