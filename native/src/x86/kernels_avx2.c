@@ -651,11 +651,12 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
 
 /* The codes of a 4-row chunk tile with one shift per 32 bytes instead of three: planes 0 and 2
  * are masked out of v and v >> 4 with 3 (codes 0..3), planes 1 and 3 with 12, in place (4 x the
- * code, 0..12).  The x 4 planes go to their own int16 sums (sB), the others to sA, and the int32
- * sums taken as 4 sA + sB are 4 x the true ones: shifted back out exactly after the reduction.
- * Activation codes are in [-127, 127] (formats.h), so one vpmaddubsw lane (a pair) is at most
- * 2 x 3 x 127 = 762 in sA, 2 x 12 x 127 = 3048 in sB. */
-AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i sA[4], __m256i sB[4]) {
+ * code, 0..12), and s[i] (row i) gets 4 x (planes 0 + 2) + (planes 1 + 3): 4 x the true sums, in
+ * int16 lanes, shifted back out exactly after the reduction.  Activation codes are in
+ * [-127, 127] (formats.h), so a vpmaddubsw lane (a pair) is at most 2 x 3 x 127 = 762 for planes
+ * 0, 2 and 2 x 12 x 127 = 3048 for planes 1, 3: one tile adds at most 4 x 2 x 762 + 2 x 3048 =
+ * 12192 to a lane, two tiles 24384 < 32767. */
+AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i s[4]) {
     const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
     const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
     const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
@@ -668,10 +669,11 @@ AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i sA[4], __m256i 
         const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), a2);
         const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), a1);
         const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), a3);
-        sA[i] = _mm256_add_epi16(sA[i], _mm256_add_epi16(p0, p2));
-        sB[i] = _mm256_add_epi16(sB[i], _mm256_add_epi16(p1, p3));
-        /* one row at a time: gcc otherwise hoists every product of the tile and spills them */
-        __asm__ volatile("" : "+x"(sA[i]), "+x"(sB[i]));
+        const __m256i t = _mm256_add_epi16(_mm256_slli_epi16(_mm256_add_epi16(p0, p2), 2),
+                                           _mm256_add_epi16(p1, p3));
+        s[i] = _mm256_add_epi16(s[i], t);
+        /* row by row: gcc otherwise hoists every product of the tile and spills them */
+        __asm__ volatile("" : "+x"(s[i]));
     }
 }
 
@@ -683,10 +685,10 @@ AI void pf_tile(const uint8_t *tile) { /* a 4-row chunk tile is two cache lines 
 }
 
 /* Group 256 (TQ2_0, TQ1_0) with cols a multiple of 256: a group is two chunks, summed in int16
- * (tile_sums: sA <= 4 x 762, sB <= 4 x 3048, so 4 sA + sB <= 24384 < 32767) and widened by one
- * vpmaddwd per row; one reduction (hsum4) and one float step per group for 4 rows, the float step
- * pipelined as in packed_gemv_k.  Against packed_gemv_k: 1 shift instead of 3 per 32 code bytes,
- * one vpmaddwd per 256 weights of a row instead of one per 128. */
+ * by tile_sums (<= 24384 per lane) and widened by one vpmaddwd per row; one reduction (hsum4) and
+ * one float step per group for 4 rows, the float step pipelined as in packed_gemv_k.  Against
+ * packed_gemv_k: 1 shift instead of 3 per 32 code bytes, one vpmaddwd per 256 weights of a row
+ * instead of one per 128. */
 static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     const int64_t nch = m->nchunks, ng = m->cols / 256;
@@ -697,15 +699,14 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
         __m128 acc = _mm_setzero_ps();
         __m128i pis = _mm_setzero_si128();
         for (int64_t g = 0; g < ng; g++) {
-            __m256i sA[4], sB[4], iv[4];
-            for (int i = 0; i < 4; i++) sA[i] = sB[i] = _mm256_setzero_si256();
+            __m256i s[4], iv[4];
+            for (int i = 0; i < 4; i++) s[i] = _mm256_setzero_si256();
             for (int cc = 0; cc < 2; cc++) {
                 const uint8_t *tile = base + (2 * g + cc) * 128;
                 pf_tile(tile);
-                tile_sums(tile, a->q + (2 * g + cc) * 128, sA, sB);
+                tile_sums(tile, a->q + (2 * g + cc) * 128, s);
             }
-            for (int i = 0; i < 4; i++)
-                iv[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_slli_epi16(sA[i], 2), sB[i]), ones);
+            for (int i = 0; i < 4; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
             const __m128i isum = _mm_srai_epi32(hsum4(iv[0], iv[1], iv[2], iv[3]), 2);
             acc = pk_flush(256, g > 0, acc, m, rg, sh, a, pis, g - 1);
             pis = isum;
@@ -719,14 +720,13 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
- * are added across all its chunks, in int16 for runs of 4 chunks (tile_sums: sA <= 8 x 762 = 6096,
- * sB <= 8 x 3048 = 24384 per lane) and in int32 as 4 sA + sB (two vpmaddwd), reduced once per row
- * group; no per-chunk horizontal sum or float step (which made I2_S's 128-groups slower than
- * TQ2_0's 256-groups, one step per 2 chunks). */
+ * are added across all its chunks, in int16 for pairs of chunks (tile_sums: <= 24384 per lane),
+ * then in int32, and reduced once per row group; no per-chunk horizontal sum or float step (which
+ * made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
 static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                 float *y) {
     const int64_t nch = m->nchunks;
-    const __m256i ones = _mm256_set1_epi16(1), fours = _mm256_set1_epi16(4);
+    const __m256i ones = _mm256_set1_epi16(1);
     int32_t stot = 0; /* the +1 code offset, undone once per row */
     for (int64_t g = 0; g < nch; g++) stot += a->s[g];
     const __m128 d = _mm_set1_ps(a->d[0]);
@@ -734,19 +734,16 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
         const uint8_t *base = m->codes + rg * nch * 128;
         __m256i acc[4];
         for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_si256();
-        for (int64_t c0 = 0; c0 < nch; c0 += 4) {
-            __m256i sA[4], sB[4];
-            for (int i = 0; i < 4; i++) sA[i] = sB[i] = _mm256_setzero_si256();
-            const int64_t c1 = c0 + 4 < nch ? c0 + 4 : nch;
-            for (int64_t c = c0; c < c1; c++) {
+        for (int64_t c0 = 0; c0 < nch; c0 += 2) {
+            __m256i s[4];
+            for (int i = 0; i < 4; i++) s[i] = _mm256_setzero_si256();
+            for (int64_t c = c0; c < c0 + 2 && c < nch; c++) {
                 pf_tile(base + c * 128);
-                tile_sums(base + c * 128, a->q + c * 128, sA, sB);
+                tile_sums(base + c * 128, a->q + c * 128, s);
             }
-            for (int i = 0; i < 4; i++)
-                acc[i] = _mm256_add_epi32(acc[i], _mm256_add_epi32(_mm256_madd_epi16(sA[i], fours),
-                                                                   _mm256_madd_epi16(sB[i], ones)));
+            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s[i], ones));
         }
-        /* 4 x the row sums: exact to shift back (|4 x sum| < 2^27) */
+        /* 4 x the row sums: exact to shift back (|4 x sum| < 2^26) */
         const __m128i isum = _mm_sub_epi32(_mm_srai_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), 2),
                                            _mm_set1_epi32(stot));
         float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
