@@ -1,11 +1,12 @@
 """Packed GEMV kernels at the bounds of their int16 partial sums.
 
-The AVX2 packed GEMV of the 256-groups (TQ2_0, TQ1_0) and the I2_S row kernel keep planes 1 and 3
-of the 2-bit codes as 4 x the code in their own int16 sums and add int16 lanes over two chunks
-(group 256: 4 sA + sB <= 24384) or four (I2_S: sB <= 24384): every weight at its largest code
-against activation codes all +127 or all -127 puts those lanes at their bound, where an overflow
-would show against the scalar reference and the exact value.  (The group-32 path has its own test
-in test_kernels.py.)"""
+The AVX2 packed GEMV of the 256-groups (TQ2_0, TQ1_0) keeps planes 1 and 3 of the 2-bit codes as
+4 x the code and adds 4 x (planes 0, 2) + (planes 1, 3) of a group's two chunks in one int16 lane
+per row and position (<= 24384); the I2_S row kernel adds 8 chunks of codes in int16 lanes
+(<= 24384).  Every weight at its largest code against activation codes all +127 or all -127 puts
+those lanes at their bound, where an overflow would show against the scalar reference and the
+exact value (a longer I2_S run does).  The group-32 path has its own such test in
+test_kernels.py."""
 import numpy as np
 import pytest
 
@@ -30,8 +31,8 @@ def top_code_weights(fmt, rows, cols):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("fmt,cols", [("tq2_0", 1280), ("tq1_0", 1280), ("i2_s", 1152), ("i2_s", 2048)])
 def test_packed_sums_at_their_int16_bound(fmt, cols, variant, isa):
-    """Rows 4..12: one row group, two, and a partial one; I2_S 1152 columns: runs of 4 chunks and
-    a last run of one."""
+    """Rows 4, 8, 11: one row group, two, and a partial one; I2_S 1152 columns: a run of 8 chunks
+    and a last one of one."""
     group = 128 if fmt == "i2_s" else 256
     # I2_S's P2 codes reach 127 for |x| = 127/128 (scale 2^-7); Q8_K's for any constant x
     mag = np.float32(127 / 128) if fmt == "i2_s" else np.float32(1)

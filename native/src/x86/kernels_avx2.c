@@ -466,6 +466,13 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
     return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(m->scales + (rg * m->nscales + b) * 4)));
 }
 
+AI void pf_tile(const uint8_t *tile) { /* a 4-row chunk tile is two cache lines */
+    if (LOWBIT_PF_DIST) {
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+    }
+}
+
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
  * lanes of a group are summed across its chunks and reduced once. */
@@ -500,10 +507,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                 for (int gi = 0; gi < 128 / CG; gi++) iv[i][gi] = _mm256_setzero_si256();
             for (int cc = 0; cc < CPG; cc++) {
                 const uint8_t *tile = base + (c + cc) * 128;
-                if (LOWBIT_PF_DIST) { /* a 4-row chunk tile is two cache lines */
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                }
+                pf_tile(tile);
                 for (int i = 0; i < 4; i++) {
                     __m256i cv[8];
                     decode(F_PK, tile + 32 * i, 0, cv);
@@ -677,13 +681,6 @@ AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i s[4]) {
     }
 }
 
-AI void pf_tile(const uint8_t *tile) { /* a 4-row chunk tile is two cache lines */
-    if (LOWBIT_PF_DIST) {
-        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-    }
-}
-
 /* Group 256 (TQ2_0, TQ1_0) with cols a multiple of 256: a group is two chunks, summed in int16
  * by tile_sums (<= 24384 per lane) and widened by one vpmaddwd per row; one reduction (hsum4) and
  * one float step per group for 4 rows, the float step pipelined as in packed_gemv_k.  Against
@@ -720,32 +717,45 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
- * are added across all its chunks, in int16 for pairs of chunks (tile_sums: <= 24384 per lane),
- * then in int32, and reduced once per row group; no per-chunk horizontal sum or float step (which
- * made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
+ * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
+ * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
+ * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
 static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                 float *y) {
     const int64_t nch = m->nchunks;
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
     int32_t stot = 0; /* the +1 code offset, undone once per row */
     for (int64_t g = 0; g < nch; g++) stot += a->s[g];
     const __m128 d = _mm_set1_ps(a->d[0]);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
         const uint8_t *base = m->codes + rg * nch * 128;
-        __m256i acc[4];
-        for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_si256();
-        for (int64_t c0 = 0; c0 < nch; c0 += 2) {
-            __m256i s[4];
-            for (int i = 0; i < 4; i++) s[i] = _mm256_setzero_si256();
-            for (int64_t c = c0; c < c0 + 2 && c < nch; c++) {
-                pf_tile(base + c * 128);
-                tile_sums(base + c * 128, a->q + c * 128, s);
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+        for (int64_t c0 = 0; c0 < nch; c0 += 8) {
+            __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                              _mm256_setzero_si256()};
+            const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
+            for (int64_t c = c0; c < c1; c++) {
+                const uint8_t *tile = base + c * 128;
+                pf_tile(tile);
+                const int8_t *aq = a->q + c * 128;
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
+                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
+                const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
+                const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+                for (int i = 0; i < 4; i++) {
+                    const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+                    __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
+                    __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a1);
+                    __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a2);
+                    __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a3);
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_add_epi16(_mm256_add_epi16(p0, p1),
+                                                                       _mm256_add_epi16(p2, p3)));
+                }
             }
-            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s[i], ones));
+            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
         }
-        /* 4 x the row sums: exact to shift back (|4 x sum| < 2^26) */
-        const __m128i isum = _mm_sub_epi32(_mm_srai_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), 2),
-                                           _mm_set1_epi32(stot));
+        const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
         float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
         _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
