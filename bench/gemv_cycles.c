@@ -6,7 +6,8 @@
  *
  * Each library packs the same file bytes and runs lowbit_matrix_gemm_act (batch 1, 1 thread: the
  * packed GEMV kernel, no activation quantization) on the same A8 activations; calls alternate
- * between the libraries (A, B, A, B...) and the best round of thread CPU time is kept.  Outputs
+ * between the libraries (A, B, A, B...) in ~10 ms rounds (41 by default: on a shared machine the
+ * best one is a clean one) and the best round of thread CPU time is kept.  Outputs
  * are compared bit for bit.  Cycles come from a calibration loop of dependent adds (1 cycle each)
  * timed the same way: the VM has no hardware counters (perf stat reports them "not supported").
  * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3. */
@@ -30,6 +31,7 @@ typedef struct {
     int64_t (*act_group)(int);
     int (*set_isa)(int);
     int (*isa_from_name)(const char *);
+    void (*matrix_free)(lowbit_matrix *);
 } lib_t;
 
 static void *sym(void *h, const char *name) {
@@ -57,6 +59,7 @@ static void open_lib(lib_t *L, const char *path, const char *isa) {
     L->act_group = sym(h, "lowbit_act_group");
     L->set_isa = sym(h, "lowbit_set_isa");
     L->isa_from_name = sym(h, "lowbit_isa_from_name");
+    L->matrix_free = sym(h, "lowbit_matrix_free");
     if (isa && L->set_isa(L->isa_from_name(isa))) {
         fprintf(stderr, "%s: cannot run %s\n", path, isa);
         exit(1);
@@ -160,7 +163,9 @@ int main(int argc, char **argv) {
         }
         printf("\n");
         fflush(stdout);
+        for (int l = 0; l < nl; l++) L[l].matrix_free(m[l]), free(y[l]);
         free(data), free(q), free(d), free(s);
     }
+    free(x), free(w), free(libs), free(fmts);
     return 0;
 }
