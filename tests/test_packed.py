@@ -1,53 +1,120 @@
-"""Packed GEMV kernels at the bounds of their int16 partial sums.
-
-The AVX2 packed GEMV of the 256-groups (TQ2_0, TQ1_0) keeps planes 1 and 3 of the 2-bit codes as
-4 x the code and adds 4 x (planes 0, 2) + (planes 1, 3) of a group's two chunks in one int16 lane
-per row and position (<= 24384); the I2_S row kernel adds 8 chunks of codes in int16 lanes
-(<= 24384).  Every weight at its largest code against activation codes all +127 or all -127 puts
-those lanes at their bound, where an overflow would show against the scalar reference and the
-exact value (a longer I2_S run does).  The group-32 path has its own such test in
-test_kernels.py."""
+"""Packed (row-interleaved) matrices: the GEMV decode paths of every variant against scalar."""
 import numpy as np
 import pytest
 
 import pylowbit as lb
-from test_kernels import _SCALE_AT, BIT_EXACT_VARIANTS, VARIANTS, emulate_a8
+
+NONSCALAR = [v for v in lb.isa_supported() if v != "scalar"]
+_SCALE_AT = {"q2_0": (18, 0), "pq2_0": (34, 0), "ptq1_0": (28, 26)}
 
 
-def top_code_weights(fmt, rows, cols):
-    """Every weight at the format's largest code (2-bit: code 3, i.e. +2 x scale; base 3: +1)."""
-    if fmt == "tq1_0":
-        return lb.quantize(np.ones((rows, cols), np.float32), fmt)
+# ---- Arm fast paths ------------------------------------------------------------------------------
+# kernels_arm.h's two packed GEMV decode paths (the counterparts of AVX2's): group-32 formats with
+# their codes transposed to lane = row, 8 rows per step, and I2_S with P2 activations summed as
+# integers over the whole row.  On x86 the same tests run the AVX2 paths; the C test runner
+# (native/tests/test_packed.c) runs them for neon and dotprod under qemu.  Every variant must
+# equal scalar bit for bit: same integer group sums, same float order per row.
+
+def _random_codes(fmt, rows, cols, seed):
+    """Every code value (2-bit code 3 included) with arbitrary fp16 scales."""
+    rng = np.random.default_rng(seed)
     n = lb.tensor_nbytes(fmt, rows * cols)
-    data = np.full(n, 0xFF, np.uint8)
-    if fmt == "i2_s":  # one fp32 tensor scale after the codes
-        data[n - 32:n - 28] = np.frombuffer(np.float32(0.5).tobytes(), np.uint8)
+    data = rng.integers(0, 256, n, dtype=np.uint8)
+    if fmt == "i2_s":
+        data[n - 32:n - 28] = np.frombuffer(np.float32(0.75).tobytes(), np.uint8)
     else:
         size, at = _SCALE_AT[fmt]
-        data.reshape(-1, size)[:, at:at + 2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+        d = rng.uniform(0.01, 2, n // size).astype(np.float16)
+        data.reshape(-1, size)[:, at:at + 2] = d.view(np.uint8).reshape(-1, 2)
     return lb.QTensor(data, fmt, (rows, cols))
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt,cols", [("tq2_0", 1280), ("tq1_0", 1280), ("i2_s", 1152), ("i2_s", 2048)])
-def test_packed_sums_at_their_int16_bound(fmt, cols, variant, isa):
-    """Rows 4, 8, 11: one row group, two, and a partial one; I2_S 1152 columns: a run of 8 chunks
-    and a last one of one."""
-    group = 128 if fmt == "i2_s" else 256
-    # I2_S's P2 codes reach 127 for |x| = 127/128 (scale 2^-7); Q8_K's for any constant x
-    mag = np.float32(127 / 128) if fmt == "i2_s" else np.float32(1)
+def _same_as_scalar(p, x, variant, isa):
+    isa("scalar")
+    ref = p.gemv(x)
+    isa(variant)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(p.gemv(x, threads=threads), ref)
+
+
+# rows: lone and partial row groups, pairs of them and a lone one inside a 64-row task
+ARM_ROWS = (1, 5, 7, 9, 12, 13, 67, 75)
+
+
+@pytest.mark.parametrize("variant", NONSCALAR)
+@pytest.mark.parametrize("fmt", ["q2_0", "pq2_0", "ptq1_0"])
+def test_arm_group32_gemv_edges(fmt, variant, isa):
+    """Group-32 GEMV: row-group tails, Q2_0 rows ending on a half chunk (odd block counts),
+    arbitrary weight and activation scales (a float step out of order would show)."""
+    bs = lb.format_info(fmt).block_size
+    rng = np.random.default_rng(11)
+    for k, rows in enumerate(ARM_ROWS):
+        cols = (1, 3, 9, 16)[k % 4] * bs
+        p = _random_codes(fmt, rows, cols, seed=k).pack()
+        x = (rng.standard_normal(cols) * rng.uniform(0.1, 10, cols)).astype(np.float32)
+        _same_as_scalar(p, x, variant, isa)
+
+
+@pytest.mark.parametrize("variant", NONSCALAR)
+def test_arm_i2_s_row_sums(variant, isa):
+    """I2_S: one int sum per row where the P2 scale allows it (plain, tiny scale 2^-126 region),
+    the per-group path where it does not (amax above 127 * 2^100), across runs of chunks."""
+    rng = np.random.default_rng(12)
+    for k, rows in enumerate(ARM_ROWS):
+        cols = (1, 8, 9, 19)[k % 4] * 128
+        p = _random_codes("i2_s", rows, cols, seed=k).pack()
+        x = rng.standard_normal(cols).astype(np.float32)
+        for scale in (1.0, 1e-36, 1e34):
+            _same_as_scalar(p, x * np.float32(scale), variant, isa)
+
+
+@pytest.mark.parametrize("variant", NONSCALAR)
+def test_arm_i2_s_row_sums_at_their_bound(variant, isa):
+    """Every code 3 against activation codes all +127 or all -127 (x = +-127 * 2^-7: P2 scale
+    2^-7) over 19 chunks: the baseline NEON kernel's int16 runs of 8 chunks at their bound."""
+    rows, cols = 9, 19 * 128
+    data = np.full(lb.tensor_nbytes("i2_s", rows * cols), 0xFF, np.uint8)
+    data[-32:-28] = np.frombuffer(np.float32(0.5).tobytes(), np.uint8)
+    p = lb.QTensor(data, "i2_s", (rows, cols)).pack()
+    for sign in (1.0, -1.0):
+        x = np.full(cols, sign * 127 / 128, np.float32)
+        q, d, _ = lb.quantize_act(x, 128)
+        assert np.all(q == sign * 127) and np.all(d == 2.0 ** -7)
+        isa(variant)
+        y = p.gemv(x)
+        np.testing.assert_array_equal(y, np.float32(sign * 2 * 127 * cols * 2.0 ** -7 * 0.5))
+        _same_as_scalar(p, x, variant, isa)
+
+
+# ---- AVX2 group-256 path -------------------------------------------------------------------------
+# kernels_avx2.c's packed GEMV of the 256-groups (TQ2_0, TQ1_0, packed_gemv256) keeps planes 1 and 3
+# of the codes as 4 x the code and adds 4 x (planes 0, 2) + (planes 1, 3) of a group's two chunks in
+# one int16 lane per row and byte position: <= 4 x 4 x 762 + 4 x 3048 = 24384 with |a| <= 127.
+
+
+@pytest.mark.parametrize("variant", NONSCALAR)
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0"])
+def test_group256_sums_at_their_bound(fmt, variant, isa):
+    """Every weight at its largest code (TQ2_0: code 3, i.e. +2 x scale; TQ1_0: +1) against
+    activation codes all -127 or all +127 (Q8_K of a constant vector): the int16 lanes at their
+    bound, where an overflow would show against scalar and the exact value.  Rows 4, 8, 11: one
+    row group, two, a partial one."""
+    cols = 5 * 256
     for rows in (4, 8, 11):
-        w = top_code_weights(fmt, rows, cols)
+        if fmt == "tq1_0":
+            w = lb.quantize(np.ones((rows, cols), np.float32), fmt)
+        else:
+            data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8)
+            data.reshape(-1, 66)[:, 64:66] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+            w = lb.QTensor(data, fmt, (rows, cols))
         wd = w.dequantize().astype(np.float64)
         assert np.all(wd == wd.max()) and wd.max() > 0
-        for sign in (1, -1):
-            x = np.full(cols, sign * mag, np.float32)
-            deq, q, _ = emulate_a8(x, group)
+        p = w.pack()
+        for sign in (1.0, -1.0):
+            x = np.full(cols, sign, np.float32)
+            q, d, _ = lb.quantize_act(x, 256)
             assert np.all(np.abs(q) == 127)
-            isa("scalar")
-            ref = w.gemv(x)
             isa(variant)
-            y = w.pack().gemv(x)
-            np.testing.assert_allclose(y, wd @ deq, rtol=1e-6)
-            if variant in BIT_EXACT_VARIANTS:
-                np.testing.assert_array_equal(y, ref)
+            want = wd @ (q.astype(np.float64) * np.repeat(d.astype(np.float64), 256))
+            np.testing.assert_allclose(p.gemv(x), want, rtol=1e-6)
+            _same_as_scalar(p, x, variant, isa)
