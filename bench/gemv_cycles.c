@@ -101,7 +101,8 @@ static float frand(void) { /* roughly normal: sum of 4 uniforms */
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s NEW.so[,BASE.so] FMT[,FMT] [ROWS COLS [ROUNDS [ISA]]]\n", argv[0]);
+        fprintf(stderr, "usage: %s NEW.so[,BASE.so] FMT[,FMT] [ROWS COLS [ROUNDS [ISA]]]\n",
+                argv[0]);
         return 2;
     }
     const int64_t rows = argc > 4 ? atoll(argv[3]) : 2048, cols = argc > 4 ? atoll(argv[4]) : 2560;
@@ -110,7 +111,8 @@ int main(int argc, char **argv) {
     lib_t L[2];
     int nl = 0;
     char *libs = strdup(argv[1]);
-    for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ",")) open_lib(&L[nl++], p, isa);
+    for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ","))
+        open_lib(&L[nl++], p, isa);
     const double f = hz();
     printf("%lld x %lld, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
            (long long)rows, (long long)cols, f / 1e9);
@@ -143,7 +145,7 @@ int main(int argc, char **argv) {
             }
             L[l].gemm_act(m[l], &a, 1, y[l], 1); /* warm-up */
         }
-        /* ~10 ms per timed round at ~40 G/s: short rounds, many of them, so that the best one is clean */
+        /* ~10 ms per timed round at ~40 G/s: many short rounds, so that the best one is clean */
         const int calls = (int)(4e8 / (double)(rows * cols)) + 1;
         for (int r = 0; r < rounds; r++)
             for (int l = 0; l < nl; l++) {
