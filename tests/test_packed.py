@@ -84,3 +84,37 @@ def test_arm_i2_s_row_sums_at_their_bound(variant, isa):
         y = p.gemv(x)
         np.testing.assert_array_equal(y, np.float32(sign * 2 * 127 * cols * 2.0 ** -7 * 0.5))
         _same_as_scalar(p, x, variant, isa)
+
+
+# ---- AVX2 group-256 path -------------------------------------------------------------------------
+# kernels_avx2.c's packed GEMV of the 256-groups (TQ2_0, TQ1_0, packed_gemv256) keeps planes 1 and 3
+# of the codes as 4 x the code and adds 4 x (planes 0, 2) + (planes 1, 3) of a group's two chunks in
+# one int16 lane per row and byte position: <= 4 x 4 x 762 + 4 x 3048 = 24384 with |a| <= 127.
+
+
+@pytest.mark.parametrize("variant", NONSCALAR)
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0"])
+def test_group256_sums_at_their_bound(fmt, variant, isa):
+    """Every weight at its largest code (TQ2_0: code 3, i.e. +2 x scale; TQ1_0: +1) against
+    activation codes all -127 or all +127 (Q8_K of a constant vector): the int16 lanes at their
+    bound, where an overflow would show against scalar and the exact value.  Rows 4, 8, 11: one
+    row group, two, a partial one."""
+    cols = 5 * 256
+    for rows in (4, 8, 11):
+        if fmt == "tq1_0":
+            w = lb.quantize(np.ones((rows, cols), np.float32), fmt)
+        else:
+            data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8)
+            data.reshape(-1, 66)[:, 64:66] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+            w = lb.QTensor(data, fmt, (rows, cols))
+        wd = w.dequantize().astype(np.float64)
+        assert np.all(wd == wd.max()) and wd.max() > 0
+        p = w.pack()
+        for sign in (1.0, -1.0):
+            x = np.full(cols, sign, np.float32)
+            q, d, _ = lb.quantize_act(x, 256)
+            assert np.all(np.abs(q) == 127)
+            isa(variant)
+            want = wd @ (q.astype(np.float64) * np.repeat(d.astype(np.float64), 256))
+            np.testing.assert_allclose(p.gemv(x), want, rtol=1e-6)
+            _same_as_scalar(p, x, variant, isa)

@@ -466,6 +466,13 @@ AI __m128 packed_dw(const lowbit_matrix *m, int64_t rg, int64_t g, int64_t G, in
     return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(m->scales + (rg * m->nscales + b) * 4)));
 }
 
+AI void pf_tile(const uint8_t *tile) { /* a 4-row chunk tile is two cache lines */
+    if (LOWBIT_PF_DIST) {
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
+        _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
+    }
+}
+
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
  * lanes of a group are summed across its chunks and reduced once. */
@@ -500,10 +507,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                 for (int gi = 0; gi < 128 / CG; gi++) iv[i][gi] = _mm256_setzero_si256();
             for (int cc = 0; cc < CPG; cc++) {
                 const uint8_t *tile = base + (c + cc) * 128;
-                if (LOWBIT_PF_DIST) { /* a 4-row chunk tile is two cache lines */
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                }
+                pf_tile(tile);
                 for (int i = 0; i < 4; i++) {
                     __m256i cv[8];
                     decode(F_PK, tile + 32 * i, 0, cv);
@@ -570,7 +574,10 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
             const __m256i B = e ? _mm256_unpackhi_epi64(S[2], S[3])
                                 : _mm256_unpacklo_epi64(S[2], S[3]);
             for (int h = 0; h < 2; h++) {
-                const __m256i X = _mm256_permute2x128_si256(A, B, h ? 0x31 : 0x20);
+                /* low halves: an insert, latency ~1 here against vperm2i128's 3 (both one per
+                 * cycle, measured); 1.00-1.05x */
+                const __m256i X = h ? _mm256_permute2x128_si256(A, B, 0x31)
+                                    : _mm256_inserti128_si256(A, _mm256_castsi256_si128(B), 1);
                 const int q = j + 4 * h; /* byte quad */
                 const __m256i Y = ng > 2 ? _mm256_srli_epi16(X, 4) : X;
                 for (int k = 0; k < ng; k++) {
@@ -580,6 +587,11 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
                     const __m256i p = _mm256_maddubs_epi16(c, _mm256_set1_epi32(a4));
                     s16[k] = _mm256_add_epi16(s16[k], p);
                 }
+                /* quad by quad: gcc otherwise hoists the products of the chunk and spills them */
+                if (ng > 2)
+                    __asm__ volatile("" : "+x"(s16[0]), "+x"(s16[1]), "+x"(s16[2]), "+x"(s16[3]));
+                else
+                    __asm__ volatile("" : "+x"(s16[0]), "+x"(s16[1]));
             }
         }
     }
@@ -644,6 +656,68 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
     }
 }
 
+/* The codes of a 4-row chunk tile with one shift per 32 bytes instead of three: planes 0 and 2
+ * are masked out of v and v >> 4 with 3 (codes 0..3), planes 1 and 3 with 12, in place (4 x the
+ * code, 0..12), and s[i] (row i) gets 4 x (planes 0 + 2) + (planes 1 + 3): 4 x the true sums, in
+ * int16 lanes, shifted back out exactly after the reduction.  Activation codes are in
+ * [-127, 127] (formats.h), so a vpmaddubsw lane (a pair) is at most 2 x 3 x 127 = 762 for planes
+ * 0, 2 and 2 x 12 x 127 = 3048 for planes 1, 3: one tile adds at most 4 x 2 x 762 + 2 x 3048 =
+ * 12192 to a lane, two tiles 24384 < 32767. */
+AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i s[4]) {
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
+    const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
+    const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
+    const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
+    const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+        const __m256i h = _mm256_srli_epi16(v, 4); /* bits 4..7 of each byte at 0..3 */
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), a2);
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), a1);
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), a3);
+        const __m256i t = _mm256_add_epi16(_mm256_slli_epi16(_mm256_add_epi16(p0, p2), 2),
+                                           _mm256_add_epi16(p1, p3));
+        s[i] = _mm256_add_epi16(s[i], t);
+        /* row by row: gcc otherwise hoists every product of the tile and spills them */
+        __asm__ volatile("" : "+x"(s[i]));
+    }
+}
+
+/* Group 256 (TQ2_0, TQ1_0) with cols a multiple of 256: a group is two chunks, summed in int16
+ * by tile_sums (<= 24384 per lane) and widened by one vpmaddwd per row; one reduction (hsum4) and
+ * one float step per group for 4 rows, the float step pipelined as in packed_gemv_k.  Against
+ * packed_gemv_k: 1 shift instead of 3 per 32 code bytes, one vpmaddwd per 256 weights of a row
+ * instead of one per 128. */
+static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t nch = m->nchunks, ng = m->cols / 256;
+    const int sh = qk_shift(m);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
+        const uint8_t *base = m->codes + rg * nch * 128;
+        __m128 acc = _mm_setzero_ps();
+        __m128i pis = _mm_setzero_si128();
+        for (int64_t g = 0; g < ng; g++) {
+            __m256i s[4], iv[4];
+            for (int i = 0; i < 4; i++) s[i] = _mm256_setzero_si256();
+            for (int cc = 0; cc < 2; cc++) {
+                const uint8_t *tile = base + (2 * g + cc) * 128;
+                pf_tile(tile);
+                tile_sums(tile, a->q + (2 * g + cc) * 128, s);
+            }
+            for (int i = 0; i < 4; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
+            const __m128i isum = _mm_srai_epi32(hsum4(iv[0], iv[1], iv[2], iv[3]), 2);
+            acc = pk_flush(256, g > 0, acc, m, rg, sh, a, pis, g - 1);
+            pis = isum;
+        }
+        acc = pk_flush(256, ng > 0, acc, m, rg, sh, a, pis, ng - 1);
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+    }
+}
+
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
@@ -666,10 +740,7 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
             const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
             for (int64_t c = c0; c < c1; c++) {
                 const uint8_t *tile = base + c * 128;
-                if (LOWBIT_PF_DIST) {
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(tile + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                }
+                pf_tile(tile);
                 const int8_t *aq = a->q + c * 128;
                 const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
                 const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
@@ -703,7 +774,12 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
         else
             packed_gemv_k(32, m, r0, r1, a, y);
         break;
-    case 256: packed_gemv_k(256, m, r0, r1, a, y); break;
+    case 256:
+        if (m->cols % 256 == 0)
+            packed_gemv256(m, r0, r1, a, y);
+        else
+            packed_gemv_k(256, m, r0, r1, a, y);
+        break;
     default:
         if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
             lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
