@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
+from test_kernels import random_code_weights  # every code value, arbitrary fp16 scales
 
 NONSCALAR = [v for v in lb.isa_supported() if v != "scalar"]
-_SCALE_AT = {"q2_0": (18, 0), "pq2_0": (34, 0), "ptq1_0": (28, 26)}
 
 
 # ---- Arm fast paths ------------------------------------------------------------------------------
@@ -14,19 +14,6 @@ _SCALE_AT = {"q2_0": (18, 0), "pq2_0": (34, 0), "ptq1_0": (28, 26)}
 # integers over the whole row.  On x86 the same tests run the AVX2 paths; the C test runner
 # (native/tests/test_packed.c) runs them for neon and dotprod under qemu.  Every variant must
 # equal scalar bit for bit: same integer group sums, same float order per row.
-
-def _random_codes(fmt, rows, cols, seed):
-    """Every code value (2-bit code 3 included) with arbitrary fp16 scales."""
-    rng = np.random.default_rng(seed)
-    n = lb.tensor_nbytes(fmt, rows * cols)
-    data = rng.integers(0, 256, n, dtype=np.uint8)
-    if fmt == "i2_s":
-        data[n - 32:n - 28] = np.frombuffer(np.float32(0.75).tobytes(), np.uint8)
-    else:
-        size, at = _SCALE_AT[fmt]
-        d = rng.uniform(0.01, 2, n // size).astype(np.float16)
-        data.reshape(-1, size)[:, at:at + 2] = d.view(np.uint8).reshape(-1, 2)
-    return lb.QTensor(data, fmt, (rows, cols))
 
 
 def _same_as_scalar(p, x, variant, isa):
@@ -50,7 +37,7 @@ def test_arm_group32_gemv_edges(fmt, variant, isa):
     rng = np.random.default_rng(11)
     for k, rows in enumerate(ARM_ROWS):
         cols = (1, 3, 9, 16)[k % 4] * bs
-        p = _random_codes(fmt, rows, cols, seed=k).pack()
+        p = random_code_weights(fmt, rows, cols, seed=k).pack()
         x = (rng.standard_normal(cols) * rng.uniform(0.1, 10, cols)).astype(np.float32)
         _same_as_scalar(p, x, variant, isa)
 
@@ -62,7 +49,7 @@ def test_arm_i2_s_row_sums(variant, isa):
     rng = np.random.default_rng(12)
     for k, rows in enumerate(ARM_ROWS):
         cols = (1, 8, 9, 19)[k % 4] * 128
-        p = _random_codes("i2_s", rows, cols, seed=k).pack()
+        p = random_code_weights("i2_s", rows, cols, seed=k).pack()
         x = rng.standard_normal(cols).astype(np.float32)
         for scale in (1.0, 1e-36, 1e34):
             _same_as_scalar(p, x * np.float32(scale), variant, isa)

@@ -656,6 +656,11 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
     }
 }
 
+/* The activation codes of one 128-weight chunk, plane by plane: av[k] = codes 32k .. 32k + 31. */
+AI void chunk_acts(const int8_t *aq, __m256i av[4]) {
+    for (int k = 0; k < 4; k++) av[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * k));
+}
+
 /* The codes of a 4-row chunk tile with one shift per 32 bytes instead of three: planes 0 and 2
  * are masked out of v and v >> 4 with 3 (codes 0..3), planes 1 and 3 with 12, in place (4 x the
  * code, 0..12), and s[i] (row i) gets 4 x (planes 0 + 2) + (planes 1 + 3): 4 x the true sums, in
@@ -665,17 +670,15 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
  * 12192 to a lane, two tiles 24384 < 32767. */
 AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i s[4]) {
     const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
-    const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
-    const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
-    const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
-    const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+    __m256i av[4];
+    chunk_acts(aq, av);
     for (int i = 0; i < 4; i++) {
         const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
         const __m256i h = _mm256_srli_epi16(v, 4); /* bits 4..7 of each byte at 0..3 */
-        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
-        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), a2);
-        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), a1);
-        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), a3);
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), av[0]);
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), av[2]);
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), av[1]);
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), av[3]);
         const __m256i t = _mm256_add_epi16(_mm256_slli_epi16(_mm256_add_epi16(p0, p2), 2),
                                            _mm256_add_epi16(p1, p3));
         s[i] = _mm256_add_epi16(s[i], t);
@@ -742,16 +745,14 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
                 const uint8_t *tile = base + c * 128;
                 pf_tile(tile);
                 const int8_t *aq = a->q + c * 128;
-                const __m256i a0 = _mm256_loadu_si256((const __m256i *)aq);
-                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(aq + 32));
-                const __m256i a2 = _mm256_loadu_si256((const __m256i *)(aq + 64));
-                const __m256i a3 = _mm256_loadu_si256((const __m256i *)(aq + 96));
+                __m256i av[4];
+                chunk_acts(aq, av);
                 for (int i = 0; i < 4; i++) {
                     const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
-                    __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), a0);
-                    __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), a1);
-                    __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), a2);
-                    __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), a3);
+                    __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), av[0]);
+                    __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), m3), av[1]);
+                    __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m3), av[2]);
+                    __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m3), av[3]);
                     s16[i] = _mm256_add_epi16(s16[i], _mm256_add_epi16(_mm256_add_epi16(p0, p1),
                                                                        _mm256_add_epi16(p2, p3)));
                 }
