@@ -150,6 +150,14 @@ struct lowbit_matrix {
     int64_t nbytes;       /* bytes owned (codes + scales) */
 };
 
+/* Whether a packed GEMV may take the I2_S row-sum path (every SIMD variant's packed_gemv_i2s_row:
+ * a row's int sums over all its chunks, one float step): I2_S in whole 128-weight chunks with P2
+ * activations that make the per-group float steps exact (lowbit_act_p2_row_ok). */
+static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_act *a) {
+    return m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
+           lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
+}
+
 /* ---- kernel table filled by the dispatcher ---------------------------------------------------- */
 
 /* y[r - r0] = dot(row r of W, a) for r in [r0, r1).  `w` points at row 0, rows are row_bytes apart.

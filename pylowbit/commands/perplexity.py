@@ -105,7 +105,6 @@ def tokenize_in_child(model_path: str, text_path: str, max_chars: int | None = N
     process's heap goes with the child, so the scoring process holds the weights, the KV cache and
     Python only; the child peaks before the weights are read (both stay within the issue's budget)."""
     import json
-    import os
     import subprocess
 
     import pylowbit

@@ -632,8 +632,7 @@ static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t 
             packed_gemv_g(m, r0, r1, a, y, 32);
         break;
     case 128:
-        if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
-            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
+        if (lowbit_i2s_row_sums_ok(m, a))
             packed_gemv_i2s_row(m, r0, r1, a, y);
         else
             packed_gemv_g(m, r0, r1, a, y, 128);

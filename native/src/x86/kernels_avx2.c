@@ -621,7 +621,7 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
         const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
         const __m256i is = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]));
         __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc);
-            acc = _mm256_add_ps(acc, p);
+        acc = _mm256_add_ps(acc, p);
     }
     return acc;
 }
@@ -638,12 +638,8 @@ static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
         __m256 acc = _mm256_setzero_ps();
         for (int64_t c = 0; c < nch; c++) {
             const uint8_t *t0 = base0 + c * 128, *t1 = base1 + c * 128;
-            if (LOWBIT_PF_DIST) { /* two streams, a 4-row chunk tile is two cache lines */
-                _mm_prefetch((const char *)(t0 + LOWBIT_PF_DIST), _MM_HINT_T0);
-                _mm_prefetch((const char *)(t0 + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-                _mm_prefetch((const char *)(t1 + LOWBIT_PF_DIST), _MM_HINT_T0);
-                _mm_prefetch((const char *)(t1 + LOWBIT_PF_DIST + 64), _MM_HINT_T0);
-            }
+            pf_tile(t0); /* two streams */
+            pf_tile(t1);
             if (n - c * 128 >= 128)
                 acc = chunk32x8(4, m, rg, rg1, c, sh, t0, t1, a, acc);
             else
@@ -782,8 +778,7 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
             packed_gemv_k(256, m, r0, r1, a, y);
         break;
     default:
-        if (m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
-            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols))
+        if (lowbit_i2s_row_sums_ok(m, a))
             packed_gemv_i2s_row(m, r0, r1, a, y);
         else
             packed_gemv_k(128, m, r0, r1, a, y);
