@@ -124,10 +124,9 @@ class PylowbitEngine:
         self.model.forward(tokens, pos=0)
 
     def generate(self, first: int, n: int) -> None:
-        self.model.reset()
-        self.model.forward([first], pos=0)
+        self.model.reset()  # n one-token steps from an empty cache, as llama-bench's tg n
         for i in range(n):
-            self.model.forward([(first + i + 1) % self.model.vocab_size])
+            self.model.forward([(first + i) % self.model.vocab_size])
 
     def close(self):
         self.model = None
@@ -151,9 +150,8 @@ class LlamaCppEngine:
 
     def generate(self, first: int, n: int) -> None:
         self.llm.reset()
-        self.llm.eval([first])
         for i in range(n):
-            self.llm.eval([(first + i + 1) % self.llm.n_vocab()])
+            self.llm.eval([(first + i) % self.llm.n_vocab()])
 
     def close(self):
         self.llm.close()
