@@ -212,8 +212,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     process's, with all of the thread count's models loaded."""
     info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
-    for t in threads:
-        info["bandwidth_bytes_per_s"][t] = read_bandwidth(t)
+    probe_buf = np.ones(512 << 20, dtype=np.uint8) if n_gen > 0 else None  # mapped once, reused
     files = []
     for label, path in paths:
         fmt = _file_format(path)
@@ -242,15 +241,24 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                     tests[k][2](e)
             samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
             peaks = dict.fromkeys(samples, 0)
+            # Generation's roofline is paired run by run: the read bandwidth is probed right before
+            # and after every timed run, and the run's share is its bytes/s over the mean of those
+            # two, so a moment when the shared machine is busy lowers both sides alike.
+            probe = test.startswith("tg")
+            probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
+            shares = {key: [] for key in samples}
             for _ in range(reps):
                 for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
                     for e in engines:
                         _reset_peak_rss()
                         samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
                         peaks[i, e.name] = max(peaks[i, e.name], _peak_rss())
-                if test.startswith("tg"):  # the roofline's bandwidth is re-probed between
-                    bw = info["bandwidth_bytes_per_s"]  # repetitions: best seen, so a busy
-                    bw[t] = max(bw[t], read_bandwidth(t, reps=2))  # start can't inflate it
+                        if probe:
+                            probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
+                            shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
+                                                     / statistics.mean(probes[-2:]))
+            if probe:
+                info["bandwidth_bytes_per_s"][t] = statistics.mean(probes)
             for i, engines, _ in runs:
                 label, path, size, per_token, fmt = files[i]
                 ours = None
@@ -259,8 +267,8 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                     row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
                               statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
                               peak_rss_bytes=peaks[i, e.name])
-                    if test.startswith("tg"):
-                        row.roofline_share = row.tokens_per_s * per_token  # bytes/s; / bw below
+                    if probe:
+                        row.roofline_share = statistics.mean(shares[i, e.name])
                     if e.name == "pylowbit":
                         ours = row
                     elif ours is not None:
@@ -270,9 +278,6 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
             for e in engines:
                 e.close()
     rows = [found[key] for key in sorted(found, key=lambda key: (key[0], threads.index(key[1]), key[2]))]
-    for row in rows:  # share of the roofline = weight bytes read per second / bandwidth
-        if row.roofline_share is not None:
-            row.roofline_share /= info["bandwidth_bytes_per_s"][row.threads]
     info["weight_bytes_per_token"] = {f[0]: f[3] for f in files}
     return rows, info
 

@@ -165,3 +165,28 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
     assert [(r.model, r.threads, r.test) for r in rows] == [
         (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
     assert all(len(r.samples) == 3 for r in rows)
+
+
+def test_roofline_share_paired_with_probes_around_each_run(cache, monkeypatch):
+    """Each generation run's share is its weight bytes/s over the mean of the bandwidth probes taken
+    right before and right after it (a busy moment lowers both), averaged over the repetitions."""
+    import itertools
+    import statistics
+
+    import pylowbit.benchmark as B
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    path = B.synthetic_model("tiny", "tq2_0")
+    per_token = B.weight_bytes_per_token(path)
+    bandwidths = [10e9, 30e9, 20e9, 40e9]  # probes: before run 1, after run 1 (= before run 2), ...
+    probe = iter(bandwidths)
+    monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: next(probe))
+    durations = itertools.cycle([0.5, 0.25, 1.0])  # seconds of the timed generation runs
+    monkeypatch.setattr(B, "_timed", lambda fn, *a: next(durations))
+    rows, info = B.run([("tiny", path)], [1], 0, 2, 3, False)
+    (row,) = rows
+    want = statistics.mean(2 / dt * per_token / ((b0 + b1) / 2)
+                           for dt, b0, b1 in zip([0.5, 0.25, 1.0], bandwidths, bandwidths[1:]))
+    assert row.samples == [4.0, 8.0, 2.0]
+    assert abs(row.roofline_share - want) < 1e-12 * want
+    assert info["bandwidth_bytes_per_s"][1] == statistics.mean(bandwidths)

@@ -107,9 +107,11 @@ def print_table(rows, info) -> None:
     c.print(t)
     bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s"
                    for k, v in info["bandwidth_bytes_per_s"].items())
-    c.print(f"read bandwidth measured in this run (best of the probes before and between repetitions): "
-            f"{bw}; roofline = bandwidth / weight bytes per "
-            f"token; {info['reps']} repetitions, mean ± stdev")
+    if bw:
+        c.print(f"read bandwidth measured in this run, probed before and after every generation run: {bw} "
+                f"(mean); roofline share = a run's weight bytes per second / the mean of its two probes, "
+                f"averaged over the repetitions")
+    c.print(f"{info['reps']} repetitions, mean ± stdev")
     if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
         c.print("peak RSS: the whole process's while the row ran, with every model of its thread count "
                 "loaded (files and engines are interleaved repetition by repetition)")
