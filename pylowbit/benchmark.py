@@ -212,7 +212,6 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     process's, with all of the thread count's models loaded."""
     info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
-    probe_buf = np.ones(512 << 20, dtype=np.uint8) if n_gen > 0 else None  # mapped once, reused
     files = []
     for label, path in paths:
         fmt = _file_format(path)
@@ -242,10 +241,11 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
             samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
             peaks = dict.fromkeys(samples, 0)
             # Generation's roofline is paired run by run: the read bandwidth is probed right before
-            # and after every timed run, and the run's share is its bytes/s over the mean of those
-            # two, so a moment when the shared machine is busy lowers both sides alike.
+            # and after every timed run, and the run's share is its bytes/s over the better of those
+            # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
+            # sides alike.  Each probe maps its own buffer: the peak RSS column stays the model's.
             probe = test.startswith("tg")
-            probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
+            probes = [read_bandwidth(t, reps=2)] if probe else []
             shares = {key: [] for key in samples}
             for _ in range(reps):
                 for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
@@ -254,9 +254,9 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                         samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
                         peaks[i, e.name] = max(peaks[i, e.name], _peak_rss())
                         if probe:
-                            probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
+                            probes.append(read_bandwidth(t, reps=2))
                             shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
-                                                     / statistics.mean(probes[-2:]))
+                                                     / max(probes[-2:]))
             if probe:
                 info["bandwidth_bytes_per_s"][t] = statistics.mean(probes)
             for i, engines, _ in runs:

@@ -109,7 +109,7 @@ def print_table(rows, info) -> None:
                    for k, v in info["bandwidth_bytes_per_s"].items())
     if bw:
         c.print(f"read bandwidth measured in this run, probed before and after every generation run: {bw} "
-                f"(mean); roofline share = a run's weight bytes per second / the mean of its two probes, "
+                f"(mean); roofline share = a run's weight bytes per second / the better of its two probes, "
                 f"averaged over the repetitions")
     c.print(f"{info['reps']} repetitions, mean ± stdev")
     if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
