@@ -295,6 +295,12 @@ cdef int64_t _batch(object x, str what) except -1:
     return cnp.PyArray_DIM(<cnp.ndarray>x, 0)
 
 
+cdef const lowbit_matrix *matrix_of(object m) except NULL:
+    if not isinstance(m, PackedMatrix):
+        raise TypeError(f"expected a PackedMatrix, got {type(m).__name__}")
+    return (<PackedMatrix>m).m
+
+
 def gemm_multi(tuple mats not None, x, tuple outs not None, int threads=0):
     """outs[j][batch, rows_j] = x[batch, cols] . mats[j]^T for PackedMatrix objects sharing x:
     one activation quantization and one thread-pool job for all of them (a decode step's q, k, v).

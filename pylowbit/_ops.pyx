@@ -10,7 +10,10 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from pylowbit._lowbit cimport check  # status -> exception, defined once
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+from pylowbit._lowbit cimport check, matrix_of  # defined once, in _lowbit.pyx
+from pylowbit.lowbit cimport lowbit_matrix
 
 cnp.import_array()
 
@@ -230,3 +233,194 @@ def add(a, b, out=None):
         st = lowbit_add(ap, bp, n, op)
     check(st, "add")
     return o
+
+
+# ---- the decoder's layer loop in one call -----------------------------------------------------
+
+cdef extern from "lowbit/lowbit.h" nogil:
+    int lowbit_matrix_gemm_multi(const lowbit_matrix **ms, int n, const float *x, int64_t batch,
+                                 float **ys, int threads)
+    int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act,
+                               const float *x, int64_t batch, float *y, float *y_up, int threads)
+
+# matrices and norm weights of a layer, in DecoderLayers' arrays
+cdef enum:
+    M_Q, M_K, M_V, M_O, M_GATE, M_UP, M_DOWN, N_MATS
+cdef enum:
+    W_ATTN, W_Q, W_K, W_ATTN_SUB, W_POST_ATTN, W_FFN, W_FFN_SUB, W_POST_FFW, N_NORMS
+
+MATRIX_NAMES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+NORM_NAMES = ("attn_norm", "attn_q_norm", "attn_k_norm", "attn_sub_norm", "post_attention_norm",
+              "ffn_norm", "ffn_sub_norm", "post_ffw_norm")
+
+
+cdef class DecoderLayers:
+    """Every layer of a forward pass in one call, with the GIL released throughout: the same C
+    calls in the same order as the Python loop of pylowbit.model.forward (so the same bits), minus
+    the interpreter between them (~13 calls a layer, ~4-5 % of a decode token at the 2B shape, a
+    time during which the pool's other threads wait).
+
+    layers: one tuple per layer of (7 PackedMatrix in MATRIX_NAMES order, 8 float32 vectors or None
+    in NORM_NAMES order, k_cache, v_cache, attention window); act an ACTIVATIONS id."""
+    cdef int nl
+    cdef const lowbit_matrix **_mats  # layer il's: _mats[il * N_MATS + M_*]
+    cdef const float **_norms
+    cdef float **_kc
+    cdef float **_vc
+    cdef int64_t *_window
+    cdef object _keep
+    cdef int64_t d, H, Hkv, hd, vd, ff, ctx
+    cdef float eps, scale
+    cdef int neox, act
+
+    def __cinit__(self, list layers not None, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                  float eps, float scale, bint neox, int act):
+        self.nl = len(layers)
+        if self.nl == 0:
+            raise ValueError("DecoderLayers needs at least one layer")
+        self._mats = <const lowbit_matrix **>PyMem_Malloc(self.nl * N_MATS * sizeof(void *))
+        self._norms = <const float **>PyMem_Malloc(self.nl * N_NORMS * sizeof(void *))
+        self._kc = <float **>PyMem_Malloc(self.nl * sizeof(void *))
+        self._vc = <float **>PyMem_Malloc(self.nl * sizeof(void *))
+        self._window = <int64_t *>PyMem_Malloc(self.nl * sizeof(int64_t))
+        if not (self._mats and self._norms and self._kc and self._vc and self._window):
+            raise MemoryError()
+        self.H, self.Hkv, self.hd, self.vd = H, Hkv, hd, vd
+        self.eps, self.scale, self.neox, self.act = eps, scale, neox, act
+        keep = []
+        cdef int il, j
+        cdef cnp.ndarray a
+        for il in range(self.nl):
+            mats, norms, kc, vc, window = layers[il]
+            for j in range(N_MATS):
+                self._mats[il * N_MATS + j] = matrix_of(mats[j])
+            if il == 0:
+                self.d, self.ff = mats[M_O].rows, mats[M_DOWN].cols
+            shapes = [(m.rows, m.cols) for m in mats]
+            if shapes != [(H * hd, self.d), (Hkv * hd, self.d), (Hkv * vd, self.d), (self.d, H * vd),
+                          (self.ff, self.d), (self.ff, self.d), (self.d, self.ff)]:
+                raise ValueError(f"layer {il}: matrix shapes {shapes} do not fit width {self.d}, "
+                                 f"{H} x {hd} query / {Hkv} x {hd} key / {Hkv} x {vd} value heads, "
+                                 f"FFN {self.ff}")
+            for j in range(N_NORMS):
+                if norms[j] is None:
+                    self._norms[il * N_NORMS + j] = NULL
+                    continue
+                a = _f32(norms[j], NORM_NAMES[j], 1)
+                want = (hd if j in (W_Q, W_K) else H * vd if j == W_ATTN_SUB
+                        else self.ff if j == W_FFN_SUB else self.d)
+                if cnp.PyArray_DIM(a, 0) != want:
+                    raise ValueError(f"layer {il}: {NORM_NAMES[j]} has {cnp.PyArray_DIM(a, 0)} values, "
+                                     f"expected {want}")
+                self._norms[il * N_NORMS + j] = _p(a)
+                keep.append(a)
+            k_arr, v_arr = _f32(kc, "k_cache", 3, True), _f32(vc, "v_cache", 3, True)
+            if _shape(k_arr)[0] != Hkv or _shape(k_arr)[2] != hd or _shape(v_arr) != (Hkv, _shape(k_arr)[1], vd):
+                raise ValueError(f"layer {il}: caches of shape {_shape(k_arr)} / {_shape(v_arr)}")
+            if il == 0:
+                self.ctx = _shape(k_arr)[1]
+            elif _shape(k_arr)[1] != self.ctx:
+                raise ValueError(f"layer {il}: cache length {_shape(k_arr)[1]}, layer 0 has {self.ctx}")
+            self._kc[il], self._vc[il] = _p(k_arr), _p(v_arr)
+            self._window[il] = window
+            keep.append((mats, k_arr, v_arr))
+        self._keep = keep
+
+    def __dealloc__(self):
+        PyMem_Free(self._mats)
+        PyMem_Free(self._norms)
+        PyMem_Free(self._kc)
+        PyMem_Free(self._vc)
+        PyMem_Free(self._window)
+
+    def run(self, x, int64_t pos, list cos not None, list sin not None, tuple bufs not None,
+            int threads=0):
+        """x (T, d) in place through every layer at positions pos..; cos / sin: one (T, half)
+        table per layer; bufs: float32 scratch (h (T, d), q (T, H*hd), k (T, Hkv*hd), v (T, Hkv*vd),
+        attention out (T, H*vd), d_out (T, d), gate (T, ff), up (T, ff)).  threads: 0 = default."""
+        cdef cnp.ndarray xa = _f32(x, "x", 2, True)
+        cdef int64_t T = cnp.PyArray_DIM(xa, 0)
+        if cnp.PyArray_DIM(xa, 1) != self.d:
+            raise ValueError(f"x must have shape (T, {self.d}), got {_shape(xa)}")
+        if T < 1 or pos < 0 or pos > self.ctx - T:
+            raise ValueError(f"positions {pos}..{pos + T - 1} do not fit the cache of {self.ctx}")
+        if len(cos) != self.nl or len(sin) != self.nl or len(bufs) != 8:
+            raise ValueError(f"run needs {self.nl} cos / sin tables and 8 buffers")
+        widths = (self.d, self.H * self.hd, self.Hkv * self.hd, self.Hkv * self.vd, self.H * self.vd,
+                  self.d, self.ff, self.ff)
+        cdef float *b[8]
+        cdef cnp.ndarray a
+        cdef int j, il
+        for j in range(8):
+            a = _f32(bufs[j], "bufs", 2, True)
+            if cnp.PyArray_DIM(a, 0) != T or cnp.PyArray_DIM(a, 1) != widths[j]:
+                raise ValueError(f"bufs[{j}] must have shape ({T}, {widths[j]}), got {_shape(a)}")
+            b[j] = _p(a)
+        cdef const float **cp = <const float **>PyMem_Malloc(2 * self.nl * sizeof(void *))
+        if not cp:
+            raise MemoryError()
+        cdef int64_t half = -1
+        cdef int st = 0
+        cdef float *xp
+        try:
+            for il in range(self.nl):
+                for j, tab in enumerate((cos[il], sin[il])):
+                    a = _f32(tab, "cos" if j == 0 else "sin", 2)
+                    if half < 0:
+                        half = cnp.PyArray_DIM(a, 1)
+                    if cnp.PyArray_DIM(a, 0) != T or cnp.PyArray_DIM(a, 1) != half or 2 * half > self.hd:
+                        raise ValueError(f"layer {il}: rope tables must be (T, half <= {self.hd // 2}), "
+                                         f"got {_shape(a)}")
+                    cp[2 * il + j] = _p(a)
+            xp = _p(xa)
+            with nogil:
+                st = self._run(xp, T, pos, cp, half, b, threads)
+        finally:
+            PyMem_Free(cp)
+        check(st, "decoder layers")
+
+    cdef int _run(self, float *x, int64_t T, int64_t pos, const float **cs, int64_t half, float **b,
+                  int threads) noexcept nogil:
+        cdef float *h = b[0]
+        cdef float *att = b[4]
+        cdef float *dout = b[5]
+        cdef float *qkv[3]
+        qkv[0], qkv[1], qkv[2] = b[1], b[2], b[3]
+        cdef float *one[1]
+        cdef const lowbit_matrix **M
+        cdef const float **W
+        cdef int il, st = 0
+        cdef int64_t d = self.d, H = self.H, Hkv = self.Hkv, hd = self.hd
+        for il in range(self.nl):
+            M = self._mats + il * N_MATS
+            W = self._norms + il * N_NORMS
+            # attention (each step as the Python loop does it)
+            st = st or lowbit_rms_norm(x, W[W_ATTN], T, d, self.eps, h)
+            st = st or lowbit_matrix_gemm_multi(M, 3, h, T, qkv, threads)
+            if W[W_Q] != NULL:
+                st = st or lowbit_rms_norm(qkv[0], W[W_Q], T * H, hd, self.eps, qkv[0])
+                st = st or lowbit_rms_norm(qkv[1], W[W_K], T * Hkv, hd, self.eps, qkv[1])
+            st = st or lowbit_rope(qkv[0], T, H, hd, cs[2 * il], cs[2 * il + 1], half, self.neox)
+            st = st or lowbit_rope(qkv[1], T, Hkv, hd, cs[2 * il], cs[2 * il + 1], half, self.neox)
+            st = st or lowbit_attention_mt(qkv[0], qkv[1], qkv[2], T, H, Hkv, hd, self.vd, self._kc[il],
+                                           self._vc[il], self.ctx, pos, self._window[il], self.scale,
+                                           att, threads)
+            if W[W_ATTN_SUB] != NULL:
+                st = st or lowbit_rms_norm(att, W[W_ATTN_SUB], T, H * self.vd, self.eps, att)
+            one[0] = dout
+            st = st or lowbit_matrix_gemm_multi(M + M_O, 1, att, T, one, threads)
+            if W[W_POST_ATTN] != NULL:
+                st = st or lowbit_rms_norm(dout, W[W_POST_ATTN], T, d, self.eps, dout)
+            st = st or lowbit_add(x, dout, T * d, x)
+            # feed-forward
+            st = st or lowbit_rms_norm(x, W[W_FFN], T, d, self.eps, h)
+            st = st or lowbit_matrix_gemm_glu(M[M_GATE], M[M_UP], self.act, h, T, b[6], b[7], threads)
+            if W[W_FFN_SUB] != NULL:
+                st = st or lowbit_rms_norm(b[6], W[W_FFN_SUB], T, self.ff, self.eps, b[6])
+            st = st or lowbit_matrix_gemm_multi(M + M_DOWN, 1, b[6], T, one, threads)
+            if W[W_POST_FFW] != NULL:
+                st = st or lowbit_rms_norm(dout, W[W_POST_FFW], T, d, self.eps, dout)
+            st = st or lowbit_add(x, dout, T * d, x)
+            if st:
+                return st
+        return 0

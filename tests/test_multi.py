@@ -123,3 +123,75 @@ def test_decoder_groups_equal_separate_linears(tmp_path):
         np.testing.assert_array_equal(fused.forward(toks, logits="all"), plain.forward(toks, logits="all"))
         for t in (3, 11, 4):
             np.testing.assert_array_equal(fused.forward([t]), plain.forward([t]))
+
+
+@pytest.mark.parametrize("arch, fmt", [("llama", "q2_0"), ("bitnet-b1.58", "i2_s"), ("gemma3", "tq2_0"),
+                                       ("qwen3", "pq2_0"), ("llama", "q8_0")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layer_loop_in_one_call_equals_python_loop(tmp_path, monkeypatch, arch, fmt, threads):
+    """_ops.DecoderLayers runs every layer in one call: the logits of the op-by-op Python loop bit
+    for bit, for a prompt (GEMM) and then decode steps (GEMV), with every norm variant (bitnet's sub
+    norms, gemma's post norms, q/k norms, sliding windows).  Packed under every ISA variant (the
+    scalar one would keep the file layout, which the one-call loop does not take)."""
+    monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
+    path = write_synthetic_model(tmp_path / "m.gguf", arch, fmt)
+    one, loop = load_model(path, ctx=32, threads=threads), load_model(path, ctx=32, threads=threads)
+    assert one._layer_loop() is not None
+    loop._layer_loop = lambda: None  # the Python loop, op by op
+    toks = [5, 9, 2, 7, 3, 1]
+    np.testing.assert_array_equal(one.forward(toks, logits="all"), loop.forward(toks, logits="all"))
+    for t in (3, 11, 4):
+        np.testing.assert_array_equal(one.forward([t]), loop.forward([t]))
+    np.testing.assert_array_equal(one.cache.k[-1], loop.cache.k[-1])
+
+
+def test_layer_loop_only_where_it_applies(tmp_path, monkeypatch):
+    """A folded rotation keeps the Python loop; a swapped matrix makes the one-call loop again
+    (tests swap weights for recorders), and no swap is missed."""
+    monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
+    rotated = load_model(write_synthetic_model(tmp_path / "r.gguf", "llama", "tq2_0", rotation_block=64), ctx=16)
+    assert rotated._layer_loop() is None
+    m = load_model(write_synthetic_model(tmp_path / "m.gguf", "llama", "tq2_0"), ctx=16)
+    first = m._layer_loop()
+    assert first is not None and m._layer_loop() is first  # made once
+    lin = m.w.layers[1]["ffn_down"]
+    keep, lin.m = lin.m, None
+    assert m._layer_loop() is None
+    lin.m = keep
+    assert m._layer_loop() is not None and m._layer_loop() is not first
+
+
+def test_layer_loop_refuses_bad_arguments(tmp_path, monkeypatch):
+    monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
+    m = load_model(write_synthetic_model(tmp_path / "m.gguf", "llama", "tq2_0"), ctx=16)
+    layers = m._layer_loop()
+    cfg = m.cfg
+    T = 1
+    bufs = (np.empty((T, cfg.d_model), np.float32), *m.w.workspace(T)["attn_qkv"],
+            np.empty((T, cfg.n_head * cfg.v_head_dim), np.float32), *m.w.workspace(T)["ffn_glu"][:1],
+            *m.w.workspace(T)["ffn_glu"])
+    x = np.zeros((T, cfg.d_model), np.float32)
+    cos = [np.ones((T, cfg.rope_dim // 2), np.float32)] * cfg.n_layer
+    with pytest.raises(ValueError, match=r"bufs\[5\]"):
+        layers.run(x, 0, cos, cos, bufs)
+    with pytest.raises(ValueError, match="do not fit the cache"):
+        layers.run(x, 16, cos, cos, bufs)
+    with pytest.raises(ValueError, match="cos / sin"):
+        layers.run(x, 0, cos[:1], cos, bufs)
+    with pytest.raises(TypeError, match="float32"):
+        layers.run(x.astype(np.float64), 0, cos, cos, bufs)
+    L = m.w.layers[0]
+    mats = tuple(L[k].m for k in _ops.MATRIX_NAMES)
+    norms = tuple(L.get(k) for k in _ops.NORM_NAMES)
+    good = (mats, norms, m.cache.k[0], m.cache.v[0], 0)
+    args = (cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim, cfg.eps, 1.0, False, 0)
+    with pytest.raises(ValueError, match="matrix shapes"):
+        _ops.DecoderLayers([(mats[::-1], *good[1:])], *args)
+    with pytest.raises(TypeError, match="PackedMatrix"):
+        _ops.DecoderLayers([((None,) * 7, *good[1:])], *args)
+    with pytest.raises(ValueError, match="attn_norm"):
+        _ops.DecoderLayers([(mats, (np.ones(3, np.float32),) + norms[1:], *good[2:])], *args)
+    with pytest.raises(ValueError, match="caches"):
+        _ops.DecoderLayers([(mats, norms, m.cache.v[0][:1], m.cache.v[0], 0)], *args)
+    with pytest.raises(ValueError, match="at least one layer"):
+        _ops.DecoderLayers([], *args)

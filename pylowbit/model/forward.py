@@ -7,7 +7,11 @@ is one liblowbit call each (pylowbit._ops): as numpy, time outside the kernels w
 decode token at the BitNet 2B shape; now ~5-6 % (bench/python_share.py).  Matrices that read the same input run as one call
 and one thread-pool job (weights.LinearGroup: q/k/v; GatedFFN: gate/up with the activation applied
 per row tile on every thread): ~120 pool dispatches a token instead of ~210, and four Python calls
-fewer per layer.  The float64 numpy reference these must match is tests/model_reference.py.
+fewer per layer.  When every layer matrix is a liblowbit one and none has a folded rotation, the
+whole layer loop is one call (_ops.DecoderLayers: the same C calls, the same bits), so that a
+2-thread decode step's other thread no longer waits on the interpreter; the Python loop
+(_python_layers) stays the reference and the path of the other models.  The float64 numpy
+reference these must match is tests/model_reference.py.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from .. import _ops as ops
 from ..gguf import GGUFFile
 from .config import Config, ModelError
 from .hadamard import parse_rotation
-from .weights import Weights, anon_array
+from .weights import Linear, Weights, anon_array
 
 DEFAULT_CTX = 4096
 
@@ -65,6 +69,7 @@ class Model:
         # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
                       for il in range(cfg.n_layer)]
+        self._layers, self._layers_gen = None, None  # the one-call layer loop (_layer_loop)
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -75,6 +80,26 @@ class Model:
 
     def reset(self) -> None:
         self.cache.n = 0
+
+    def _layer_loop(self):
+        """The layers as one _ops.DecoderLayers call (the same C calls as the loop in _forward, so the
+        same bits, without the interpreter between them), or None when a layer needs the Python
+        loop: a folded rotation, or a matrix that is not a liblowbit one.  Remade when a linear's
+        matrix is swapped."""
+        if self._layers_gen != Linear.generation:
+            self._layers, self._layers_gen = None, Linear.generation
+            layers = []
+            for il, L in enumerate(self.w.layers):
+                lins = [L[k] for k in ops.MATRIX_NAMES]
+                if any(lin.m is None or lin.rot is not None for lin in lins):
+                    return None
+                layers.append((tuple(lin.m for lin in lins), tuple(L.get(k) for k in ops.NORM_NAMES),
+                               self.cache.k[il], self.cache.v[il], self._attn[il][1]))
+            cfg = self.cfg
+            self._layers = ops.DecoderLayers(layers, cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim,
+                                             cfg.eps, cfg.attn_scale, cfg.rope_neox,
+                                             ops.ACTIVATIONS[cfg.ffn_act])
+        return self._layers
 
     def forward(self, tokens, pos: int | None = None, logits: str | int = "last") -> np.ndarray:
         """Run tokens at positions pos.. (default: right after the cache).  logits: "last" -> (vocab,),
@@ -106,6 +131,35 @@ class Model:
         x = w.token_embd(tokens)  # (T, d)
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
+        layers = self._layer_loop()
+        if layers is not None:
+            tables = {rope: rope_tables(positions, cfg.rope_dim, *rope) for rope in {r for r, _ in self._attn}}
+            ws = w.workspace(T)
+            bufs = (np.empty((T, cfg.d_model), np.float32), *ws["attn_qkv"],
+                    np.empty((T, H * vd), np.float32), ws["d_model"], *ws["ffn_glu"])
+            layers.run(x, pos, [tables[r][0] for r, _ in self._attn], [tables[r][1] for r, _ in self._attn],
+                       bufs, th or 0)
+        else:
+            self._python_layers(x, pos, positions)
+        cache.n = S
+
+        if logits == "none":
+            return None
+        if logits == "hidden":
+            return ops.rms_norm(x, w.output_norm, cfg.eps)
+        if logits == "last":
+            x = x[-1:]
+        elif logits != "all":
+            x = x[int(logits):]
+        out = self.head(ops.rms_norm(np.ascontiguousarray(x), w.output_norm, cfg.eps))
+        return out[0] if logits == "last" else out
+
+    def _python_layers(self, x, pos, positions):
+        """The layers, op by op from Python: x (T, d) in place.  The reference of _layer_loop, and
+        the path of models it cannot take."""
+        cfg, w, cache, th = self.cfg, self.w, self.cache, self.threads
+        T = x.shape[0]
+        H, Hkv, hd, vd = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim
         ropes = {}
         # looked up once per call, not per layer (a decode token is ~30 layers of ~15 calls)
         eps, norm, rope_op, attention, add = cfg.eps, ops.rms_norm, ops.rope, ops.attention, ops.add
@@ -144,18 +198,6 @@ class Model:
             if post_norms:
                 norm(o, L["post_ffw_norm"], eps, o)
             add(x, o, x)
-        cache.n = S
-
-        if logits == "none":
-            return None
-        if logits == "hidden":
-            return ops.rms_norm(x, w.output_norm, cfg.eps)
-        if logits == "last":
-            x = x[-1:]
-        elif logits != "all":
-            x = x[int(logits):]
-        out = self.head(ops.rms_norm(np.ascontiguousarray(x), w.output_norm, cfg.eps))
-        return out[0] if logits == "last" else out
 
     def head(self, h: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Logits (T, vocab) from final normed hidden states (T, d), into `out` (T, vocab) float32 if given."""

@@ -117,6 +117,8 @@ class Linear:
         self.rot = rot
         self.rows, self.cols = w.shape
 
+    generation = 0  # bumped whenever any linear's matrix changes: DecoderLayers made before are stale
+
     @property
     def w(self):
         return self._w
@@ -127,6 +129,15 @@ class Linear:
         # the liblowbit matrix of a PackedTensor, called directly (and by LinearGroup); None for
         # anything else, which goes through w.gemm_into (tests swap w for recorders)
         self.m = getattr(w, "_m", None)
+
+    @property
+    def m(self):
+        return self._mat
+
+    @m.setter
+    def m(self, m):
+        self._mat = m
+        Linear.generation += 1
 
     def __call__(self, x: np.ndarray, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
         # x: (T, cols) float32; out: (T, rows) float32 to write, or None for a new array
