@@ -2,7 +2,8 @@
 BitNet b1.58 2B shape).
 
 Every function of pylowbit's C extension modules the decoder calls (_lowbit: the matrix products;
-_ops: norms, RoPE, attention, activations, adds, embedding rows) is wrapped with a timer; a token's
+_ops: norms, RoPE, attention, activations, adds, embedding rows; the one-call layer loop
+_ops.DecoderLayers.run when the model takes it) is wrapped with a timer; a token's
 Python time is the calling thread's CPU time for the token less its CPU time inside those calls
 (CPU time, not wall time: on a shared machine a descheduled moment would count as Python).  The
 wrappers' own cost (two clock reads and a Python call each, measured here on an empty function) is
@@ -42,9 +43,21 @@ class Timers:
                 self.saved.append((mod, name, fn))
                 setattr(mod, name, self._wrap(fn))
 
+    def install_layers(self, model):
+        """Times the model's one-call layer loop (a method of an extension type, which can't be
+        patched on the type): the model is handed a stand-in whose run is wrapped."""
+        layers = model._layer_loop()
+        if layers is not None:
+            stand_in = type("TimedLayers", (), {"run": staticmethod(self._wrap(layers.run))})()
+            model._layer_loop = lambda: stand_in
+            self.saved.append((model, "_layer_loop", None))
+
     def uninstall(self):
-        for mod, name, fn in self.saved:
-            setattr(mod, name, fn)
+        for obj, name, fn in self.saved:
+            if fn is None:
+                del obj.__dict__[name]  # the instance attribute: back to the class's method
+            else:
+                setattr(obj, name, fn)
         self.saved = []
 
     def _wrap(self, fn):
@@ -87,6 +100,7 @@ def main() -> int:
         wrapped = i % 2 == 1
         if wrapped:
             timers.install()
+            timers.install_layers(model)
             inside0, calls0 = timers.inside, timers.calls
         t0, c0 = time.perf_counter(), time.thread_time()
         logits = model.forward([tok])
