@@ -2,7 +2,7 @@
  * side with another liblowbit build:
  *
  *     cc -O2 -Inative/include -o /tmp/gemv_cycles bench/gemv_cycles.c -ldl
- *     /tmp/gemv_cycles NEW.so[,BASE.so] FORMAT[,FORMAT...] [ROWS COLS [ROUNDS [ISA]]]
+ *     /tmp/gemv_cycles NEW.so[,BASE.so] FORMAT[,FORMAT...] [ROWS COLS [ROUNDS [ISA [COPIES]]]]
  *
  * Each library packs the same file bytes and runs lowbit_matrix_gemm_act (batch 1, 1 thread: the
  * packed GEMV kernel, no activation quantization) on the A8 activations it makes of the same
@@ -12,7 +12,9 @@
  * the best one is a clean one) and the best round of thread CPU time is kept.  Outputs
  * are compared bit for bit.  Cycles come from a calibration loop of dependent adds (1 cycle each)
  * timed the same way: the VM has no hardware counters (perf stat reports them "not supported").
- * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3. */
+ * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3.  COPIES > 1 (ISA "-" for the
+ * default variant) packs that many copies of each matrix and cycles through them call by call:
+ * the DRAM regime of the decode path once they total well over L3 (32 MB here). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -107,7 +109,7 @@ static float frand(void) { /* roughly normal: sum of 4 uniforms */
 typedef struct {
     int l;
     const char *fmt;
-    lowbit_matrix *m;
+    lowbit_matrix *m[64];
     float *y;
     lowbit_act a;
     void *mem[4];
@@ -123,15 +125,17 @@ int main(int argc, char **argv) {
     }
     const int64_t rows = argc > 4 ? atoll(argv[3]) : 2048, cols = argc > 4 ? atoll(argv[4]) : 2560;
     const int rounds = argc > 5 ? atoi(argv[5]) : 41;
-    const char *isa = argc > 6 ? argv[6] : NULL;
+    const char *isa = argc > 6 && strcmp(argv[6], "-") ? argv[6] : NULL;
+    int copies = argc > 7 ? atoi(argv[7]) : 1;
+    if (copies < 1 || copies > 64) copies = 1;
     lib_t L[2];
     int nl = 0;
     char *libs = strdup(argv[1]);
     for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ","))
         open_lib(&L[nl++], p, isa);
     const double f = hz();
-    printf("%lld x %lld, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
-           (long long)rows, (long long)cols, f / 1e9);
+    printf("%lld x %lld%s, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
+           (long long)rows, (long long)cols, copies > 1 ? " (copies cycled)" : "", f / 1e9);
     float *x = malloc(sizeof(float) * cols), *w = malloc(sizeof(float) * rows * cols);
     for (int64_t i = 0; i < cols; i++) x[i] = frand();
     for (int64_t i = 0; i < rows * cols; i++) w[i] = frand();
@@ -162,13 +166,15 @@ int main(int argc, char **argv) {
             }
             T->a = (lowbit_act){q, d, s, cols, G};
             T->mem[0] = data, T->mem[1] = q, T->mem[2] = d, T->mem[3] = s;
-            T->m = L[l].pack(type, data, rows, cols, 1, &st);
             T->y = malloc(sizeof(float) * rows);
-            if (!T->m) {
-                fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
-                return 1;
+            for (int k = 0; k < copies; k++) {
+                T->m[k] = L[l].pack(type, data, rows, cols, 1, &st);
+                if (!T->m[k]) {
+                    fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
+                    return 1;
+                }
             }
-            L[l].gemm_act(T->m, &T->a, 1, T->y, 1); /* warm-up */
+            L[l].gemm_act(T->m[0], &T->a, 1, T->y, 1); /* warm-up */
             /* ~10 ms per timed round at ~40 G/s: many short rounds, so that the best one is clean */
             T->calls = (int)(4e8 / (double)(rows * cols)) + 1;
         }
@@ -177,7 +183,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < ns; j++) { /* to ~1.1x faster in the DRAM regime */
             slot_t *T = &S[r & 1 ? ns - 1 - j : j];
             double t0 = now();
-            for (int i = 0; i < T->calls; i++) L[T->l].gemm_act(T->m, &T->a, 1, T->y, 1);
+            for (int i = 0; i < T->calls; i++) L[T->l].gemm_act(T->m[i % copies], &T->a, 1, T->y, 1);
             double t = now() - t0;
             if (t < T->best) T->best = t;
         }
@@ -197,7 +203,8 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     for (int i = 0; i < ns; i++) {
-        L[S[i].l].matrix_free(S[i].m), free(S[i].y);
+        for (int k = 0; k < copies; k++) L[S[i].l].matrix_free(S[i].m[k]);
+        free(S[i].y);
         for (int k = 0; k < 4; k++) free(S[i].mem[k]);
     }
     free(x), free(w), free(libs), free(fmts);
