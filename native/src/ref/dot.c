@@ -7,8 +7,8 @@
  * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
  * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
  * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 128 = the
- * PQ2_0 / PTQ1_0 block and I2_S's, 32 divides every other block).  I2_S returns the sum without its per-tensor scale (d_w = 1);
- * the caller multiplies once per row. */
+ * PQ2_0 / PTQ1_0 block and I2_S's, 32 divides every other block).  I2_S returns the sum without
+ * its per-tensor scale (d_w = 1); the caller multiplies once per row. */
 #include <stdlib.h>
 
 #include "../internal.h"

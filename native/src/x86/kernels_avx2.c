@@ -540,7 +540,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-/* Group 32 (Q2_0; any qk of 64 or 128): two row groups at once (8 rows), lane = row.  Reducing each
+/* Group 32 (Q2_0): two row groups at once (8 rows), lane = row.  Reducing each
  * (row, group) sum horizontally cost ~45 shuffle-pipe ops per 512 weights and left Q2_0 compute-
  * bound at ~55 % of the DRAM roofline; here the reduction is vertical.  The 8 rows' tiles are
  * transposed in registers (an 8 x 8 dword transpose: 24 shuffles per 1024 weights) so that ymm X
@@ -628,8 +628,8 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
     return acc;
 }
 
-/* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (Q2_0 now; any such): row groups in
- * pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
+/* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (the dispatcher sends Q2_0, qk 64): row
+ * groups in pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
 static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     const int64_t nch = m->nchunks, n = m->cols;
