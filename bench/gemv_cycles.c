@@ -195,7 +195,10 @@ int main(int argc, char **argv) {
         }
         if (nl == 2) {
             printf("  new/base %.3f", S[i + 1].best / S[i].best);
-            if (memcmp(S[i].y, S[i + 1].y, sizeof(float) * rows)) printf("  OUTPUTS DIFFER");
+            if (S[i].a.group != S[i + 1].a.group) /* PQ2_0 / PTQ1_0 before 128-groups */
+                printf("  (activation groups differ)");
+            else if (memcmp(S[i].y, S[i + 1].y, sizeof(float) * rows))
+                printf("  OUTPUTS DIFFER");
         }
         /* time per call against the first format's (same library): weights/s ratio */
         if (i) printf("  %s/%s %.3f", S[i].fmt, S[0].fmt,
