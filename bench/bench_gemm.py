@@ -7,7 +7,8 @@ side with another build of liblowbit (e.g. main's), in one run:
 
 Both libraries get the same file bytes (pylowbit.quantize of one random matrix), repack them and
 run lowbit_matrix_gemm (activation quantization included, as the decoder calls it) on the same
-activations; their outputs are compared bit for bit.  Timings are interleaved (A, B, B, A, ...)
+activations; their outputs are compared bit for bit (unless the libraries' activation groups for
+the format differ, as PQ2_0's did before it moved to 128-groups).  Timings are interleaved (A, B, B, A, ...)
 and the best round is kept: one thread in thread CPU time (robust to other processes on a shared
 machine), two threads in wall time.  With --dram MB, each library also packs copies of the
 matrix totalling >= MB megabytes and a timed call is one GEMM on each copy in turn (the prompt path
@@ -40,6 +41,7 @@ class Lib:
         c.lowbit_matrix_gemm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                          ctypes.c_void_p, ctypes.c_int]
         c.lowbit_type_from_name.argtypes = [ctypes.c_char_p]
+        c.lowbit_act_group.restype = ctypes.c_int64
         c.lowbit_isa_from_name.argtypes = [ctypes.c_char_p]
         if isa and c.lowbit_set_isa(c.lowbit_isa_from_name(isa.encode())) != 0:
             raise SystemExit(f"{path}: cannot run variant {isa}")
@@ -51,6 +53,9 @@ class Lib:
         if not m:
             raise RuntimeError(f"{self.path}: pack {fmt} failed ({st.value})")
         return m
+
+    def act_group(self, fmt):
+        return self.c.lowbit_act_group(self.c.lowbit_type_from_name(fmt.encode()))
 
     def gemm(self, m, x, y, threads):
         st = self.c.lowbit_matrix_gemm(m, x.ctypes.data, x.shape[0], y.ctypes.data, threads)
@@ -110,12 +115,17 @@ def main():
                 for name, _, _ in mats:
                     gm[name, t] = n * rows * cols * args.batch / best[name] / 1e9
                     cells.append(f"{gm[name, t]:11.1f}")
-                if args.baseline and not np.array_equal(ys["base"].view(np.uint32), ys["new"].view(np.uint32)):
+                # libraries that quantize the activations differently for the type (PQ2_0 / PTQ1_0
+                # moved from group 32 to 128) agree only approximately: timed, not compared
+                same_acts = len({lib.act_group(fmt) for _, lib in libs}) == 1
+                if args.baseline and same_acts and not np.array_equal(ys["base"].view(np.uint32),
+                                                                      ys["new"].view(np.uint32)):
                     raise SystemExit(f"{fmt}: the two libraries disagree")
             if args.baseline:
                 cells += [f"{gm['new', t] / gm['base', t]:15.2f}" for t in (int(v) for v in args.threads.split(","))]
             label = f"{fmt} {regime}" if args.dram else fmt
-            print(f"{label:13}" + "".join(cells), flush=True)
+            note = "" if same_acts else "  (activation groups differ: outputs not compared)"
+            print(f"{label:13}" + "".join(cells) + note, flush=True)
             for _, lib, ms in mats:
                 for m in ms:
                     lib.c.lowbit_matrix_free(m)

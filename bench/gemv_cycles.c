@@ -2,15 +2,19 @@
  * side with another liblowbit build:
  *
  *     cc -O2 -Inative/include -o /tmp/gemv_cycles bench/gemv_cycles.c -ldl
- *     /tmp/gemv_cycles NEW.so[,BASE.so] FORMAT[,FORMAT...] [ROWS COLS [ROUNDS [ISA]]]
+ *     /tmp/gemv_cycles NEW.so[,BASE.so] FORMAT[,FORMAT...] [ROWS COLS [ROUNDS [ISA [COPIES]]]]
  *
  * Each library packs the same file bytes and runs lowbit_matrix_gemm_act (batch 1, 1 thread: the
- * packed GEMV kernel, no activation quantization) on the same A8 activations; calls alternate
- * between the libraries (A, B, B, A, ...) in ~10 ms rounds (41 by default: on a shared machine
+ * packed GEMV kernel, no activation quantization) on the A8 activations it makes of the same
+ * floats for the type (lowbit_quantize_act_for where it has it); calls alternate between the
+ * (format, library) pairs (A, B, B, A, ...) in ~10 ms rounds, formats side by side too (the
+ * last column: weights/s of a format against the first one's); 41 rounds by default (on a shared machine
  * the best one is a clean one) and the best round of thread CPU time is kept.  Outputs
  * are compared bit for bit.  Cycles come from a calibration loop of dependent adds (1 cycle each)
  * timed the same way: the VM has no hardware counters (perf stat reports them "not supported").
- * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3. */
+ * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3.  COPIES > 1 (ISA "-" for the
+ * default variant) packs that many copies of each matrix and cycles through them call by call:
+ * the DRAM regime of the decode path once they total well over L3 (32 MB here). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +30,7 @@ typedef struct {
     int (*gemm_act)(const lowbit_matrix *, const lowbit_act *, int64_t, float *, int);
     int (*quantize)(int, const float *, int64_t, void *);
     int (*quantize_act)(const float *, int64_t, int64_t, int8_t *, float *, int32_t *);
+    int (*quantize_act_for)(int, const float *, int64_t, int8_t *, float *, int32_t *); /* or NULL */
     int (*type_from_name)(const char *);
     int64_t (*tensor_bytes)(int, int64_t);
     int64_t (*act_group)(int);
@@ -54,6 +59,7 @@ static void open_lib(lib_t *L, const char *path, const char *isa) {
     L->gemm_act = sym(h, "lowbit_matrix_gemm_act");
     L->quantize = sym(h, "lowbit_quantize");
     L->quantize_act = sym(h, "lowbit_quantize_act");
+    L->quantize_act_for = dlsym(h, "lowbit_quantize_act_for"); /* older builds: by group */
     L->type_from_name = sym(h, "lowbit_type_from_name");
     L->tensor_bytes = sym(h, "lowbit_tensor_bytes");
     L->act_group = sym(h, "lowbit_act_group");
@@ -99,6 +105,18 @@ static float frand(void) { /* roughly normal: sum of 4 uniforms */
     return s;
 }
 
+/* one (library, format) pair under test */
+typedef struct {
+    int l;
+    const char *fmt;
+    lowbit_matrix *m[64];
+    float *y;
+    lowbit_act a;
+    void *mem[4];
+    int calls;
+    double best;
+} slot_t;
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s NEW.so[,BASE.so] FMT[,FMT] [ROWS COLS [ROUNDS [ISA]]]\n",
@@ -107,67 +125,90 @@ int main(int argc, char **argv) {
     }
     const int64_t rows = argc > 4 ? atoll(argv[3]) : 2048, cols = argc > 4 ? atoll(argv[4]) : 2560;
     const int rounds = argc > 5 ? atoi(argv[5]) : 41;
-    const char *isa = argc > 6 ? argv[6] : NULL;
+    const char *isa = argc > 6 && strcmp(argv[6], "-") ? argv[6] : NULL;
+    int copies = argc > 7 ? atoi(argv[7]) : 1;
+    if (copies < 1 || copies > 64) copies = 1;
     lib_t L[2];
     int nl = 0;
     char *libs = strdup(argv[1]);
     for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ","))
         open_lib(&L[nl++], p, isa);
     const double f = hz();
-    printf("%lld x %lld, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
-           (long long)rows, (long long)cols, f / 1e9);
+    printf("%lld x %lld%s, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
+           (long long)rows, (long long)cols, copies > 1 ? " (copies cycled)" : "", f / 1e9);
     float *x = malloc(sizeof(float) * cols), *w = malloc(sizeof(float) * rows * cols);
     for (int64_t i = 0; i < cols; i++) x[i] = frand();
     for (int64_t i = 0; i < rows * cols; i++) w[i] = frand();
+    /* every (format, library) pair is a slot; all slots are timed interleaved, round by round
+     * (order reversed every other round), so formats compare side by side too */
+    slot_t S[32];
+    int ns = 0;
     char *fmts = strdup(argv[2]);
-    for (char *fmt = strtok(fmts, ","); fmt; fmt = strtok(NULL, ",")) {
+    for (char *fmt = strtok(fmts, ","); fmt && ns + nl <= 32; fmt = strtok(NULL, ",")) {
         const int type = L[0].type_from_name(fmt);
-        const int64_t G = L[0].act_group(type);
-        void *data = malloc(L[0].tensor_bytes(type, rows * cols));
-        int8_t *q = malloc(cols);
-        float *d = malloc(sizeof(float) * cols);
-        int32_t *s = malloc(sizeof(int32_t) * cols);
-        if (L[0].quantize(type, w, rows * cols, data) || L[0].quantize_act(x, cols, G, q, d, s)) {
-            fprintf(stderr, "%s: quantize failed\n", fmt);
-            return 1;
-        }
-        const lowbit_act a = {q, d, s, cols, G};
-        lowbit_matrix *m[2];
-        float *y[2];
-        double best[2] = {1e30, 1e30};
         for (int l = 0; l < nl; l++) {
-            int st = 0;
-            m[l] = L[l].pack(type, data, rows, cols, 1, &st);
-            y[l] = malloc(sizeof(float) * rows);
-            if (!m[l]) {
-                fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
+            slot_t *T = &S[ns++];
+            memset(T, 0, sizeof *T);
+            T->l = l, T->fmt = fmt, T->best = 1e30;
+            /* each library quantizes the activations its own way for the type (group and rule) */
+            const int64_t G = L[l].act_group(type);
+            void *data = malloc(L[l].tensor_bytes(type, rows * cols));
+            int8_t *q = malloc(cols);
+            float *d = malloc(sizeof(float) * cols);
+            int32_t *s = malloc(sizeof(int32_t) * cols);
+            int st = L[l].quantize(type, w, rows * cols, data);
+            if (!st)
+                st = L[l].quantize_act_for ? L[l].quantize_act_for(type, x, cols, q, d, s)
+                                           : L[l].quantize_act(x, cols, G, q, d, s);
+            if (st) {
+                fprintf(stderr, "%s: quantize failed\n", fmt);
                 return 1;
             }
-            L[l].gemm_act(m[l], &a, 1, y[l], 1); /* warm-up */
-        }
-        /* ~10 ms per timed round at ~40 G/s: many short rounds, so that the best one is clean */
-        const int calls = (int)(4e8 / (double)(rows * cols)) + 1;
-        for (int r = 0; r < rounds; r++) /* A, B then B, A: the second slot of a round ran up */
-            for (int j = 0; j < nl; j++) { /* to ~1.1x faster in the DRAM regime */
-                const int l = r & 1 ? nl - 1 - j : j;
-                double t0 = now();
-                for (int i = 0; i < calls; i++) L[l].gemm_act(m[l], &a, 1, y[l], 1);
-                double t = now() - t0;
-                if (t < best[l]) best[l] = t;
+            T->a = (lowbit_act){q, d, s, cols, G};
+            T->mem[0] = data, T->mem[1] = q, T->mem[2] = d, T->mem[3] = s;
+            T->y = malloc(sizeof(float) * rows);
+            for (int k = 0; k < copies; k++) {
+                T->m[k] = L[l].pack(type, data, rows, cols, 1, &st);
+                if (!T->m[k]) {
+                    fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
+                    return 1;
+                }
             }
-        printf("%-8s", fmt);
+            L[l].gemm_act(T->m[0], &T->a, 1, T->y, 1); /* warm-up */
+            /* ~10 ms per timed round at ~40 G/s: many short rounds, so that the best one is clean */
+            T->calls = (int)(4e8 / (double)(rows * cols)) + 1;
+        }
+    }
+    for (int r = 0; r < rounds; r++) /* forward then backward: the second slot of a round ran up */
+        for (int j = 0; j < ns; j++) { /* to ~1.1x faster in the DRAM regime */
+            slot_t *T = &S[r & 1 ? ns - 1 - j : j];
+            double t0 = now();
+            for (int i = 0; i < T->calls; i++) L[T->l].gemm_act(T->m[i % copies], &T->a, 1, T->y, 1);
+            double t = now() - t0;
+            if (t < T->best) T->best = t;
+        }
+    for (int i = 0; i < ns; i += nl) {
+        printf("%-8s", S[i].fmt);
         for (int l = 0; l < nl; l++) {
-            const double wps = (double)calls * rows * cols / best[l];
+            const double wps = (double)S[i + l].calls * rows * cols / S[i + l].best;
             printf("  %s: %6.1f G/s %5.2f cyc/128w", l ? "base" : "new", wps / 1e9, 128 * f / wps);
         }
         if (nl == 2) {
-            printf("  new/base %.3f", best[1] / best[0]);
-            if (memcmp(y[0], y[1], sizeof(float) * rows)) printf("  OUTPUTS DIFFER");
+            printf("  new/base %.3f", S[i + 1].best / S[i].best);
+            if (S[i].a.group != S[i + 1].a.group) /* PQ2_0 / PTQ1_0 before 128-groups */
+                printf("  (activation groups differ)");
+            else if (memcmp(S[i].y, S[i + 1].y, sizeof(float) * rows))
+                printf("  OUTPUTS DIFFER");
         }
+        /* time per call against the first format's (same library): weights/s ratio */
+        if (i) printf("  %s/%s %.3f", S[i].fmt, S[0].fmt,
+                      (S[0].best / S[0].calls) / (S[i].best / S[i].calls));
         printf("\n");
-        fflush(stdout);
-        for (int l = 0; l < nl; l++) L[l].matrix_free(m[l]), free(y[l]);
-        free(data), free(q), free(d), free(s);
+    }
+    for (int i = 0; i < ns; i++) {
+        for (int k = 0; k < copies; k++) L[S[i].l].matrix_free(S[i].m[k]);
+        free(S[i].y);
+        for (int k = 0; k < 4; k++) free(S[i].mem[k]);
     }
     free(x), free(w), free(libs), free(fmts);
     return 0;

@@ -11,7 +11,8 @@ import os as _os
 from pylowbit import _capi  # noqa: F401  (makes the capsule pylowbit._capi.CAPI importable)
 from pylowbit import _lowbit
 from pylowbit.core import (FORMATS, FormatInfo, PackedTensor, QTensor, dequantize, format_info, gemm,
-                           gemv, pack, packing_pays_off, quantize, quantize_act, tensor_nbytes)
+                           gemv, pack, packing_pays_off, quantize, quantize_act, quantize_act_for,
+                           tensor_nbytes)
 
 __version__ = "0.1.0"
 

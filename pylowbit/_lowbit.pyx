@@ -133,6 +133,29 @@ def quantize_act(const float[::1] x not None, int64_t group):
     return q, d, s
 
 
+def quantize_act_for(const float[::1] x not None, int type_id):
+    """A8 activation quantization as the library does it for weight type `type_id` (its group
+    lowbit_act_group and its rounding rule, formats.h): (codes int8[n], scales float32[n/group],
+    sums int32)."""
+    cdef int64_t n = x.shape[0]
+    cdef int64_t group = act_group(type_id)
+    if n % group:
+        raise ValueError(f"quantize_act_for: length {n} is not a multiple of the group size {group}")
+    q = np.empty(max(n, 1), dtype=np.int8)  # n == 0 still asks C whether the type quantizes
+    d = np.empty(max(n // group, 1), dtype=np.float32)
+    s = np.empty(max(n // group, 1), dtype=np.int32)
+    cdef float x0 = 0
+    cdef const float *xp = &x[0] if n else &x0
+    cdef int8_t[::1] qv = q
+    cdef float[::1] dv = d
+    cdef int32_t[::1] sv = s
+    cdef int st
+    with nogil:
+        st = lowbit_quantize_act_for(type_id, xp, n, &qv[0], &dv[0], &sv[0])
+    check(st, f"quantize_act_for type {type_id}")
+    return q[:n], d[:n // group], s[:n // group]
+
+
 # ---- matrix products ------------------------------------------------------------------------
 
 def gemm(const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,

@@ -13,7 +13,7 @@ from pylowbit import _lowbit
 
 __all__ = [
     "FormatInfo", "FORMATS", "format_info", "QTensor", "quantize", "dequantize", "gemv", "gemm",
-    "quantize_act", "tensor_nbytes", "PackedTensor", "pack",
+    "quantize_act", "quantize_act_for", "tensor_nbytes", "PackedTensor", "pack",
 ]
 
 
@@ -273,6 +273,17 @@ def quantize_act(x, group: int):
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}")
     return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))
+
+
+def quantize_act_for(x, fmt):
+    """The activations as the library quantizes them for weight format `fmt` (name, type id or
+    FormatInfo): its group (256 TQ1_0 / TQ2_0, 128 PQ2_0 / PTQ1_0 / I2_S, 32 the rest) and its
+    rounding rule; (codes int8, per-group scales float32, per-group sums int32)."""
+    info = format_info(fmt)
+    x = _float32_array(x, "x")
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-D, got shape {x.shape}")
+    return _lowbit.quantize_act_for(np.ascontiguousarray(x), info.type_id)
 
 
 def packing_pays_off() -> bool:

@@ -32,6 +32,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
     int lowbit_quantize(int type, const float *x, int64_t n, void *out)
     int lowbit_dequantize(int type, const void *w, int64_t n, float *out)
     int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s)
+    int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, float *d, int32_t *s)
 
     int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x, float *y, int threads)
     int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float *x, int64_t batch, float *y, int threads)

@@ -2,7 +2,7 @@
 
 Weights are decoded here from the byte layouts of FORMATS.md (gguf-py for the types it knows), not
 through pylowbit's codecs.  Activation quantization of the kernels (int8 in llama.cpp's groups and
-rounding: Q8_K / Q8_0 / A8 by group size, see _codes) is emulated where the kernels do it,
+rounding: Q8_K / Q8_0 / P2 / A8 per weight type, see _ACT and _codes) is emulated where the kernels do it,
 so the remaining difference is float rounding.
 """
 
@@ -12,9 +12,11 @@ import numpy as np
 
 from pylowbit.gguf import GGUFFile
 
-# activation groups (lowbit_act_group): llama.cpp's Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, its Q8_0 for the rest
-_GROUP = {"q8_0": 32, "q2_0": 32, "q1_0": 32, "pq2_0": 32, "ptq1_0": 32, "tq1_0": 256, "tq2_0": 256, "i2_s": 128,
-          "q5_0": 32, "q4_k": 256, "q6_k": 256}
+# activation (group, rule) per weight type (lowbit_act_group, lowbit_quantize_act_for): llama.cpp's Q8_K
+# for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_K's rule per 128-group for PQ2_0/PTQ1_0, P2 for I2_S, Q8_0 for the rest
+_ACT = {"q8_0": (32, "q8_0"), "q2_0": (32, "q8_0"), "q1_0": (32, "q8_0"), "pq2_0": (128, "q8_k"),
+        "ptq1_0": (128, "q8_k"), "tq1_0": (256, "q8_k"), "tq2_0": (256, "q8_k"), "i2_s": (128, "p2"),
+        "q5_0": (32, "q8_0"), "q4_k": (256, "q8_k"), "q6_k": (256, "q8_k")}
 
 
 def _f16(b):
@@ -66,19 +68,19 @@ def decode(t) -> np.ndarray:
 TIE = 1e-3  # code-units distance from a rounding tie below which either rounding is right
 
 
-def _codes(x: np.ndarray, group: int):
-    """The group size picks the rule (formats.h): 256 Q8_K, 32 Q8_0 (fp16 d, x86 rounding), 128 P2
-    (one power-of-two d for the row), else A8."""
+def _codes(x: np.ndarray, group: int, rule: str):
+    """The rules of formats.h: q8_k, q8_0 (fp16 d, x86 rounding), p2 (one power-of-two d for the
+    row), else A8."""
     x32 = x.astype(np.float32).reshape(-1, group)
     amax = np.abs(x32).max(axis=1, keepdims=True)
     nz = amax > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if group == 128:  # P2 (I2_S): the smallest power of two with 127 d >= max|x| of the row
+        if rule == "p2":  # P2 (I2_S): the smallest power of two with 127 d >= max|x| of the row
             top = np.float64(np.abs(x32).max())
             m, e = np.frexp(top / 127)
             d = np.full_like(amax, 0 if top == 0 else np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
             inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), np.float32(0)).astype(np.float32)
-        elif group == 256:
+        elif rule == "q8_k":
             first = np.argmax(np.abs(x32) == amax, axis=1)[:, None]
             smax = np.take_along_axis(x32, first, axis=1)
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), np.float32(0)).astype(np.float32)
@@ -86,35 +88,35 @@ def _codes(x: np.ndarray, group: int):
         else:
             d = amax / np.float32(127)
             inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
-            if group == 32:
+            if rule == "q8_0":
                 d = d.astype(np.float16).astype(np.float32)
     prod = x32 * inv
-    if group in (32, 256):
+    if rule in ("q8_0", "q8_k"):
         q = np.clip(np.rint(prod), -127, 127)  # half to even
     else:
         q = np.clip(np.sign(prod) * np.floor(np.abs(prod) + np.float32(0.5)), -127, 127)  # roundf: half away
     return q, d, prod
 
 
-def quantize_act(x: np.ndarray, group: int, tie_break: np.ndarray | None = None, stats=None) -> np.ndarray:
+def quantize_act(x: np.ndarray, group: int, rule: str, tie_break: np.ndarray | None = None, stats=None) -> np.ndarray:
     """The kernels' A8 activation rounding, done in float32 like the C reference, returned as float64.
 
     Values within TIE of a rounding tie can round either way depending on the last bit of float
     noise; tie_break (the activation the model under test actually fed its kernel) decides those,
     so that a legitimate coin flip does not masquerade as an error.  Everything else is independent."""
-    q, d, prod = _codes(x, group)
+    q, d, prod = _codes(x, group, rule)
     if tie_break is not None:
         near = np.abs(np.abs(prod) - np.floor(np.abs(prod)) - 0.5) < TIE
         if near.any():
-            qm, _, _ = _codes(tie_break, group)
+            qm, _, _ = _codes(tie_break, group, rule)
             q = np.where(near, qm, q)
             if stats is not None:
-                stats["ties"] = stats.get("ties", 0) + int((qm[near] != _codes(x, group)[0][near]).sum())
-        if group == 32:  # Q8_0 rounds d to fp16: a d near an fp16 rounding tie is a coin flip too
+                stats["ties"] = stats.get("ties", 0) + int((qm[near] != _codes(x, group, rule)[0][near]).sum())
+        if rule == "q8_0":  # Q8_0 rounds d to fp16: a d near an fp16 rounding tie is a coin flip too
             d32 = np.abs(x.astype(np.float32)).reshape(-1, group).max(axis=1, keepdims=True) / np.float32(127)
             flip = (d32 * np.float32(1 - 1e-5)).astype(np.float16) != (d32 * np.float32(1 + 1e-5)).astype(np.float16)
             if flip.any():
-                _, dm, _ = _codes(tie_break, group)
+                _, dm, _ = _codes(tie_break, group, rule)
                 d = np.where(flip, dm, d)
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
@@ -163,9 +165,9 @@ class Ref:
         if self.hadamard and (name in self.hadamard[2] or (tensor_name == "token_embd.weight"
                                                            and "token_embd.weight" in self.hadamard[3])):
             x = self._rot(x)
-        if t.fmt in _GROUP:
+        if t.fmt in _ACT:
             tb = self.model_inputs.get(name)
-            x = np.stack([quantize_act(r, _GROUP[t.fmt], None if tb is None else tb[i], self.stats)
+            x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[i], self.stats)
                           for i, r in enumerate(x)])
         return x @ self.W(t.name).T
 

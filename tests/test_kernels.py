@@ -23,34 +23,46 @@ def p2_scale(amax):
     return np.float32(np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
 
 
-def emulate_a8(x, group):
+def act_rule(fmt):
+    """The rounding rule the library uses for a weight type (lowbit_act_rule_of_type)."""
+    if fmt in ("pq2_0", "ptq1_0"):
+        return "q8_k"  # Q8_K's rule per 128-group (their weight block)
+    return RULE_OF_GROUP.get(act_group(fmt), "a8")
+
+
+# lowbit_quantize_act's group -> rule mapping
+RULE_OF_GROUP = {256: "q8_k", 32: "q8_0", 128: "p2"}
+
+
+def emulate_a8(x, group, rule=None):
     """numpy model of the activation quantizer: what the kernels multiply with, in float64.
 
-    The group size picks llama.cpp's activation type: 256 -> Q8_K (iscale = -127 / the element of
-    largest |x|, round half to even, d = 1 / iscale), 32 -> Q8_0 as ggml rounds it on x86
-    (127 / amax, half to even, d = amax / 127 rounded to fp16), 128 -> P2 (p2_scale of the whole
-    vector, half away from zero), anything else -> pylowbit's A8 (127 / amax, half away from zero,
-    fp32 d = amax / 127)."""
+    rule (default: the group's, RULE_OF_GROUP): "q8_k" llama.cpp's Q8_K (iscale = -127 / the
+    element of largest |x|, round half to even, d = 1 / iscale), "q8_0" Q8_0 as ggml rounds it on
+    x86 (127 / amax, half to even, d = amax / 127 rounded to fp16), "p2" (p2_scale of the whole
+    vector, half away from zero), "a8" pylowbit's A8 (127 / amax, half away from zero, fp32
+    d = amax / 127)."""
+    rule = rule or RULE_OF_GROUP.get(group, "a8")
     xs = x.reshape(-1, group).astype(np.float32)
     ax = np.abs(xs)
     amax = ax.max(axis=1).astype(np.float32)
     nz = amax > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if group == 128:  # P2 (I2_S): one power-of-two scale for the whole vector
+        if rule == "p2":  # P2 (I2_S): one power-of-two scale for the whole vector
             d = np.full(len(xs), p2_scale(ax.max()), np.float32)
             inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
-        elif group == 256:
+        elif rule == "q8_k":
             smax = xs[np.arange(len(xs)), np.argmax(ax == amax[:, None], axis=1)]
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), 0).astype(np.float32)
             d = np.where(nz, np.float32(1) / np.where(nz, inv, 1), 0).astype(np.float32)
         else:
             d = (amax / np.float32(127)).astype(np.float32)
-            ok = nz if group == 32 else d > 0
+            ok = nz if rule == "q8_0" else d > 0
             inv = np.where(ok, np.float32(127) / np.where(nz, amax, 1), 0).astype(np.float32)
-            if group == 32:
+            if rule == "q8_0":
                 d = d.astype(np.float16).astype(np.float32)
     prod = np.clip((xs * inv[:, None]).astype(np.float32), -127, 127)
-    if group in (32, 256):
+    if rule in ("q8_0", "q8_k"):
         q = np.rint(prod)  # half to even
     else:  # roundf (half away from zero); floor(|p| + 0.5) would round 0.49999997 up
         t = np.trunc(prod)
@@ -58,9 +70,15 @@ def emulate_a8(x, group):
     return (q * d[:, None].astype(np.float64)).reshape(-1), q.astype(np.int8).reshape(-1), d
 
 
+def emulate_for(x, fmt):
+    """emulate_a8 as the library quantizes for weight format fmt (quantize_act_for)."""
+    return emulate_a8(x, act_group(fmt), act_rule(fmt))
+
+
 def test_activation_groups_follow_llama_cpp():
-    """TQ1_0/TQ2_0 pair with Q8_K (256), the Q8_0 family with Q8_0 (32); I2_S keeps 128."""
-    want = {"tq1_0": 256, "tq2_0": 256, "q1_0": 32, "q2_0": 32, "pq2_0": 32, "ptq1_0": 32,
+    """TQ1_0/TQ2_0 pair with Q8_K (256), the Q8_0 family with Q8_0 (32); I2_S keeps 128; PQ2_0 /
+    PTQ1_0 take 128-groups (their weight block, Q8_K's rule)."""
+    want = {"tq1_0": 256, "tq2_0": 256, "q1_0": 32, "q2_0": 32, "pq2_0": 128, "ptq1_0": 128,
             "q8_0": 32, "i2_s": 128}
     assert {f: act_group(f) for f in want} == want
 
@@ -103,7 +121,7 @@ def test_gemv_matches_float64_reference(fmt):
         if fmt in ("f16", "f32"):
             xa = x.astype(np.float64)
         else:
-            xa, _, _ = emulate_a8(x, act_group(fmt))
+            xa, _, _ = emulate_for(x, fmt)
         ref = wd @ xa
         # float32 accumulation of int32 group sums: error bounded relative to sum |w||x|
         scale = np.abs(wd) @ np.abs(xa) + 1e-30
@@ -284,8 +302,9 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
 @pytest.mark.parametrize("fmt", ["q2_0", "pq2_0", "ptq1_0"])
 def test_packed_group32_sums_at_their_bound(fmt, variant, isa):
     """Every weight at its largest code against activation codes all +127 or all -127: the
-    group-32 GEMV's int16 partial sums at their bound (AVX2 keeps planes 1 and 3 as 4x codes in
-    int16 lanes: an overflow there would show).  Rows 4..12: pairs of row groups and a lone one."""
+    group-32 (Q2_0) and group-128 (PQ2_0, PTQ1_0) GEMVs' int16 partial sums at their bound (AVX2
+    keeps planes 1 and 3 as 4x codes in int16 lanes: an overflow there would show).  Rows 4..12:
+    pairs of row groups and a lone one."""
     cols = 1024 + 64 if fmt == "q2_0" else 1024  # Q2_0: a last half chunk too
     for rows in (4, 8, 12):
         if fmt == "ptq1_0":  # base-3: +1 is the top code
@@ -303,7 +322,7 @@ def test_packed_group32_sums_at_their_bound(fmt, variant, isa):
             ref = w.gemv(x)
             isa(variant)
             y = w.pack().gemv(x)
-            want = wd @ emulate_a8(x, 32)[0]  # exact: every activation code is +-127
+            want = wd @ emulate_for(x, fmt)[0]  # exact: every activation code is +-127
             np.testing.assert_allclose(y, want, rtol=1e-6)
             if variant in BIT_EXACT_VARIANTS:
                 np.testing.assert_array_equal(y, ref)
@@ -485,7 +504,7 @@ def test_ggml_gemv_matches_float64_dot_of_gguf_decode(fmt):
         wd = gq.dequantize(w.data.reshape(rows, -1), T[fmt.upper()]).astype(np.float64)
         x = rng.standard_normal((3, cols)).astype(np.float32)
         for b in range(3):
-            xa, _, _ = emulate_a8(x[b], act_group(fmt))
+            xa, _, _ = emulate_for(x[b], fmt)
             ref = wd.reshape(rows, cols) @ xa
             scale = np.abs(wd.reshape(rows, cols)) @ np.abs(xa) + 1e-30
             assert np.max(np.abs(w.gemv(x[b]) - ref) / scale) < 2e-6, (rows, cols)

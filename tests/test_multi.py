@@ -41,10 +41,13 @@ def test_multi_equals_separate_products(fmt, variant, isa):
 
 
 def test_multi_mixes_formats_and_groups():
-    """Q8_K (256), Q8_0 (32), A8 (128) groups and float weights in one call: each quantized once."""
+    """Q8_K (256), Q8_0 (32), P2 (128) and Q8_K-at-128 (PQ2_0, PTQ1_0) groups and float weights in
+    one call: each (group, rule) quantized once, and I2_S and PQ2_0 -- the same group, not the same
+    rule -- each get their own codes."""
     rng = np.random.default_rng(2)
     ws = [packed(rng, r, 256, f) for r, f in ((70, "tq2_0"), (33, "q2_0"), (128, "i2_s"), (9, "f16"),
-                                               (200, "tq1_0"), (8, "q8_0"))]
+                                               (200, "tq1_0"), (8, "q8_0"), (13, "pq2_0"),
+                                               (6, "ptq1_0"))]
     x = rng.standard_normal((2, 256)).astype(np.float32)
     for w, o in zip(ws, multi(ws, x, 2)):
         np.testing.assert_array_equal(o, w.gemm(x))

@@ -17,7 +17,16 @@
 int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
     if (!x || !q || !d || !s || n < 0 || group <= 0) return LOWBIT_EINVAL;
     if (n % group) return LOWBIT_ESIZE;
-    lowbit_active_kernels()->quantize_act(x, n, group, q, d, s);
+    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_group(group), q, d, s);
+    return LOWBIT_OK;
+}
+
+int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
+    if (!x || !q || !d || !s || n < 0) return LOWBIT_EINVAL;
+    if (lowbit_kernel_index(type) < 0) return LOWBIT_ETYPE; /* float weights take x itself */
+    const int64_t group = lowbit_act_group(type);
+    if (n % group) return LOWBIT_ESIZE;
+    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_type(type), q, d, s);
     return LOWBIT_OK;
 }
 
@@ -122,28 +131,30 @@ static size_t act_bytes(int64_t batch, int64_t cols, int64_t G) {
     return (size_t)batch * ((size_t)cols + (size_t)(cols / G) * 8 + sizeof(lowbit_act)) + 64;
 }
 
-/* Quantize `batch` activation rows into mem (descriptors, scales, sums, codes); returns the
- * descriptors. */
+/* Quantize `batch` activation rows with group G and rule `rule` into mem (descriptors, scales,
+ * sums, codes); returns the descriptors. */
 static lowbit_act *act_layout(const lowbit_kernels *k, const float *x, int64_t batch, int64_t cols,
-                              int64_t G, uint8_t *mem) {
+                              int64_t G, int rule, uint8_t *mem) {
     const int64_t ng = cols / G;
     lowbit_act *acts = (lowbit_act *)mem;
     float *d = (float *)(acts + batch);
     int32_t *s = (int32_t *)(d + batch * ng);
     int8_t *q = (int8_t *)(s + batch * ng);
     for (int64_t b = 0; b < batch; b++) {
-        k->quantize_act(x + b * cols, cols, G, q + b * cols, d + b * ng, s + b * ng);
+        k->quantize_act(x + b * cols, cols, G, rule, q + b * cols, d + b * ng, s + b * ng);
         acts[b] = (lowbit_act){q + b * cols, d + b * ng, s + b * ng, cols, G};
     }
     return acts;
 }
 
-/* Quantize `batch` activation rows into one allocation (*mem_out, to free). */
-static lowbit_act *quantize_batch(const lowbit_kernels *k, const float *x, int64_t batch,
-                                  int64_t cols, int64_t G, void **mem_out) {
+/* Quantize `batch` activation rows for weight type `type` (its group and rule) into one
+ * allocation (*mem_out, to free). */
+static lowbit_act *quantize_batch(const lowbit_kernels *k, int type, const float *x, int64_t batch,
+                                  int64_t cols, void **mem_out) {
+    const int64_t G = lowbit_act_group(type);
     uint8_t *mem = (uint8_t *)malloc(act_bytes(batch, cols, G));
     *mem_out = mem;
-    return mem ? act_layout(k, x, batch, cols, G, mem) : NULL;
+    return mem ? act_layout(k, x, batch, cols, G, lowbit_act_rule_of_type(type), mem) : NULL;
 }
 
 int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const lowbit_act *a,
@@ -178,7 +189,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const int64_t G = lowbit_act_group(type);
     if (cols % G) return LOWBIT_ESIZE;
     void *mem;
-    lowbit_act *acts = quantize_batch(k, x, batch, cols, G, &mem);
+    lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
     job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0};
     run_job(&J, threads);
@@ -212,7 +223,7 @@ int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, fl
     if (!m->packed) return lowbit_gemm(m->type, m->w, m->rows, m->cols, x, batch, y, threads);
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
     void *mem;
-    lowbit_act *acts = quantize_batch(lowbit_active_kernels(), x, batch, m->cols, m->group, &mem);
+    lowbit_act *acts = quantize_batch(lowbit_active_kernels(), m->type, x, batch, m->cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
     int st = lowbit_matrix_gemm_act(m, acts, batch, y, threads);
     free(mem);
@@ -226,7 +237,7 @@ int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int thr
 /* ---- several matrices on one input, one dispatch ---------------------------------------------
  * A decode step multiplies one vector by q, k and v, then another by gate and up: as separate calls
  * that is five pool dispatches (wake, join) and five quantizations of the same input.  Here the
- * input is quantized once per activation group and the tiles of all matrices, one matrix after the
+ * input is quantized once per activation group (and rule) and the tiles of all matrices, one matrix after the
  * other, form one task list, split over the threads like one matrix: each thread still streams one
  * contiguous run of weights.  (Interleaving the gate and up tiles instead, two streams per thread,
  * measured ~2 % slower on one thread.)  GLU mode (gate, up): whichever thread finishes the second of
@@ -272,18 +283,22 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
     }
     const int64_t cols = ms[0]->cols;
     if (batch == 0) return LOWBIT_OK;
-    /* One quantization per distinct activation group (float weights take x itself). */
+    /* One quantization per distinct (activation group, rule) -- I2_S and PQ2_0 share group 128
+     * but not its rule -- (float weights take x itself). */
     int64_t groups[LOWBIT_MULTI_MAX];
+    int rules[LOWBIT_MULTI_MAX];
     int ngroups = 0, gi[LOWBIT_MULTI_MAX];
     size_t bytes = 0;
     for (int j = 0; j < n; j++) {
         gi[j] = -1;
         if (ms[j]->kidx < 0) continue;
         const int64_t G = lowbit_act_group(ms[j]->type);
+        const int rule = lowbit_act_rule_of_type(ms[j]->type);
         if (G <= 0 || cols % G) return LOWBIT_ESIZE;
         int g = 0;
-        while (g < ngroups && groups[g] != G) g++;
+        while (g < ngroups && (groups[g] != G || rules[g] != rule)) g++;
         if (g == ngroups) {
+            rules[ngroups] = rule;
             groups[ngroups++] = G;
             bytes += act_bytes(batch, cols, G);
         }
@@ -318,7 +333,7 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
     lowbit_act *acts[LOWBIT_MULTI_MAX];
     uint8_t *p = mem;
     for (int g = 0; g < ngroups; g++) {
-        acts[g] = act_layout(k, x, batch, cols, groups[g], p);
+        acts[g] = act_layout(k, x, batch, cols, groups[g], rules[g], p);
         p = (uint8_t *)(((uintptr_t)(p + act_bytes(batch, cols, groups[g]) - 64) + 63) & ~(uintptr_t)63);
     }
     for (int j = 0; j < n; j++)

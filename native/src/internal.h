@@ -65,26 +65,35 @@ static inline uint16_t lowbit_fp32_to_fp16(float f) {
 
 /* ---- A8 activation rules (formats.h) ----------------------------------------------------------
  *
- * The group size selects the rounding rule, so that every weight type llama.cpp reads gets the
- * integer codes of llama.cpp's own activation type for it (its vec_dot_type) on x86:
- *   256 (TQ1_0, TQ2_0) -> Q8_K: max = the element of largest |x| (first one), iscale = -127 / max,
- *        q = round-half-even(iscale * x), d = 1 / iscale (fp32); an all-zero group gives d = 0.
- *   32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q8_0) -> Q8_0 as ggml's x86 quantize_row_q8_0 does it:
+ * Each weight type has an activation group size (lowbit_act_group) and a rounding rule
+ * (lowbit_act_rule_of_type, types.c); the library quantizes with that pair for that type.  The
+ * rules give every weight type llama.cpp reads the integer codes of llama.cpp's own activation
+ * type for it (its vec_dot_type) on x86, except PQ2_0 / PTQ1_0 (below):
+ *   Q8_K (TQ1_0, TQ2_0 at group 256; PQ2_0, PTQ1_0 at group 128 = their weight block, pylowbit's
+ *        choice: one float step per 128 weights instead of per 32, as PrismML's runtime moves
+ *        PQ2_0 to Q8_K activations): max = the element of largest |x| (first one), iscale =
+ *        -127 / max, q = round-half-even(iscale * x), d = 1 / iscale (fp32); an all-zero group
+ *        gives d = 0.
+ *   Q8_0 (Q1_0, Q2_0, Q8_0 at group 32) as ggml's x86 quantize_row_q8_0 does it:
  *        q = round-half-even(x * (127 / amax)), d = amax / 127 rounded to fp16 (ggml's reference
  *        and Arm versions use 1/d and round-half-away instead: they can differ on ties).
- *   128 (I2_S) -> P2, one scale for the whole vector (the n values of the call; bitnet.cpp uses one
- *        per row too): d = 2^k, the smallest power of two >= 2^-126 with 127 * d >= amax (0 if
- *        amax is 0), in every group; q = round-half-away(x * 2^-k).  A power of two makes every
- *        per-group float step of the dot spec exact (integer * 2^k, < 2^24 in magnitude for rows
- *        of <= 65536 weights), so a kernel may add the int32 sums of the whole row and do a
+ *   P2 (I2_S at group 128), one scale for the whole vector (the n values of the call; bitnet.cpp
+ *        uses one per row too): d = 2^k, the smallest power of two >= 2^-126 with 127 * d >= amax
+ *        (0 if amax is 0), in every group; q = round-half-away(x * 2^-k).  A power of two makes
+ *        every per-group float step of the dot spec exact (integer * 2^k, < 2^24 in magnitude for
+ *        rows of <= 65536 weights), so a kernel may add the int32 sums of the whole row and do a
  *        single float step, bit-exact with the per-group reference (lowbit_act_p2_row_ok).
- *   any other -> pylowbit's A8: q = round-half-away(x * (127 / amax)), d = amax / 127.
- * Products are clamped to [-127, 127] before rounding (NaN -> -127), in every variant. */
+ *   A8 (pylowbit's own, any other group): q = round-half-away(x * (127 / amax)), d = amax / 127.
+ * Products are clamped to [-127, 127] before rounding (NaN -> -127), in every variant.
+ * The public lowbit_quantize_act(group) keeps its documented group -> rule mapping
+ * (lowbit_act_rule_of_group: 256 Q8_K, 32 Q8_0, 128 P2, else A8); lowbit_quantize_act_for(type)
+ * uses the type's pair. */
 enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K, LOWBIT_ACT_P2 };
-static inline int lowbit_act_rule(int64_t group) {
+static inline int lowbit_act_rule_of_group(int64_t group) {
     return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0
          : group == 128 ? LOWBIT_ACT_P2 : LOWBIT_ACT_A8;
 }
+int lowbit_act_rule_of_type(int type); /* types.c; the rule of lowbit_act_group(type)'s groups */
 /* P2's scale for a vector of largest |x| amax (finite): from the bits, the same in every variant.
  * amax = 1.f * 2^(E-127) <= 127 * 2^(kb-127) holds for kb = E - 6 iff f <= 63/64. */
 static inline float lowbit_act_p2_scale(float amax) {
@@ -167,7 +176,8 @@ typedef void (*lowbit_gemv_fn)(const void *w, int64_t row_bytes, int64_t r0, int
 /* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
 typedef void (*lowbit_gemm_fn)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
                                const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
-typedef void (*lowbit_quantize_act_fn)(const float *x, int64_t n, int64_t group, int8_t *q,
+/* x[n] -> q[n], d[n / group], s[n / group] with rounding rule `rule` (LOWBIT_ACT_*) */
+typedef void (*lowbit_quantize_act_fn)(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                                        float *d, int32_t *s);
 
 /* Weight types with quantized kernels, in table order. */
@@ -229,8 +239,8 @@ void lowbit_fill_kernels_dotprod(lowbit_kernels *k);
 void lowbit_fill_kquant_scalar(lowbit_kernels *k); /* ref/kquant.c, called by the scalar fill */
 
 /* Scalar reference kernels, also callable directly by tests and by SIMD tails. */
-void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                             int32_t *s);
+void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                             float *d, int32_t *s);
 void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);
 void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

@@ -81,14 +81,20 @@ int64_t lowbit_act_group(int type) {
     int64_t bs = lowbit_type_block_size(type);
     if (bs < 0) return bs;
     if (bs == 1) return 128; /* float weights take float activations; 128 is harmless */
-    /* llama.cpp's activation type for the weight type (see lowbit_act_rule in internal.h):
-     * Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_0 for the rest; bitnet.cpp's per-row I2_S scale is not
-     * done. */
+    /* llama.cpp's activation type for the weight type (Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_0 for
+     * Q1_0/Q2_0/Q5_0/Q8_0), except PQ2_0 / PTQ1_0: Q8_K's rule per 128-group, their weight block
+     * (internal.h); I2_S 128 with P2.  The rule: lowbit_act_rule_of_type. */
     if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_TQ2_0 || type == LOWBIT_TYPE_Q4_K ||
         type == LOWBIT_TYPE_Q6_K)
         return 256;
-    if (type == LOWBIT_TYPE_I2_S) return 128;
+    if (type == LOWBIT_TYPE_I2_S || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0)
+        return 128;
     return 32;
+}
+
+int lowbit_act_rule_of_type(int type) {
+    if (type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0) return LOWBIT_ACT_Q8_K;
+    return lowbit_act_rule_of_group(lowbit_act_group(type)); /* 256 Q8_K, 32 Q8_0, 128 P2 (I2_S) */
 }
 
 const char *lowbit_status_str(int status) {

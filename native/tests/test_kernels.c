@@ -341,9 +341,22 @@ static void test_quantize_act(void) {
     }
 }
 
+/* The weight type whose activations lowbit_quantize_act_for makes with 128-groups of Q8_K's rule
+ * (not lowbit_quantize_act's P2 at 128), or -1 for the other group sizes. */
+static int q8k_type_of_group(int64_t G) { return G == 128 ? LOWBIT_TYPE_PQ2_0 : -1; }
+
+/* lowbit_quantize_act, or with via_type lowbit_quantize_act_for of the type of q8k_type_of_group */
+static int quantize_via(int via_type, const float *x, int64_t n, int64_t G, int8_t *q, float *d,
+                        int32_t *s) {
+    return via_type ? lowbit_quantize_act_for(q8k_type_of_group(G), x, n, q, d, s)
+                    : lowbit_quantize_act(x, n, G, q, d, s);
+}
+
 /* Hostile groups, bit-exact with scalar: NaN / +-inf, +m and -m ties (Q8_K takes the first one's
  * sign), tiny groups whose 127 / amax overflows (clamps matter), denormals, exact halves at every
- * scale, and group counts around the SIMD variants' 8-group batches, for large groups too. */
+ * scale, and group counts around the SIMD variants' 8-group batches, for large groups too; group
+ * 128 by both rules it has (P2 through lowbit_quantize_act, Q8_K through lowbit_quantize_act_for
+ * of PQ2_0). */
 static void test_quantize_act_edges(void) {
     static const int GROUPS[] = {32, 128, 256, 64, 96, 512, 1024};
     static const int COUNTS[] = {1, 3, 7, 8, 9, 16, 17};
@@ -373,18 +386,67 @@ static void test_quantize_act_edges(void) {
                 default: break;
                 }
             }
-            set_isa(LOWBIT_ISA_SCALAR);
-            CHECK(lowbit_quantize_act(x, n, G, q0, d0, s0) == 0, "scalar quantize_act");
-            for (int v = 0; v < g_nvariants; v++) {
-                set_isa(g_variants[v]);
-                int st = lowbit_quantize_act(x, n, G, q, d, s);
-                CHECK(st == 0 && !memcmp(q, q0, (size_t)n) && !memcmp(d, d0, (size_t)m * 4) &&
-                          !memcmp(s, s0, (size_t)m * 4),
-                      "%s quantize_act edges n=%lld group=%lld differ from scalar",
-                      lowbit_isa_name(g_variants[v]), (long long)n, (long long)G);
+            for (int via = 0; via <= (q8k_type_of_group(G) >= 0); via++) {
+                set_isa(LOWBIT_ISA_SCALAR);
+                CHECK(quantize_via(via, x, n, G, q0, d0, s0) == 0, "scalar quantize_act");
+                for (int v = 0; v < g_nvariants; v++) {
+                    set_isa(g_variants[v]);
+                    int st = quantize_via(via, x, n, G, q, d, s);
+                    CHECK(st == 0 && !memcmp(q, q0, (size_t)n) && !memcmp(d, d0, (size_t)m * 4) &&
+                              !memcmp(s, s0, (size_t)m * 4),
+                          "%s quantize_act%s edges n=%lld group=%lld differ from scalar",
+                          lowbit_isa_name(g_variants[v]), via ? "_for" : "", (long long)n,
+                          (long long)G);
+                }
             }
             free(x), free(q0), free(q), free(d0), free(d), free(s0), free(s);
         }
+}
+
+/* lowbit_quantize_act_for: the group of lowbit_act_group(type) and the type's rule -- the same
+ * codes as lowbit_quantize_act(group) except for PQ2_0 / PTQ1_0, whose 128-groups take Q8_K's rule
+ * (not P2: group scales differ, and d = 1 / iscale < 0 for a positive largest element); bad
+ * arguments give a status. */
+static void test_quantize_act_for(void) {
+    static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
+                                LOWBIT_TYPE_Q1_0,  LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0,
+                                LOWBIT_TYPE_PTQ1_0, LOWBIT_TYPE_Q8_0, LOWBIT_TYPE_Q5_0,
+                                LOWBIT_TYPE_Q4_K,  LOWBIT_TYPE_Q6_K};
+    enum { N = 1024 };
+    float x[N];
+    int8_t q[N], q0[N];
+    float d[N / 32], d0[N / 32];
+    int32_t s[N / 32], s0[N / 32];
+    for (int i = 0; i < N; i++) x[i] = rndf(-2.0f, 2.0f) + (i % 128 == 5 ? 9.0f : 0.0f);
+    for (int v = -1; v < g_nvariants; v++) { /* -1: scalar */
+        const int isa = v < 0 ? LOWBIT_ISA_SCALAR : g_variants[v];
+        set_isa(isa);
+        for (int t = 0; t < (int)(sizeof TYPES / sizeof TYPES[0]); t++) {
+            const int type = TYPES[t];
+            const int64_t G = lowbit_act_group(type);
+            const int q8k128 = type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
+            CHECK(lowbit_quantize_act_for(type, x, N, q, d, s) == LOWBIT_OK, "quantize_act_for %s",
+                  lowbit_type_name(type));
+            CHECK(lowbit_quantize_act(x, N, G, q0, d0, s0) == LOWBIT_OK, "quantize_act");
+            const int same = !memcmp(q, q0, N) && !memcmp(d, d0, (size_t)(N / G) * 4) &&
+                             !memcmp(s, s0, (size_t)(N / G) * 4);
+            CHECK(same == !q8k128, "%s quantize_act_for %s: %s lowbit_quantize_act(%lld)",
+                  lowbit_isa_name(isa), lowbit_type_name(type),
+                  same ? "equals" : "differs from", (long long)G);
+            if (q8k128) /* Q8_K: the largest element (+9 at 5) gets code -127, d = -9 / 127 */
+                for (int64_t g = 0; g < N / G; g++)
+                    CHECK(q[g * G + 5] == -127 && d[g] < 0.0f, "%s %s group %lld: not Q8_K's rule",
+                          lowbit_isa_name(isa), lowbit_type_name(type), (long long)g);
+        }
+    }
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_F32, x, N, q, d, s) == LOWBIT_ETYPE, "f32");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_F16, x, N, q, d, s) == LOWBIT_ETYPE, "f16");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_Q8_K, x, N, q, d, s) == LOWBIT_ETYPE, "q8_k");
+    CHECK(lowbit_quantize_act_for(9999, x, N, q, d, s) == LOWBIT_ETYPE, "unknown type");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, 96, q, d, s) == LOWBIT_ESIZE, "n % 128");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, NULL, N, q, d, s) == LOWBIT_EINVAL, "null x");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, -128, q, d, s) == LOWBIT_EINVAL, "n < 0");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, 0, q, d, s) == LOWBIT_OK, "n = 0");
 }
 
 /* ---- F32 / F16 GEMV (float activations) ------------------------------------------------------ */
@@ -549,6 +611,7 @@ int main(void) {
     test_codecs();
     test_quantize_act();
     test_quantize_act_edges();
+    test_quantize_act_for();
     test_float_weights();
     test_exact();
     test_float();

@@ -190,9 +190,10 @@ static void test_gemm_tails(int type, int isa) {
 
 /* ---- Arm fast paths (kernels_arm.h; the AVX2 kernel has the same two) ------------------------
  * The packed GEMV of every variant against the scalar packed kernel on one matrix, bit for bit:
- *  - group 32 (Q2_0 qk 64, PQ2_0 / PTQ1_0 qk 128) with arbitrary float scales (a different float
- *    order shows), rows making lone and partial row groups inside a 64-row task, Q2_0 cols ending
- *    on a half chunk;
+ *  - group 32 (Q2_0 qk 64) and group 128 with qk 128 (PQ2_0 / PTQ1_0: chunks reduced in pairs
+ *    on AVX2) with arbitrary float scales (a different float order shows) and zero groups, rows
+ *    making lone and partial row groups inside a 64-row task, Q2_0 cols ending on a half chunk,
+ *    odd chunk counts (a last lone chunk);
  *  - I2_S with P2 activations (one power-of-two scale: one integer sum per row), from the library's
  *    quantizer and hand-made at 2^-126, 2^-7, 1, 2^100 and 0, and with scales that must take the
  *    per-group path (not a power of two, or one group different);
@@ -281,12 +282,13 @@ static void test_arm_fast_paths(int type) {
             lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
             CHECK(m != NULL, "pack %d", st);
             if (!m) continue;
+            const int i2s = type == LOWBIT_TYPE_I2_S;
             if (bound) { /* the int16 bounds: every code 3 against all +127 / all -127 */
-                fill_act(cols, G, q, d, s, 127, G == 128 ? 0.0078125f : NAN);
+                fill_act(cols, G, q, d, s, 127, i2s ? 0.0078125f : NAN);
                 check_gemv(m, &a, rows, "bound +127");
-                fill_act(cols, G, q, d, s, -127, G == 128 ? 0.0078125f : NAN);
+                fill_act(cols, G, q, d, s, -127, i2s ? 0.0078125f : NAN);
                 check_gemv(m, &a, rows, "bound -127");
-            } else if (G == 128) {
+            } else if (i2s) {
                 static const float P2[] = {0x1p-126f, 0x1p-7f, 1.0f, 0x1p100f};
                 for (int k = 0; k < 4; k++) {
                     fill_act(cols, G, q, d, s, 255, P2[k]);
@@ -319,6 +321,11 @@ static void test_arm_fast_paths(int type) {
             } else {
                 fill_act(cols, G, q, d, s, 255, NAN);
                 check_gemv(m, &a, rows, "random scales");
+                for (int64_t g = 0; g < cols / G; g += 2) { /* every other group all zero */
+                    memset(q + g * G, 0, (size_t)G);
+                    d[g] = 0.0f, s[g] = 0;
+                }
+                check_gemv(m, &a, rows, "zero groups");
             }
             lowbit_matrix_free(m);
         }

@@ -159,17 +159,21 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes"
  * undo the +1 offset of ternary/2-bit codes (sum (c - 1) * a = sum c * a - s) once per group
  * instead of once per weight.  Codes, scales and sums are three separate arrays so SIMD loads stay
  * aligned and dense.  G and the rounding are llama.cpp's activation type for the weight type, so
- * both runtimes compute the same integer sums:
- *   G = 256 (TQ1_0, TQ2_0, Q4_K, Q6_K), Q8_K: iscale = -127 / (element of largest |x|),
- *           q = rint(iscale * x), d = 1 / iscale; an all-zero group has d = 0.
- *   G = 32 (Q1_0, Q2_0, PQ2_0, PTQ1_0, Q5_0, Q8_0), Q8_0 (ggml's x86 rounding):
+ * both runtimes compute the same integer sums (PQ2_0 / PTQ1_0: Q8_K's rule at their own block
+ * size, pylowbit's choice, see below):
+ *   Q8_K, G = 256 (TQ1_0, TQ2_0, Q4_K, Q6_K) and G = 128 (PQ2_0, PTQ1_0): iscale = -127 /
+ *           (element of largest |x|, the first one), q = rint(iscale * x), d = 1 / iscale; an
+ *           all-zero group has d = 0.
+ *   Q8_0, G = 32 (Q1_0, Q2_0, Q5_0, Q8_0), ggml's x86 rounding:
  *           q = rint(x * 127 / amax), d = amax / 127 rounded to fp16 (stored here as the fp32
  *           value of that fp16).
- *   G = 128 (I2_S), P2: one scale for the whole vector (bitnet.cpp has one per row too), the
+ *   P2, G = 128 (I2_S): one scale for the whole vector (bitnet.cpp has one per row too), the
  *           smallest power of two d >= 2^-126 with 127 * d >= max|x| of the vector (0 if that
  *           is 0), in every group; q = roundf(x / d).  Exact per-group float steps: kernels may
  *           add a row's int sums first (internal.h, lowbit_act_p2_row_ok).
- *   other G, pylowbit's A8: q = roundf(x * 127 / amax), d = amax / 127.
+ *   A8 (pylowbit's own): q = roundf(x * 127 / amax), d = amax / 127.
+ * lowbit_quantize_act_for(type) applies the type's rule; lowbit_quantize_act(group) picks it from
+ * G alone: 256 Q8_K, 32 Q8_0, 128 P2, any other A8.
  * rint rounds half to even, roundf half away from zero; amax = max|x| over the group. */
 typedef struct {
     const int8_t *q;  /* n codes */

@@ -57,10 +57,10 @@ LOWBIT_API int64_t lowbit_type_block_bytes(int type); /* bytes per block */
 LOWBIT_API int64_t lowbit_row_bytes(int type, int64_t n);
 /* Bytes of a whole tensor of nelem weights as stored in GGUF (I2_S: nelem/4 + 32). */
 LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
-/* Activation group size used with this weight type: llama.cpp's activation type for it, 256 (Q8_K)
- * for TQ1_0/TQ2_0/Q4_K/Q6_K, 32 (Q8_0) for Q1_0/Q2_0/PQ2_0/PTQ1_0/Q5_0/Q8_0, 128 for I2_S (with one
- * power-of-two scale for the whole vector).  The group size also selects the rounding rule of
- * lowbit_quantize_act (formats.h). */
+/* Activation group size used with this weight type: 256 for TQ1_0/TQ2_0/Q4_K/Q6_K (llama.cpp's
+ * Q8_K), 128 for PQ2_0/PTQ1_0 (Q8_K's rule per 128 weights: their weight block) and I2_S (with one
+ * power-of-two scale for the whole vector), 32 (Q8_0) for Q1_0/Q2_0/Q5_0/Q8_0.  The rounding rule
+ * the library uses for a weight type is lowbit_quantize_act_for's (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
 
 /* ---- codecs (scalar reference; not on the hot path) ----------------------------------------- */
@@ -76,9 +76,14 @@ LOWBIT_API int lowbit_dequantize(int type, const void *w, int64_t n, float *out)
 /* ---- activations ---------------------------------------------------------------------------- */
 
 /* Quantize x[n] into the A8 layout of formats.h: q[n], d[n/group], s[n/group].  The rounding
- * rule follows the group size: 256 is llama.cpp's Q8_K, 32 its Q8_0, others pylowbit's A8. */
+ * rule follows the group size: 256 is llama.cpp's Q8_K, 32 its Q8_0, 128 P2, others pylowbit's A8. */
 LOWBIT_API int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
                                    int32_t *s);
+/* Quantize x[n] as the library does for weight type `type` (group lowbit_act_group(type), the
+ * type's rule, formats.h): q[n], d[n/group], s[n/group].  Float weight types: LOWBIT_ETYPE.
+ * (Added in 0.1: a new function, same ABI version.) */
+LOWBIT_API int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, float *d,
+                                       int32_t *s);
 
 /* ---- matrix-vector / matrix-matrix on the file layout ---------------------------------------- */
 

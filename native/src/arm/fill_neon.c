@@ -20,13 +20,12 @@ static float amax__neon(const float *x, int64_t n) {
  * NaN like the reference's compare), the scale and its inverse are computed in scalar exactly as
  * there, the clamp sends NaN to -127 (vmaxnm returns the number), and FCVTAS (vcvtaq) rounds half
  * away from zero like roundf, FCVTNS (vcvtnq) half to even like rintf. */
-static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                              int32_t *s) {
+static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                                  float *d, int32_t *s) {
     if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
+        lowbit_quantize_act_ref(x, n, group, rule, q, d, s);
         return;
     }
-    const int rule = lowbit_act_rule(group);
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
     const float vmax = rule == LOWBIT_ACT_P2 ? amax__neon(x, n) : 0.0f; /* P2: one scale per vector */
     for (int64_t g = 0; g < n / group; g++) {

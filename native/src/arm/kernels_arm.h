@@ -197,8 +197,10 @@ AI int fmt_bytes(int f) {
     default: return (int)sizeof(lowbit_block_q8_0);
     }
 }
-/* activation group: lowbit_act_group of the format (llama.cpp's Q8_K for TQ, Q8_0 for the rest) */
-AI int fmt_group(int f) { return f == F_TQ1_0 || f == F_TQ2_0 ? 256 : f == F_I2_S ? 128 : 32; }
+/* activation group: lowbit_act_group of the format (256 for TQ, 128 for I2_S / PQ2_0 / PTQ1_0) */
+AI int fmt_group(int f) {
+    return f == F_TQ1_0 || f == F_TQ2_0 ? 256 : f == F_I2_S || f == F_PQ2_0 || f == F_PTQ1_0 ? 128 : 32;
+}
 AI int fmt_offset(int f) { return f == F_Q8_0 ? 0 : 1; }
 AI int fmt_negated(int f) { return f == F_TQ1_0 || f == F_PTQ1_0; } /* unpack gives -code */
 
@@ -483,7 +485,7 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
 }
 #undef ROW_RUN
 
-/* Group-32 activations with scale blocks of QK = 64 or 128 (Q2_0, PQ2_0, PTQ1_0), the counterpart
+/* Group-32 activations with scale blocks of QK = 64 (Q2_0; the code takes 128 too), the counterpart
  * of packed_gemv32: group k of a row's 32-byte chunk is its 2-bit plane k, and each plane is masked
  * in place, one instruction from the code bytes (plane 1 is code x 4, plane 2 code x 16, plane 3
  * a shift; the group sums are divided back exactly, multiples of 4 / 16).  tile32_sums gives the
@@ -623,11 +625,9 @@ AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
 static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
     switch (m->group) {
-    case 32:
+    case 32: /* Q2_0 */
         if (m->qk == 64)
             packed_gemv32(m, r0, r1, a, y, 64);
-        else if (m->qk == 128)
-            packed_gemv32(m, r0, r1, a, y, 128);
         else
             packed_gemv_g(m, r0, r1, a, y, 32);
         break;

@@ -6,9 +6,9 @@
  *
  * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
  * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
- * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 32 divides
- * every other block, I2_S 128).  I2_S returns the sum without its per-tensor scale (d_w = 1);
- * the caller multiplies once per row. */
+ * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 128 = the
+ * PQ2_0 / PTQ1_0 block and I2_S's, 32 divides every other block).  I2_S returns the sum without
+ * its per-tensor scale (d_w = 1); the caller multiplies once per row. */
 #include <stdlib.h>
 
 #include "../internal.h"
@@ -17,10 +17,9 @@ void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *c
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
 void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 
-/* The A8 spec (formats.h): the group size selects the rule, see lowbit_act_rule. */
-void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                             int32_t *s) {
-    const int rule = lowbit_act_rule(group);
+/* The A8 spec (formats.h), rule LOWBIT_ACT_* (internal.h). */
+void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                             float *d, int32_t *s) {
     float vmax = 0.0f; /* P2: max|x| of the whole vector */
     if (rule == LOWBIT_ACT_P2)
         for (int64_t j = 0; j < n; j++)

@@ -305,9 +305,10 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
     if (signs && !k->signs_ok_f32(signs, n)) return LOWBIT_EINVAL;
     if (n == 0) return LOWBIT_OK;
     const lowbit_quantize_act_fn quant = lowbit_active_kernels()->quantize_act;
+    const int rule = lowbit_act_rule_of_group(group); /* lowbit_quantize_act's mapping */
     const float scale = (float)(1.0 / sqrt((double)block));
     int64_t c = n; /* P2 (I2_S): one scale for the whole row, so the whole row at once */
-    if (lowbit_act_rule(group) == LOWBIT_ACT_P2) c = n;
+    if (rule == LOWBIT_ACT_P2) c = n;
     else if (block % group == 0) c = block;
     else if (group % block == 0) c = group;
     float stackbuf[FUSED_STACK] __attribute__((aligned(64)));
@@ -317,7 +318,7 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
         for (int64_t b0 = c0; b0 < c0 + c; b0 += block)
             fwht_block_f32(k, x + b0, buf + (b0 - c0), block, m, pow2, signs ? signs + b0 : NULL,
                            NULL, scale);
-        quant(buf, c, group, q + c0, d + c0 / group, s + c0 / group);
+        quant(buf, c, group, rule, q + c0, d + c0 / group, s + c0 / group);
     }
     if (buf != stackbuf) free(buf);
     return LOWBIT_OK;

@@ -95,7 +95,9 @@ enum { F_TQ1, F_TQ2, F_I2S, F_Q1, F_Q2, F_PQ2, F_PTQ1, F_Q8, F_PK };
 
 AI int unit_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_Q8 ? 32 : 128; }
 /* activation group of the file-layout kernels: lowbit_act_group of the format */
-AI int group_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_I2S ? 128 : 32; }
+AI int group_of(int F) {
+    return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_I2S || F == F_PQ2 || F == F_PTQ1 ? 128 : 32;
+}
 /* bytes per unit in the file layout */
 AI int ustride_of(int F) {
     switch (F) {
@@ -538,7 +540,7 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-/* Group 32 (Q2_0, PQ2_0, PTQ1_0): two row groups at once (8 rows), lane = row.  Reducing each
+/* Group 32 (Q2_0): two row groups at once (8 rows), lane = row.  Reducing each
  * (row, group) sum horizontally cost ~45 shuffle-pipe ops per 512 weights and left Q2_0 compute-
  * bound at ~55 % of the DRAM roofline; here the reduction is vertical.  The 8 rows' tiles are
  * transposed in registers (an 8 x 8 dword transpose: 24 shuffles per 1024 weights) so that ymm X
@@ -626,8 +628,8 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
     return acc;
 }
 
-/* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (Q2_0, PQ2_0, PTQ1_0): row groups in
- * pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
+/* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (the dispatcher sends Q2_0, qk 64): row
+ * groups in pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
 static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     const int64_t nch = m->nchunks, n = m->cols;
@@ -717,6 +719,73 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     }
 }
 
+/* Group 128 with qk = 128 (PQ2_0, PTQ1_0: a group is one chunk and one scale block).  Two chunks
+ * per step: tile_sums gives the 4 rows' int16 sums of each (<= 12192 per lane: one tile each), one
+ * vpmaddwd per (row, chunk) and one transpose-reduce (hsum_8x8) put the 8 (row, chunk) sums in the
+ * 8 lanes of one vector -- lanes 0..3 rows 0..3 of chunk c, 4..7 those of chunk c + 1 -- which is
+ * exactly the order of the 8 fp16 scales at scales[rg][c][0..3], scales[rg][c + 1][0..3]: one
+ * vcvtph2ps, one vpsubd of the code sums, one cvt and the spec's two multiplies for 8 groups,
+ * then the float adds in the spec's order (chunk c, then c + 1, lane = row).  Software-pipelined
+ * two pairs deep: a pair's float steps are issued after the integer work of the two pairs that
+ * follow it (L2-resident, one thread, side by side: one pair deep 1.06x over none, two pairs
+ * another 1.01-1.03x; the spec's float order is unchanged).  A last odd chunk runs alone (hsum4).
+ * (Tried and slower here: the reduction as an int16 transpose tree without vpmaddwd, 0.97x;
+ * reducing each chunk's rows before the next chunk's work, which avoids a spill, 0.97x.) */
+AI __m256 bcast2_ps(const float *p) { /* p[0] in lanes 0..3, p[1] in 4..7 */
+    return _mm256_blend_ps(_mm256_broadcast_ss(p), _mm256_broadcast_ss(p + 1), 0xf0);
+}
+AI __m256i bcast2_epi32(const int32_t *p) {
+    return _mm256_blend_epi32(_mm256_set1_epi32(p[0]), _mm256_set1_epi32(p[1]), 0xf0);
+}
+/* acc (lane = row) += the float steps of chunks c, c + 1 of row group rg, isum as above */
+AI __m128 pair_acc(__m128 acc, __m256i isum, const lowbit_matrix *m, int64_t rg, int64_t c,
+                   const lowbit_act *a) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m->scales + (rg * m->nscales + c) * 4)));
+    const __m256 sc = _mm256_mul_ps(dw, bcast2_ps(a->d + c));
+    const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bcast2_epi32(a->s + c))), sc);
+    acc = _mm_add_ps(acc, _mm256_castps256_ps128(p));
+    return _mm_add_ps(acc, _mm256_extractf128_ps(p, 1));
+}
+
+static void packed_gemv128(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t nch = m->nchunks, npair = nch / 2;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
+        const uint8_t *base = m->codes + rg * nch * 128;
+        __m128 acc = _mm_setzero_ps();
+        __m256i pis[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}; /* pairs p-2, p-1 */
+        for (int64_t p = 0; p < npair; p++) {
+            __m256i s[8], iv[8];
+            for (int i = 0; i < 8; i++) s[i] = _mm256_setzero_si256();
+            for (int cc = 0; cc < 2; cc++) {
+                const uint8_t *tile = base + (2 * p + cc) * 128;
+                pf_tile(tile);
+                tile_sums(tile, a->q + (2 * p + cc) * 128, s + 4 * cc);
+            }
+            for (int i = 0; i < 8; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
+            const __m256i isum = _mm256_srai_epi32(hsum_8x8(iv), 2); /* exact: 4 x the sums */
+            if (p > 1) acc = pair_acc(acc, pis[0], m, rg, 2 * p - 4, a);
+            pis[0] = pis[1], pis[1] = isum;
+        }
+        if (npair > 1) acc = pair_acc(acc, pis[0], m, rg, 2 * npair - 4, a);
+        if (npair) acc = pair_acc(acc, pis[1], m, rg, 2 * npair - 2, a);
+        if (nch & 1) { /* the last chunk alone */
+            const int64_t c = nch - 1;
+            __m256i s[4], iv[4];
+            for (int i = 0; i < 4; i++) s[i] = _mm256_setzero_si256();
+            tile_sums(base + c * 128, a->q + c * 128, s);
+            for (int i = 0; i < 4; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
+            const __m128i isum = _mm_srai_epi32(hsum4(iv[0], iv[1], iv[2], iv[3]), 2);
+            acc = group_acc(acc, isum, _mm_set1_epi32(a->s[c]), packed_dw(m, rg, c, 128, 7),
+                            _mm_set1_ps(a->d[c]));
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+    }
+}
+
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
@@ -766,7 +835,7 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
                              float *y) {
     switch (m->group) {
     case 32:
-        if (m->qk == 64 || m->qk == 128)
+        if (m->qk == 64)
             packed_gemv32(m, r0, r1, a, y);
         else
             packed_gemv_k(32, m, r0, r1, a, y);
@@ -778,7 +847,9 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
             packed_gemv_k(256, m, r0, r1, a, y);
         break;
     default:
-        if (lowbit_i2s_row_sums_ok(m, a))
+        if (m->group == 128 && m->qk == 128)
+            packed_gemv128(m, r0, r1, a, y);
+        else if (lowbit_i2s_row_sums_ok(m, a))
             packed_gemv_i2s_row(m, r0, r1, a, y);
         else
             packed_gemv_k(128, m, r0, r1, a, y);
@@ -918,7 +989,7 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
         memcpy(s, st, (size_t)ng * sizeof(int32_t));
     }
     for (int g = 0; g < ng; g++)
-        if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, q + g * G, d + g, s + g);
+        if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, rule, q + g * G, d + g, s + g);
 }
 
 /* P2 (I2_S, group 128): one power-of-two scale for the whole vector (internal.h). */
@@ -930,7 +1001,7 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     if (!(amax <= 3.4028235e38f)) { /* inf: the reference's clamp decides the codes */
-        lowbit_quantize_act_ref(x, n, 128, q, d, s);
+        lowbit_quantize_act_ref(x, n, 128, LOWBIT_ACT_P2, q, d, s);
         return;
     }
     const float dg = lowbit_act_p2_scale(amax), id = dg ? 1.0f / dg : 0.0f;
@@ -947,25 +1018,33 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
     }
 }
 
-static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int8_t *q, float *d,
-                              int32_t *s) {
-    if (group == 128) {
+static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                              float *d, int32_t *s) {
+    if (rule == LOWBIT_ACT_P2 && group == 128) {
         quantize_p2_avx2(x, n, q, d, s);
         return;
     }
-    if (group % 32) {
-        lowbit_quantize_act_ref(x, n, group, q, d, s);
+    if (group % 32 || rule == LOWBIT_ACT_P2) {
+        lowbit_quantize_act_ref(x, n, group, rule, q, d, s);
         return;
     }
     const int64_t ng = n / group;
 #define QGROUPS(G, RULE)                                                                           \
     for (int64_t g = 0; g < ng; g += 8)                                                            \
         quantize_8groups(x + g * G, G, RULE, ng - g < 8 ? (int)(ng - g) : 8, q + g * G, d + g, s + g)
-    switch (group) { /* the weight formats' sizes, with their constant rule */
-    case 32: QGROUPS(32, LOWBIT_ACT_Q8_0); break;
-    case 256: QGROUPS(256, LOWBIT_ACT_Q8_K); break;
-    default: QGROUPS(group, LOWBIT_ACT_A8); break;
-    }
+    /* the weight formats' (size, rule) pairs as constants; anything else generic */
+    if (group == 32 && rule == LOWBIT_ACT_Q8_0)
+        QGROUPS(32, LOWBIT_ACT_Q8_0);
+    else if (group == 128 && rule == LOWBIT_ACT_Q8_K)
+        QGROUPS(128, LOWBIT_ACT_Q8_K);
+    else if (group == 256 && rule == LOWBIT_ACT_Q8_K)
+        QGROUPS(256, LOWBIT_ACT_Q8_K);
+    else if (rule == LOWBIT_ACT_Q8_K)
+        QGROUPS(group, LOWBIT_ACT_Q8_K);
+    else if (rule == LOWBIT_ACT_Q8_0)
+        QGROUPS(group, LOWBIT_ACT_Q8_0);
+    else
+        QGROUPS(group, LOWBIT_ACT_A8);
 #undef QGROUPS
 }
 
