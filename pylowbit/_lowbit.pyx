@@ -376,8 +376,9 @@ def gemm_glu(PackedMatrix gate not None, PackedMatrix up not None, int act, x, o
 
 
 def stream_read(const uint8_t[::1] buf not None, int threads=0):
-    """Read every byte of buf (length a multiple of 64) on `threads` pool threads; returns a
-    checksum.  Time it to measure the machine's streaming read bandwidth."""
+    """Read every byte of buf (a trailing part of under 64 bytes is skipped) on `threads` pool
+    threads; returns the sum of its 64-bit words mod 2^64.  Time it to measure the machine's
+    streaming read bandwidth."""
     cdef int64_t n = buf.shape[0] // 64 * 64
     cdef uint64_t r = 0
     if n:

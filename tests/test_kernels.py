@@ -438,9 +438,18 @@ def test_activation_quantizer_hostile_groups_match_scalar(group, isa):
             assert want[1][2] > 0  # first of +-5 is -5: d = 1 / (-127 / -5)
 
 
-def test_stream_read_checksum():
-    buf = np.arange(4096, dtype=np.uint64).view(np.uint8)
-    assert _lowbit.stream_read(buf, 1) == _lowbit.stream_read(buf, 2)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stream_read_reads_every_word(variant, isa):
+    """The bandwidth probe returns the sum of the 64-bit words (mod 2^64) in every variant, whatever
+    the thread count, so it reads all of them: several pool tasks and a last partial 128 bytes."""
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 2**64, (3 << 20) // 8 + 8, dtype=np.uint64)  # 3 MB + 64 bytes
+    want = int(words.sum(dtype=np.uint64))
+    buf = words.view(np.uint8)
+    isa(variant)
+    for threads in (1, 2):
+        assert _lowbit.stream_read(buf, threads) == want
+        assert _lowbit.stream_read(buf[:-64], threads) == int(words[:-8].sum(dtype=np.uint64))
 
 
 def test_gemm_into_equals_gemm_and_checks_shapes():

@@ -368,37 +368,26 @@ int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, i
 
 #define STREAM_CHUNK (1 << 20)
 typedef struct {
-    const uint64_t *p;
-    int64_t n64;
+    const uint8_t *p;
+    int64_t n;
+    const lowbit_kernels *k;
     uint64_t part[256];
 } stream_job;
 
 static void stream_chunk(void *ctx, int64_t t) {
     stream_job *S = (stream_job *)ctx;
-    int64_t i0 = t * (STREAM_CHUNK / 8), i1 = i0 + STREAM_CHUNK / 8;
-    if (i1 > S->n64) i1 = S->n64;
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    for (int64_t i = i0; i < i1; i += 8) { /* one cache line per iteration, vectorized by -O3 */
-        __builtin_prefetch(S->p + i + 256); /* 2 KB ahead: 16 KB, the GEMV's distance, read the same */
-        a0 += S->p[i];
-        a1 += S->p[i + 1];
-        a2 += S->p[i + 2];
-        a3 += S->p[i + 3];
-        a4 += S->p[i + 4];
-        a5 += S->p[i + 5];
-        a6 += S->p[i + 6];
-        a7 += S->p[i + 7];
-    }
-    __atomic_fetch_add(&S->part[t & 255], a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7, __ATOMIC_RELAXED);
+    const int64_t i0 = t * STREAM_CHUNK, i1 = i0 + STREAM_CHUNK < S->n ? i0 + STREAM_CHUNK : S->n;
+    __atomic_fetch_add(&S->part[t & 255], S->k->read_bytes(S->p + i0, i1 - i0), __ATOMIC_RELAXED);
 }
 
 uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads) {
     if (!buf || nbytes <= 0) return 0;
     stream_job S;
     memset(&S, 0, sizeof S);
-    S.p = (const uint64_t *)buf;
-    S.n64 = nbytes / 64 * 8;
-    lowbit_parallel_for((nbytes + STREAM_CHUNK - 1) / STREAM_CHUNK, stream_chunk, &S, threads);
+    S.p = (const uint8_t *)buf;
+    S.n = nbytes / 64 * 64;
+    S.k = lowbit_active_kernels();
+    lowbit_parallel_for((S.n + STREAM_CHUNK - 1) / STREAM_CHUNK, stream_chunk, &S, threads);
     uint64_t x = 0;
     for (int i = 0; i < 256; i++) x += S.part[i];
     return x;

@@ -224,6 +224,10 @@ typedef struct lowbit_kernels {
                         float *y);
     void (*packed_gemm)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         int64_t batch, float *y, int64_t ldy);
+    /* Reads n bytes (a multiple of 64) as fast as the core can and returns the sum of its 64-bit
+     * words mod 2^64: the loop of lowbit_stream_read, the roofline's bandwidth probe (a slow probe
+     * would inflate the shares). */
+    uint64_t (*read_bytes)(const uint8_t *p, int64_t n);
 } lowbit_kernels;
 
 /* The active table (initialized on first use, thread-safely). */

@@ -144,8 +144,10 @@ LOWBIT_API int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_ma
 
 /* ---- benchmark helper ----------------------------------------------------------------------- */
 
-/* Reads nbytes (a multiple of 64) of buf on `threads` threads and returns a checksum: the
- * machine's streaming read bandwidth, measured the way the kernels read weights. */
+/* Reads nbytes (a multiple of 64) of buf on `threads` threads and returns the sum of its 64-bit
+ * words (native order) mod 2^64, so that no read can be skipped: time it for
+ * the machine's streaming read bandwidth.  Split over the pool as the GEMV kernels split their
+ * rows; the read loop is the fastest one measured (the active ISA variant's). */
 LOWBIT_API uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads);
 
 /* ---- Walsh-Hadamard transform --------------------------------------------------------------- */

@@ -10,6 +10,7 @@
  * PQ2_0 / PTQ1_0 block and I2_S's, 32 divides every other block).  I2_S returns the sum without
  * its per-tensor scale (d_w = 1); the caller multiplies once per row. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../internal.h"
 
@@ -173,6 +174,20 @@ static void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1
     }
 }
 
+/* The bandwidth probe's loop: one cache line per step, 8 independent sums (vectorized by -O3),
+ * no software prefetch (the hardware prefetcher alone read fastest here).  Returns the sum of the
+ * 64-bit words mod 2^64, as every variant does. */
+static uint64_t read_bytes_ref(const uint8_t *p, int64_t n) {
+    uint64_t a[8] = {0};
+    for (int64_t i = 0; i < n; i += 64)
+        for (int j = 0; j < 8; j++) {
+            uint64_t v;
+            memcpy(&v, p + i + 8 * j, 8);
+            a[j] += v;
+        }
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
 void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
 #define SET(K, name)                                                                               \
     k->gemv[K] = gemv_##name##_ref;                                                                \
@@ -184,5 +199,6 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->gemv_f16 = gemv_f16_ref;
     k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
     k->packed_gemm = lowbit_packed_gemm_ref;
+    k->read_bytes = read_bytes_ref;
     lowbit_fill_kquant_scalar(k);
 }
