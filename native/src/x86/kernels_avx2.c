@@ -24,7 +24,8 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch distances (bytes) of the GEMV weight streams, measured here (DRAM regime, one
- * thread, in-run bandwidth probe): hardware prefetch alone streamed the packed layout at ~65 % of
+ * thread, in-run bandwidth probe; the shares are against the probe of then, which read 1.1-1.25x
+ * slower than read_bytes_avx2 does): hardware prefetch alone streamed the packed layout at ~65 % of
  * the read bandwidth; prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-85 %,
  * 16 KB ahead ~1.1x more for TQ2_0 (85-95 %; 4 KB: 1.05x, 32-64 KB: no better; the 32-group
  * formats are compute-bound and gain little).  The Q8_0 file layout
