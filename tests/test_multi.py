@@ -7,6 +7,7 @@ import pytest
 import pylowbit as lb
 from pylowbit import _lowbit, _ops
 from pylowbit.model import load_model
+from pylowbit.model.forward import KVCache
 from pylowbit.model.synthetic import write_synthetic_model
 from pylowbit.model.weights import GatedFFN, LinearGroup
 
@@ -161,7 +162,12 @@ def test_layer_loop_only_where_it_applies(tmp_path, monkeypatch):
     keep, lin.m = lin.m, None
     assert m._layer_loop() is None
     lin.m = keep
-    assert m._layer_loop() is not None and m._layer_loop() is not first
+    second = m._layer_loop()
+    assert second is not None and second is not first
+    m.cache = KVCache(m.cfg, 16)  # a new cache: the loop must not write into the old one
+    assert m._layer_loop() is not second
+    m.forward([1, 2])
+    assert m.cache.n == 2 and np.any(m.cache.k[0][:, :2])
 
 
 def test_layer_loop_refuses_bad_arguments(tmp_path, monkeypatch):

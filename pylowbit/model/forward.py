@@ -69,7 +69,7 @@ class Model:
         # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
                       for il in range(cfg.n_layer)]
-        self._layers, self._layers_gen = None, None  # the one-call layer loop (_layer_loop)
+        self._layers, self._layers_key = None, None  # the one-call layer loop (_layer_loop)
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -85,9 +85,10 @@ class Model:
         """The layers as one _ops.DecoderLayers call (the same C calls as the loop in _forward, so the
         same bits, without the interpreter between them), or None when a layer needs the Python
         loop: a folded rotation, or a matrix that is not a liblowbit one.  Remade when a linear's
-        matrix is swapped."""
-        if self._layers_gen != Linear.generation:
-            self._layers, self._layers_gen = None, Linear.generation
+        matrix is swapped or the KV cache replaced (it holds their pointers)."""
+        key = (Linear.generation, self.cache)  # the cache itself (compared by identity), not its id
+        if self._layers_key != key:
+            self._layers, self._layers_key = None, key
             layers = []
             for il, L in enumerate(self.w.layers):
                 lins = [L[k] for k in ops.MATRIX_NAMES]
