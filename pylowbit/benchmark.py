@@ -232,6 +232,10 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     process's, with all of the thread count's models loaded."""
     info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
+    # One probe buffer for the whole run, mapped before any model: its huge pages (if the OS gives
+    # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
+    probe_buf = _probe_buffer(512 << 20) if n_gen > 0 else None
+    probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
     files = []
     for label, path in paths:
         fmt = _file_format(path)
@@ -263,18 +267,18 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
             # Generation's roofline is paired run by run: the read bandwidth is probed right before
             # and after every timed run, and the run's share is its bytes/s over the better of those
             # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
-            # sides alike.  Each probe maps its own buffer: the peak RSS column stays the model's.
+            # sides alike.
             probe = test.startswith("tg")
-            probes = [read_bandwidth(t, reps=2)] if probe else []
+            probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
             shares = {key: [] for key in samples}
             for _ in range(reps):
                 for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
                     for e in engines:
                         _reset_peak_rss()
                         samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
-                        peaks[i, e.name] = max(peaks[i, e.name], _peak_rss())
+                        peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
                         if probe:
-                            probes.append(read_bandwidth(t, reps=2))
+                            probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
                             shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
                                                      / max(probes[-2:]))
             if probe:
