@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-from pylowbit.benchmark import read_bandwidth
+from pylowbit.benchmark import probe_buffer, read_bandwidth
 
 FORMATS = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q1_0", "q8_0", "f16"]
 PACKED = {"tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0"}
@@ -48,7 +48,7 @@ def _clock(threads):
 
 @pytest.fixture(scope="session")
 def stream_buf():
-    return np.ones(DRAM_BYTES, dtype=np.uint8)
+    return probe_buffer(DRAM_BYTES)
 
 
 def _bandwidth(threads, buf, reps=5):

@@ -75,10 +75,11 @@ def synthetic_model(preset: str, fmt: str, console=None) -> Path:
 
 # ---- machine read bandwidth ------------------------------------------------------------------
 
-def _probe_buffer(nbytes: int) -> np.ndarray:
+def probe_buffer(nbytes: int) -> np.ndarray:
     """nbytes of ones (every page really mapped) in anonymous memory with transparent huge pages
     where Linux gives them, as liblowbit asks for its packed weights: the probe reads the way the
-    weights are read.  Freed with the array."""
+    weights are read (read_bandwidth's default buffer; bench/bench_kernels.py's too).  Freed with
+    the array."""
     import mmap
 
     try:
@@ -106,7 +107,7 @@ def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5, clock=t
     from pylowbit import _lowbit
 
     if buf is None:
-        buf = _probe_buffer(nbytes)
+        buf = probe_buffer(nbytes)
     _lowbit.stream_read(buf, threads)  # warm-up: starts the pool's workers
     best = 0.0
     for _ in range(reps):
@@ -234,7 +235,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     ctx = max(n_prompt, 1) + n_gen + 16
     # One probe buffer for the whole run, mapped before any model: its huge pages (if the OS gives
     # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
-    probe_buf = _probe_buffer(512 << 20) if n_gen > 0 else None
+    probe_buf = probe_buffer(512 << 20) if n_gen > 0 else None
     probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
     files = []
     for label, path in paths:
