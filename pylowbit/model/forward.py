@@ -4,7 +4,8 @@ Shapes: T = tokens in this call, S = cached positions so far + T, d = d_model, H
 heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV (T = 1).  Everything
 between the matrix products (norms, RoPE, attention over the KV cache, activations, residual adds)
 is one liblowbit call each (pylowbit._ops): as numpy, time outside the kernels was ~23 % of a
-decode token at the BitNet 2B shape; now ~5-6 % (bench/python_share.py).  Matrices that read the same input run as one call
+decode token at the BitNet 2B shape, ~5-6 % with them in C (bench/python_share.py), ~1 % with the
+layer loop in C too (below).  Matrices that read the same input run as one call
 and one thread-pool job (weights.LinearGroup: q/k/v; GatedFFN: gate/up with the activation applied
 per row tile on every thread): ~120 pool dispatches a token instead of ~210, and four Python calls
 fewer per layer.  When every layer matrix is a liblowbit one and none has a folded rotation, the
@@ -82,7 +83,7 @@ class Model:
         self.cache.n = 0
 
     def _layer_loop(self):
-        """The layers as one _ops.DecoderLayers call (the same C calls as the loop in _forward, so the
+        """The layers as one _ops.DecoderLayers call (the same C calls as _python_layers, so the
         same bits, without the interpreter between them), or None when a layer needs the Python
         loop: a folded rotation, or a matrix that is not a liblowbit one.  Remade when a linear's
         matrix is swapped or the KV cache replaced (it holds their pointers)."""
