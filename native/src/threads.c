@@ -13,9 +13,9 @@
  *    late, for a job already finished, can never take a task of the next one.
  *  - A thread counts the tasks it ran and adds them to the job's `done` once, when it finds no
  *    task left, instead of once per task: `done` is the one line both cores write, and a GEMV
- *    has ~50 tasks per thread.  (Side by side, C harness of a BitNet 2B token's matrices on 2
- *    threads: 0.815-0.897 of the read loop against 0.805-0.833 per task, 3 runs; 4x the tasks
- *    per job measured 2-8 % slower, which is what sent this way.)
+ *    has ~50 tasks per thread.  4x the tasks per job measured 2-8 % slower on 2 threads, so the
+ *    per-task cost is real; at 64 rows a task, this change measured 0.96-1.08x in six side-by-side
+ *    runs (bench/stream_ceiling.c), within this machine's noise.
  *  - Idle workers spin for a short while (pause, then sched_yield so that on a busy machine they
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
