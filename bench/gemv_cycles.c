@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "lowbit/lowbit.h"
+#include "lowbit_dl.h"
 
 typedef struct {
     const char *path;
@@ -39,21 +40,8 @@ typedef struct {
     void (*matrix_free)(lowbit_matrix *);
 } lib_t;
 
-static void *sym(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    if (!p) {
-        fprintf(stderr, "missing %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-
 static void open_lib(lib_t *L, const char *path, const char *isa) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
-        exit(1);
-    }
+    void *h = open_build(path);
     L->path = path;
     L->pack = sym(h, "lowbit_matrix_pack");
     L->gemm_act = sym(h, "lowbit_matrix_gemm_act");
@@ -93,16 +81,6 @@ static double hz(void) {
         if (t < best) best = t;
     }
     return n / best;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* roughly normal: sum of 4 uniforms */
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s;
 }
 
 /* one (library, format) pair under test */

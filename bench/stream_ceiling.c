@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "lowbit/lowbit.h"
+#include "lowbit_dl.h"
 
 enum { LAYERS = 30, PER_LAYER = 7, NMAT = LAYERS * PER_LAYER + 1, MAXR = 512 };
 /* rows, cols of q, k, v, o, gate, up, down, then the head */
@@ -51,21 +52,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-}
-
-static void *sym(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    if (!p) {
-        fprintf(stderr, "missing %s\n", name);
-        exit(1);
-    }
-    return p;
 }
 
 /* ---- the synthetic stream ------------------------------------------------------------------- */
@@ -144,11 +130,7 @@ static double synth_time(const uint8_t *p, int64_t n, int threads, int work, int
 /* ---- the token's GEMVs ---------------------------------------------------------------------- */
 
 static int64_t open_lib(lib_t *L, const char *path, const float *w) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
-        exit(1);
-    }
+    void *h = open_build(path);
     L->path = path;
     L->gemv = sym(h, "lowbit_matrix_gemv");
     L->multi = sym(h, "lowbit_matrix_gemm_multi");
