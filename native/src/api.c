@@ -32,7 +32,10 @@ int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, floa
 
 /* ---- one job description shared by the GEMV and GEMM paths ------------------------------------
  * Tasks tile rows x columns: ROWS_PER_TASK rows by `bt` activation columns (GEMM), so that a
- * batch keeps both cores busy even when a matrix has few rows. */
+ * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the kernels'
+ * packed_gemv_pair, internal.h) gives task t row tile t and its twin t + row_tasks in the second
+ * half of the matrix: split over the threads as usual, each thread then streams two runs of
+ * memory half a matrix apart, side by side. */
 
 typedef struct {
     const lowbit_kernels *k;
@@ -46,13 +49,27 @@ typedef struct {
     float *y;
     float row_scale; /* I2_S per-tensor scale, else 1 */
     int64_t row_tasks, bt;
+    int paired;
 } job;
+
+/* The rows of task t: [r[0], r[1]) and, paired, its twin tile [r[2], r[3]) (empty: r[2] == r[3]). */
+static void task_rows(const job *J, int64_t t, int64_t r[4]) {
+    const int64_t tile = t % J->row_tasks;
+    r[0] = tile * ROWS_PER_TASK;
+    r[1] = r[0] + ROWS_PER_TASK < J->rows ? r[0] + ROWS_PER_TASK : J->rows;
+    r[2] = r[3] = 0;
+    if (J->paired && (tile + J->row_tasks) * ROWS_PER_TASK < J->rows) {
+        r[2] = (tile + J->row_tasks) * ROWS_PER_TASK;
+        r[3] = r[2] + ROWS_PER_TASK < J->rows ? r[2] + ROWS_PER_TASK : J->rows;
+    }
+}
 
 static void run_chunk(void *ctx, int64_t t) {
     const job *J = (const job *)ctx;
-    int64_t r0 = (t % J->row_tasks) * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    int64_t r[4];
+    task_rows(J, t, r);
+    const int64_t r0 = r[0], r1 = r[1];
     int64_t c0 = (t / J->row_tasks) * J->bt, c1 = c0 + J->bt;
-    if (r1 > J->rows) r1 = J->rows;
     if (c1 > J->batch) c1 = J->batch;
     if (J->kidx < 0) {
         for (int64_t b = c0; b < c1; b++) {
@@ -65,7 +82,9 @@ static void run_chunk(void *ctx, int64_t t) {
         return;
     }
     if (J->m) {
-        if (c1 - c0 == 1)
+        if (r[3] > r[2]) /* paired: batch 1 */
+            J->k->packed_gemv_pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
+        else if (c1 - c0 == 1)
             J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
         else
             J->k->packed_gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
@@ -77,7 +96,8 @@ static void run_chunk(void *ctx, int64_t t) {
     }
     if (J->row_scale != 1.0f)
         for (int64_t b = c0; b < c1; b++)
-            for (int64_t r = r0; r < r1; r++) J->y[b * J->rows + r] *= J->row_scale;
+            for (int h = 0; h < 4; h += 2)
+                for (int64_t i = r[h]; i < r[h + 1]; i++) J->y[b * J->rows + i] *= J->row_scale;
 }
 
 static int check_matrix(int type, const void *w, int64_t rows, int64_t cols, int64_t *row_bytes) {
@@ -98,7 +118,10 @@ static void job_prepare(job *J) {
     } else {
         J->row_scale = 1.0f;
     }
-    J->row_tasks = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    const int64_t tiles = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    J->paired = J->m && J->batch == 1 && tiles > 1 && J->k->packed_gemv_pair &&
+                lowbit_pair_rows_ok(J->m);
+    J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
 }
 
 /* Weight bytes the job reads, times the batch: what decides how many threads pay off. */
@@ -167,7 +190,7 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0};
+    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0, 0};
     run_job(&J, threads);
     return LOWBIT_OK;
 }
@@ -182,7 +205,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0};
+        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -191,7 +214,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0};
+    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0};
     run_job(&J, threads);
     free(mem);
     return LOWBIT_OK;
@@ -212,7 +235,7 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
     job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0};
+             batch, y, 1.0f, 0, 0, 0};
     run_job(&J, threads);
     return LOWBIT_OK;
 }
@@ -261,14 +284,15 @@ static void run_multi_chunk(void *ctx, int64_t t) {
     if (M->act < 0 || atomic_fetch_add_explicit(&M->tiles_done[tile], 1, memory_order_acq_rel) != 1)
         return;
     const job *G = &M->part[0], *U = &M->part[1];
-    int64_t r0 = (tile % G->row_tasks) * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    int64_t r[4]; /* gate and up pair alike (run_multi) */
+    task_rows(G, tile, r);
     int64_t c0 = (tile / G->row_tasks) * G->bt, c1 = c0 + G->bt;
-    if (r1 > G->rows) r1 = G->rows;
     if (c1 > G->batch) c1 = G->batch;
-    for (int64_t b = c0; b < c1; b++) {
-        float *g = G->y + b * G->rows + r0;
-        lowbit_act_mul(M->act, g, U->y + b * U->rows + r0, r1 - r0, g);
-    }
+    for (int64_t b = c0; b < c1; b++)
+        for (int h = 0; h < 4; h += 2) {
+            float *g = G->y + b * G->rows + r[h];
+            lowbit_act_mul(M->act, g, U->y + b * U->rows + r[h], r[h + 1] - r[h], g);
+        }
 }
 
 /* Activations quantized on the stack up to this many bytes (a decode step's vectors), else malloc. */
@@ -313,11 +337,18 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
         const lowbit_matrix *m = ms[j];
         job *J = &M.part[j];
         *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, cols, 0, NULL, x,
-                   batch, ys[j], 1.0f, 0, 0};
+                   batch, ys[j], 1.0f, 0, 0, 0};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, cols);
         job_prepare(J);
-        work += job_work(J);
-        row_tasks += J->row_tasks;
+    }
+    if (act >= 0 && M.part[0].paired != M.part[1].paired) /* GLU: one counter per (gate, up) task */
+        for (int j = 0; j < 2; j++) {
+            M.part[j].paired = 0;
+            M.part[j].row_tasks = (M.part[j].rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+        }
+    for (int j = 0; j < n; j++) {
+        work += job_work(&M.part[j]);
+        row_tasks += M.part[j].row_tasks;
     }
     int64_t bt = 0;
     const int64_t ncol = plan_tiles(work, row_tasks, batch, &threads, &bt);

@@ -167,6 +167,12 @@ static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_ac
            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
 }
 
+/* The matrices packed_gemv_pair runs (the others keep one range per task): the 256-groups with
+ * one scale per group, TQ2_0 and TQ1_0 in whole groups. */
+static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
+    return m->packed && m->group == 256 && m->qk == 256 && m->cols % 256 == 0;
+}
+
 /* ---- kernel table filled by the dispatcher ---------------------------------------------------- */
 
 /* y[r - r0] = dot(row r of W, a) for r in [r0, r1).  `w` points at row 0, rows are row_bytes apart.
@@ -224,6 +230,14 @@ typedef struct lowbit_kernels {
                         float *y);
     void (*packed_gemm)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         int64_t batch, float *y, int64_t ldy);
+    /* Optional (NULL: none): the GEMV of two row ranges far apart in one pass, [a0, a1) and
+     * [b0, b1) (multiples of LOWBIT_PACK_ROWS at their starts, b1 - b0 <= a1 - a0), for the
+     * matrices lowbit_pair_rows_ok accepts: results as two packed_gemv calls, bit for bit.  A
+     * GEMV job then gives each task a row tile of the matrix's first half and its twin in the
+     * second (api.c): each thread streams two runs of memory side by side, which the prefetchers
+     * of this Zen 3 follow faster than one run of the same bytes. */
+    void (*packed_gemv_pair)(const struct lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                             int64_t b1, const lowbit_act *a, float *y);
     /* Reads n bytes (a multiple of 64) as fast as the core can and returns the sum of its 64-bit
      * words mod 2^64: the loop of lowbit_stream_read, the roofline's bandwidth probe (a slow probe
      * would inflate the shares). */
