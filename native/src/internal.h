@@ -167,10 +167,11 @@ static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_ac
            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
 }
 
-/* The matrices packed_gemv_pair runs (the others keep one range per task): the 256-groups with
- * one scale per group, TQ2_0 and TQ1_0 in whole groups. */
+/* The matrices packed_gemv_pair runs (the others keep one range per task): whole groups of one
+ * scale block each, 256 weights (TQ2_0, TQ1_0) or 128 (PQ2_0, PTQ1_0). */
 static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
-    return m->packed && m->group == 256 && m->qk == 256 && m->cols % 256 == 0;
+    return m->packed && (m->group == 256 || m->group == 128) && m->qk == m->group &&
+           m->cols % m->group == 0;
 }
 
 /* ---- kernel table filled by the dispatcher ---------------------------------------------------- */

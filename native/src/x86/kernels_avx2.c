@@ -720,36 +720,22 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     }
 }
 
-/* packed_gemv_pair for the 256-groups (lowbit_pair_rows_ok): row group k of range A and row group
- * k of range B, far apart, side by side as 8 rows, lanes 0..3 and 4..7 of one vector after one
- * transpose-reduce (hsum_8x8) per group, one float step per group for the 8 rows in the spec's
- * order.  8 int16 accumulators leave no room for the activations: they are memory operands,
- * reloaded per row (the "memory" barrier keeps gcc from hoisting them into registers and
- * spilling).  Measured here against packed_gemv256 on one range each task:
- *  - in cache (gemv_cycles, one thread): 1.06-1.14x;
+/* packed_gemv_pair (lowbit_pair_rows_ok: groups of one scale block, 256 weights (TQ2_0, TQ1_0:
+ * TPG = 2 chunk tiles a group) or 128 (PQ2_0, PTQ1_0: TPG = 1)): row group k of range A and row
+ * group k of range B, far apart, side by side as 8 rows (tile_sums on each), lanes 0..3 and
+ * 4..7 of one vector after one transpose-reduce (hsum_8x8) per group, one float step per group
+ * for the 8 rows in the spec's order.  Measured against one range per task (packed_gemv256,
+ * packed_gemv128):
+ *  - in cache (gemv_cycles, one thread): TQ2_0 1.10x; PQ2_0 0.92x (packed_gemv128 reduces two
+ *    chunks of 4 rows at a time, pipelined two deep);
  *  - a BitNet 2B token's GEMVs on 2 threads, share of the read loop (bench/stream_ceiling.c,
- *    medians of 30-40 rounds): 0.958 / 0.868, 0.904 / 0.798, 0.844 / 0.805, 0.893 / 0.885;
- *    one thread 0.882 / 0.861;
- *  - the decoder's tokens, one process, pairing switched on and off round by round: 0.839 /
+ *    medians of 30-40 rounds), TQ2_0: 0.958 / 0.868, 0.904 / 0.798, 0.844 / 0.805, 0.893 /
+ *    0.885; one thread 0.882 / 0.861.  PQ2_0: 0.963 / 0.929 on 2 threads, 0.842 / 0.840 on one;
+ *  - the decoder's TQ2_0 tokens, one process, pairing switched on and off round by round: 0.839 /
  *    0.818 and 0.847 / 0.808 of the read loop.
- * The same 8-row kernel on row groups rg and rg + 1 (two streams 2.5 KB apart) streamed 0.70-0.78
- * of the read loop against 0.87-0.93: the prefetchers want the two runs far apart. */
-AI void tile_sums8(const uint8_t *ta, const uint8_t *tb, const int8_t *aq, __m256i s[8]) {
-    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
-    for (int i = 0; i < 8; i++) { /* as tile_sums, rows 0..3 of ta then of tb */
-        const __m256i v = _mm256_load_si256((const __m256i *)((i < 4 ? ta : tb) + 32 * (i & 3)));
-        const __m256i h = _mm256_srli_epi16(v, 4);
-        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v, m3), _mm256_loadu_si256((const __m256i *)aq));
-        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(h, m3), _mm256_loadu_si256((const __m256i *)(aq + 64)));
-        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v, m12), _mm256_loadu_si256((const __m256i *)(aq + 32)));
-        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(h, m12), _mm256_loadu_si256((const __m256i *)(aq + 96)));
-        const __m256i t = _mm256_add_epi16(_mm256_slli_epi16(_mm256_add_epi16(p0, p2), 2),
-                                           _mm256_add_epi16(p1, p3));
-        s[i] = _mm256_add_epi16(s[i], t);
-        __asm__ volatile("" : "+x"(s[i]) : : "memory");
-    }
-}
-
+ * (Activations as memory operands, 8 rows per tile pass, instead of two tile_sums: 0.96x.)  The
+ * same 8 rows from row groups rg and rg + 1 (two streams 2.5 KB apart) streamed 0.70-0.78 of the
+ * read loop against 0.87-0.93: the prefetchers want the two runs far apart. */
 /* acc (lane = row) += the float step of group g of row groups ga (lanes 0..3) and gb (4..7) */
 AI __m256 group_acc8(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t ga, int64_t gb,
                      int64_t g, const lowbit_act *a) {
@@ -758,9 +744,11 @@ AI __m256 group_acc8(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t g
     return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc));
 }
 
-static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                  int64_t b1, const lowbit_act *a, float *y) {
-    const int64_t nch = m->nchunks, ng = m->cols / 256;
+static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y);
+AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, int64_t a1,
+                           int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
+    const int64_t nch = m->nchunks, ng = nch / TPG;
     const int64_t npair = (b1 - b0 + 3) / 4;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t k = 0; k < npair; k++) {
@@ -771,11 +759,12 @@ static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1
         for (int64_t g = 0; g < ng; g++) {
             __m256i s[8], iv[8];
             for (int i = 0; i < 8; i++) s[i] = _mm256_setzero_si256();
-            for (int cc = 0; cc < 2; cc++) {
-                const int64_t off = (2 * g + cc) * 128;
+            for (int cc = 0; cc < TPG; cc++) {
+                const int64_t off = (TPG * g + cc) * 128;
                 pf_tile(base_a + off);
                 pf_tile(base_b + off);
-                tile_sums8(base_a + off, base_b + off, a->q + off, s);
+                tile_sums(base_a + off, a->q + off, s);
+                tile_sums(base_b + off, a->q + off, s + 4);
             }
             for (int i = 0; i < 8; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
             const __m256i isum = _mm256_srai_epi32(hsum_8x8(iv), 2); /* exact: 4 x the sums */
@@ -788,7 +777,8 @@ static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1
         for (int i = 0; i < 4 && ga * 4 + i < m->rows; i++) y[ga * 4 + i] = out[i];
         for (int i = 0; i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
     }
-    if (a0 + 4 * npair < a1) packed_gemv256(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
+    if (a0 + 4 * npair < a1) /* A's rows past B's */
+        packed_gemv_avx2(m, a0 + 4 * npair, a1, a, y);
 }
 
 /* Group 128 with qk = 128 (PQ2_0, PTQ1_0: a group is one chunk and one scale block).  Two chunks
@@ -856,6 +846,11 @@ static void packed_gemv128(const lowbit_matrix *m, int64_t r0, int64_t r1, const
         _mm_storeu_ps(out, acc);
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
     }
+}
+
+static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                  int64_t b1, const lowbit_act *a, float *y) {
+    packed_gemv_pair_k(m->group == 256 ? 2 : 1, m, a0, a1, b0, b1, a, y);
 }
 
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
