@@ -1,6 +1,7 @@
 """Paired GEMV tasks (api.c, the kernels' packed_gemv_pair): a task takes a 64-row tile from the
-first half of a TQ2_0 / TQ1_0 matrix and its twin from the second half, and the AVX2 kernel runs
-the two side by side as 8 rows.  Every split of the tiles (one tile, odd and even counts, a
+first half of a TQ2_0 / TQ1_0 / PQ2_0 / PTQ1_0 / I2_S matrix and its twin from the second half,
+and the AVX2 kernel runs the two side by side (I2_S: its row-sum path where the activations
+allow it, else one range after the other).  Every split of the tiles (one tile, odd and even counts, a
 partial last twin, row-group tails) and every entry point (one matrix, q/k/v in one call,
 gate/up with the activation, gate and up that do not both pair) must equal scalar, which runs no
 pairs, bit for bit."""
@@ -23,18 +24,20 @@ def _x(rng, cols):
 
 
 @pytest.mark.parametrize("variant", NONSCALAR)
-@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0"])
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "pq2_0", "ptq1_0", "i2_s"])
 def test_paired_gemv_equals_scalar(fmt, variant, isa):
     rng = np.random.default_rng(31)
     for k, rows in enumerate(ROWS):
         cols = (256, 512, 2560)[k % 3]
         p = random_code_weights(fmt, rows, cols, seed=k).pack()
-        x = _x(rng, cols)
-        isa("scalar")
-        ref = p.gemv(x)
-        isa(variant)
-        for threads in (1, 2, 3):
-            np.testing.assert_array_equal(p.gemv(x, threads=threads), ref)
+        # I2_S: x 1e34 puts amax above 127 * 2^100, where its row sums give way to per-group steps
+        for scale in (1.0, 1e34) if fmt == "i2_s" else (1.0,):
+            x = _x(rng, cols) * np.float32(scale)
+            isa("scalar")
+            ref = p.gemv(x)
+            isa(variant)
+            for threads in (1, 2, 3):
+                np.testing.assert_array_equal(p.gemv(x, threads=threads), ref)
 
 
 def _pair_of_calls(variant, isa, call):

@@ -168,10 +168,12 @@ static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_ac
 }
 
 /* The matrices packed_gemv_pair runs (the others keep one range per task): whole groups of one
- * scale block each, 256 weights (TQ2_0, TQ1_0) or 128 (PQ2_0, PTQ1_0). */
+ * scale block each, 256 weights (TQ2_0, TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole
+ * 128-weight chunks. */
 static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
-    return m->packed && (m->group == 256 || m->group == 128) && m->qk == m->group &&
-           m->cols % m->group == 0;
+    if (!m->packed) return 0;
+    if (m->type == LOWBIT_TYPE_I2_S) return m->cols % 128 == 0;
+    return (m->group == 256 || m->group == 128) && m->qk == m->group && m->cols % m->group == 0;
 }
 
 /* ---- kernel table filled by the dispatcher ---------------------------------------------------- */

@@ -848,31 +848,27 @@ static void packed_gemv128(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     }
 }
 
-static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                  int64_t b1, const lowbit_act *a, float *y) {
-    packed_gemv_pair_k(m->group == 256 ? 2 : 1, m, a0, a1, b0, b1, a, y);
-}
 
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
  * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
  * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
-static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                                float *y) {
+/* Row groups rgs[0 .. NR) (NR = 1, or 2 for packed_gemv_pair: a run of 8 chunks of each in turn,
+ * two runs of memory side by side). */
+AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const lowbit_act *a,
+                 int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
     const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
-    int32_t stot = 0; /* the +1 code offset, undone once per row */
-    for (int64_t g = 0; g < nch; g++) stot += a->s[g];
-    const __m128 d = _mm_set1_ps(a->d[0]);
-    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
-        const uint8_t *base = m->codes + rg * nch * 128;
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
-        for (int64_t c0 = 0; c0 < nch; c0 += 8) {
-            __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                              _mm256_setzero_si256()};
-            const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
+    __m256i acc[2][4];
+    for (int j = 0; j < NR; j++)
+        for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_si256();
+    for (int64_t c0 = 0; c0 < nch; c0 += 8) {
+        const int64_t c1 = c0 + 8 < nch ? c0 + 8 : nch;
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *base = m->codes + rgs[j] * nch * 128;
+            __m256i s16[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
+                              _mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int64_t c = c0; c < c1; c++) {
                 const uint8_t *tile = base + c * 128;
                 pf_tile(tile);
@@ -889,13 +885,51 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
                                                                        _mm256_add_epi16(p2, p3)));
                 }
             }
-            for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
+            for (int i = 0; i < 4; i++)
+                acc[j][i] = _mm256_add_epi32(acc[j][i], _mm256_madd_epi16(s16[i], ones));
         }
-        const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
+    }
+    const __m128 d = _mm_set1_ps(a->d[0]);
+    for (int j = 0; j < NR; j++) {
+        const int64_t rg = rgs[j];
+        const __m128i isum = _mm_sub_epi32(hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]),
+                                           _mm_set1_epi32(stot));
         float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
         _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), d));
         for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
     }
+}
+
+AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
+    int32_t stot = 0; /* the +1 code offset, undone once per row */
+    for (int64_t g = 0; g < m->nchunks; g++) stot += a->s[g];
+    return stot;
+}
+
+static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                                float *y) {
+    const int32_t stot = i2s_code_offset(m, a);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, m, &rg, a, stot, y);
+}
+
+static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                  int64_t b1, const lowbit_act *a, float *y) {
+    if (m->type != LOWBIT_TYPE_I2_S) {
+        packed_gemv_pair_k(m->group == 256 ? 2 : 1, m, a0, a1, b0, b1, a, y);
+        return;
+    }
+    if (!lowbit_i2s_row_sums_ok(m, a)) { /* the per-group path, one range after the other */
+        packed_gemv_avx2(m, a0, a1, a, y);
+        packed_gemv_avx2(m, b0, b1, a, y);
+        return;
+    }
+    const int32_t stot = i2s_code_offset(m, a);
+    const int64_t npair = (b1 - b0 + 3) / 4;
+    for (int64_t k = 0; k < npair; k++) {
+        const int64_t rgs[2] = {a0 / 4 + k, b0 / 4 + k};
+        i2s_rows(2, m, rgs, a, stot, y);
+    }
+    if (a0 + 4 * npair < a1) packed_gemv_i2s_row(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }
 
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
