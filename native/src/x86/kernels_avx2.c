@@ -720,6 +720,14 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     }
 }
 
+/* acc (lane = row) += the float step of group g of row groups ga (lanes 0..3) and gb (4..7) */
+AI __m256 group_acc8(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t ga, int64_t gb,
+                     int64_t g, const lowbit_act *a) {
+    const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g), _mm256_set1_ps(a->d[g]));
+    const __m256i is = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc));
+}
+
 /* packed_gemv_pair (lowbit_pair_rows_ok: groups of one scale block, 256 weights (TQ2_0, TQ1_0:
  * TPG = 2 chunk tiles a group) or 128 (PQ2_0, PTQ1_0: TPG = 1)): row group k of range A and row
  * group k of range B, far apart, side by side as 8 rows (tile_sums on each), lanes 0..3 and
@@ -735,15 +743,7 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
  *    0.818 and 0.847 / 0.808 of the read loop.
  * (Activations as memory operands, 8 rows per tile pass, instead of two tile_sums: 0.96x.)  The
  * same 8 rows from row groups rg and rg + 1 (two streams 2.5 KB apart) streamed 0.70-0.78 of the
- * read loop against 0.87-0.93: the prefetchers want the two runs far apart. */
-/* acc (lane = row) += the float step of group g of row groups ga (lanes 0..3) and gb (4..7) */
-AI __m256 group_acc8(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t ga, int64_t gb,
-                     int64_t g, const lowbit_act *a) {
-    const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g), _mm256_set1_ps(a->d[g]));
-    const __m256i is = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
-    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc));
-}
-
+ * read loop against 0.87-0.93: the prefetchers want the two runs far apart.  I2_S: below. */
 static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y);
 AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, int64_t a1,
@@ -848,14 +848,14 @@ static void packed_gemv128(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     }
 }
 
-
 /* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
  * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
- * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks). */
-/* Row groups rgs[0 .. NR) (NR = 1, or 2 for packed_gemv_pair: a run of 8 chunks of each in turn,
- * two runs of memory side by side). */
+ * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks).
+ * Row groups rgs[0 .. NR): NR = 1, or 2 for packed_gemv_pair, a run of 8 chunks of each in turn,
+ * two runs of memory side by side (against one range per task: 1.02x in cache; a token's GEMVs
+ * in DRAM on one thread, 0.885 / 0.846 of the read loop). */
 AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const lowbit_act *a,
                  int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
