@@ -74,6 +74,11 @@ AI __m128 group_acc(__m128 acc, __m128i isum, __m128i off, __m128 dw, __m128 da)
     __m128 p = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(isum, off)), sc);
     return _mm_add_ps(acc, p);
 }
+AI __m256 group_acc8(__m256 acc, __m256i isum, __m256i off, __m256 dw, __m256 da) { /* 8 lanes */
+    __m256 sc = _mm256_mul_ps(dw, da);
+    __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, off)), sc);
+    return _mm256_add_ps(acc, p);
+}
 
 AI float hsum8_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -621,10 +626,7 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
     for (int k = 0; k < ng; k++) {
         const int64_t g = c * 4 + k;
         if (k == 2 && m->qk == 64) W = scales8(m, rg, rg1, (g * 32) >> sh);
-        const __m256 sc = _mm256_mul_ps(W, _mm256_set1_ps(a->d[g]));
-        const __m256i is = _mm256_sub_epi32(isum[k], _mm256_set1_epi32(a->s[g]));
-        __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc);
-        acc = _mm256_add_ps(acc, p);
+        acc = group_acc8(acc, isum[k], _mm256_set1_epi32(a->s[g]), W, _mm256_set1_ps(a->d[g]));
     }
     return acc;
 }
@@ -721,11 +723,10 @@ static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 }
 
 /* acc (lane = row) += the float step of group g of row groups ga (lanes 0..3) and gb (4..7) */
-AI __m256 group_acc8(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t ga, int64_t gb,
-                     int64_t g, const lowbit_act *a) {
-    const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g), _mm256_set1_ps(a->d[g]));
-    const __m256i is = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
-    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), sc));
+AI __m256 pair_group_acc(__m256 acc, __m256i isum, const lowbit_matrix *m, int64_t ga, int64_t gb,
+                         int64_t g, const lowbit_act *a) {
+    return group_acc8(acc, isum, _mm256_set1_epi32(a->s[g]), scales8(m, ga, gb, g),
+                      _mm256_set1_ps(a->d[g]));
 }
 
 /* packed_gemv_pair (lowbit_pair_rows_ok: groups of one scale block, 256 weights (TQ2_0, TQ1_0:
@@ -768,10 +769,10 @@ AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, in
             }
             for (int i = 0; i < 8; i++) iv[i] = _mm256_madd_epi16(s[i], ones);
             const __m256i isum = _mm256_srai_epi32(hsum_8x8(iv), 2); /* exact: 4 x the sums */
-            if (g > 0) acc = group_acc8(acc, pis, m, ga, gb, g - 1, a);
+            if (g > 0) acc = pair_group_acc(acc, pis, m, ga, gb, g - 1, a);
             pis = isum;
         }
-        if (ng > 0) acc = group_acc8(acc, pis, m, ga, gb, ng - 1, a);
+        if (ng > 0) acc = pair_group_acc(acc, pis, m, ga, gb, ng - 1, a);
         float out[8];
         _mm256_storeu_ps(out, acc);
         for (int i = 0; i < 4 && ga * 4 + i < m->rows; i++) y[ga * 4 + i] = out[i];
