@@ -109,6 +109,14 @@ static int check_matrix(int type, const void *w, int64_t rows, int64_t cols, int
     return LOWBIT_OK;
 }
 
+/* The job's row tasks: one row tile each, or paired (a tile and its twin) where `pair` allows it
+ * and there are two tiles or more. */
+static void job_set_pairing(job *J, int pair) {
+    const int64_t tiles = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    J->paired = pair && tiles > 1;
+    J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
+}
+
 /* The per-tensor scale and row tiles of a job. */
 static void job_prepare(job *J) {
     if (J->m) {
@@ -118,10 +126,8 @@ static void job_prepare(job *J) {
     } else {
         J->row_scale = 1.0f;
     }
-    const int64_t tiles = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-    J->paired = J->m && J->batch == 1 && tiles > 1 && J->k->packed_gemv_pair &&
-                lowbit_pair_rows_ok(J->m);
-    J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
+    job_set_pairing(J, J->m && J->batch == 1 && J->k->packed_gemv_pair &&
+                           lowbit_pair_rows_ok(J->m));
 }
 
 /* Weight bytes the job reads, times the batch: what decides how many threads pay off. */
@@ -342,10 +348,7 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
         job_prepare(J);
     }
     if (act >= 0 && M.part[0].paired != M.part[1].paired) /* GLU: one counter per (gate, up) task */
-        for (int j = 0; j < 2; j++) {
-            M.part[j].paired = 0;
-            M.part[j].row_tasks = (M.part[j].rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-        }
+        for (int j = 0; j < 2; j++) job_set_pairing(&M.part[j], 0);
     for (int j = 0; j < n; j++) {
         work += job_work(&M.part[j]);
         row_tasks += M.part[j].row_tasks;
