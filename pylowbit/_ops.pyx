@@ -242,6 +242,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
                                  float **ys, int threads)
     int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act,
                                const float *x, int64_t batch, float *y, float *y_up, int threads)
+    int lowbit_matrix_readahead(const lowbit_matrix **ms, int n, int act, int threads)
 
 # matrices and norm weights of a layer, in DecoderLayers' arrays
 cdef enum:
@@ -397,6 +398,10 @@ cdef class DecoderLayers:
             # attention (each step as the Python loop does it)
             st = st or lowbit_rms_norm(x, W[W_ATTN], T, d, self.eps, h)
             st = st or lowbit_matrix_gemm_multi(M, 3, h, T, qkv, threads)
+            # decode: the pool's idle threads prefetch the next product's first weights while this
+            # thread does the work in between (lowbit_matrix_readahead; a hint, same results)
+            if T == 1:
+                lowbit_matrix_readahead(M + M_O, 1, -1, threads)
             if W[W_Q] != NULL:
                 st = st or lowbit_rms_norm(qkv[0], W[W_Q], T * H, hd, self.eps, qkv[0])
                 st = st or lowbit_rms_norm(qkv[1], W[W_K], T * Hkv, hd, self.eps, qkv[1])
@@ -409,15 +414,21 @@ cdef class DecoderLayers:
                 st = st or lowbit_rms_norm(att, W[W_ATTN_SUB], T, H * self.vd, self.eps, att)
             one[0] = dout
             st = st or lowbit_matrix_gemm_multi(M + M_O, 1, att, T, one, threads)
+            if T == 1:
+                lowbit_matrix_readahead(M + M_GATE, 2, self.act, threads)
             if W[W_POST_ATTN] != NULL:
                 st = st or lowbit_rms_norm(dout, W[W_POST_ATTN], T, d, self.eps, dout)
             st = st or lowbit_add(x, dout, T * d, x)
             # feed-forward
             st = st or lowbit_rms_norm(x, W[W_FFN], T, d, self.eps, h)
             st = st or lowbit_matrix_gemm_glu(M[M_GATE], M[M_UP], self.act, h, T, b[6], b[7], threads)
+            if T == 1:
+                lowbit_matrix_readahead(M + M_DOWN, 1, -1, threads)
             if W[W_FFN_SUB] != NULL:
                 st = st or lowbit_rms_norm(b[6], W[W_FFN_SUB], T, self.ff, self.eps, b[6])
             st = st or lowbit_matrix_gemm_multi(M + M_DOWN, 1, b[6], T, one, threads)
+            if T == 1 and il + 1 < self.nl:
+                lowbit_matrix_readahead(M + N_MATS, 3, -1, threads)
             if W[W_POST_FFW] != NULL:
                 st = st or lowbit_rms_norm(dout, W[W_POST_FFW], T, d, self.eps, dout)
             st = st or lowbit_add(x, dout, T * d, x)

@@ -19,6 +19,9 @@
  *  - Idle workers spin for a short while (pause, then sched_yield so that on a busy machine they
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
+ *  - An idle worker also reads ahead: lowbit_pool_readahead hands it the spans the next job will
+ *    read first (api.c: lowbit_matrix_readahead), which it prefetches while the caller works
+ *    between jobs; the next job stops it.
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
  * the GEMVs of a layer; longer spins measured worse on an oversubscribed 2-core machine (tg at 2
  * threads, spin 300: 4.2 / 4.7 t/s, spin 50: 8.1 / 4.8, spin 0: 6.6 / 9.8, same runs). */
@@ -65,6 +68,15 @@ static struct {
     _Alignas(64) _Atomic int64_t done; /* tasks finished in the current job */
     int64_t ntasks;
     slot slots[MAX_THREADS];
+    /* read-ahead (lowbit_pool_readahead): spans posted under generation ra_gen, taken by the idle
+     * workers RA_BATCH at a time from ra_next.  A worker may still be reading the previous spans
+     * when new ones are posted: harmless, a prefetch never faults. */
+    _Alignas(64) _Atomic uint32_t ra_gen;
+    _Atomic int ra_n, ra_next;
+    struct {
+        _Atomic(uintptr_t) p;
+        _Atomic int64_t n;
+    } ra[LOWBIT_READAHEAD_MAX];
 } P = {.busy = PTHREAD_MUTEX_INITIALIZER,
        .lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
@@ -121,9 +133,49 @@ static void run_tasks(uint32_t gen, int own, int nslots) {
     }
 }
 
+/* Prefetch the posted read-ahead spans, RA_BATCH spans side by side, line by line, until they are
+ * done or a job newer than `seen` starts. */
+#define RA_BATCH 4
+static void readahead(uint32_t seen) {
+    const int n = atomic_load_explicit(&P.ra_n, memory_order_relaxed);
+    int k0;
+    while ((k0 = atomic_fetch_add_explicit(&P.ra_next, RA_BATCH, memory_order_relaxed)) < n) {
+        const int nb = k0 + RA_BATCH < n ? RA_BATCH : n - k0;
+        const char *p[RA_BATCH];
+        int64_t len[RA_BATCH], most = 0;
+        for (int k = 0; k < nb; k++) {
+            p[k] = (const char *)atomic_load_explicit(&P.ra[k0 + k].p, memory_order_relaxed);
+            len[k] = atomic_load_explicit(&P.ra[k0 + k].n, memory_order_relaxed);
+            most = len[k] > most ? len[k] : most;
+        }
+        for (int64_t off = 0; off < most; off += 64) {
+            if ((off & 1023) == 0 && atomic_load_explicit(&P.generation, memory_order_relaxed) != seen)
+                return;
+            for (int k = 0; k < nb; k++)
+                if (off < len[k]) __builtin_prefetch(p[k] + off, 0, 3);
+        }
+    }
+}
+
+void lowbit_pool_readahead(const lowbit_span *spans, int n) {
+    if (n > LOWBIT_READAHEAD_MAX) n = LOWBIT_READAHEAD_MAX;
+    for (int k = 0; k < n; k++) {
+        atomic_store_explicit(&P.ra[k].p, (uintptr_t)spans[k].p, memory_order_relaxed);
+        atomic_store_explicit(&P.ra[k].n, spans[k].n, memory_order_relaxed);
+    }
+    atomic_store_explicit(&P.ra_n, n, memory_order_relaxed);
+    atomic_store_explicit(&P.ra_next, 0, memory_order_relaxed);
+    atomic_fetch_add(&P.ra_gen, 1); /* seq_cst: ordered before the read of `sleepers` */
+    if (atomic_load(&P.sleepers) > 0) {
+        pthread_mutex_lock(&P.lock);
+        pthread_cond_broadcast(&P.wake);
+        pthread_mutex_unlock(&P.lock);
+    }
+}
+
 static void *worker_main(void *arg) {
     const int own = 1 + (int)(intptr_t)arg; /* slot 0 is the caller's */
-    uint32_t seen = atomic_load(&P.generation);
+    uint32_t seen = atomic_load(&P.generation), ra_seen = atomic_load(&P.ra_gen);
     for (;;) {
         uint32_t gen = atomic_load_explicit(&P.generation, memory_order_acquire);
         if (gen == seen) {
@@ -131,6 +183,13 @@ static void *worker_main(void *arg) {
             const double limit = spin_us();
             int n = 0;
             while ((gen = atomic_load_explicit(&P.generation, memory_order_acquire)) == seen) {
+                const uint32_t ra = atomic_load_explicit(&P.ra_gen, memory_order_acquire);
+                if (ra != ra_seen) { /* idle: read ahead, then spin afresh */
+                    ra_seen = ra;
+                    readahead(seen);
+                    t0 = now_us();
+                    continue;
+                }
                 if ((++n & 63) == 0) {
                     t = now_us() - t0;
                     if (t >= limit) break;
@@ -141,9 +200,11 @@ static void *worker_main(void *arg) {
             if (gen == seen) {
                 pthread_mutex_lock(&P.lock);
                 atomic_fetch_add(&P.sleepers, 1);
-                while ((gen = atomic_load(&P.generation)) == seen) pthread_cond_wait(&P.wake, &P.lock);
+                while ((gen = atomic_load(&P.generation)) == seen && atomic_load(&P.ra_gen) == ra_seen)
+                    pthread_cond_wait(&P.wake, &P.lock);
                 atomic_fetch_sub(&P.sleepers, 1);
                 pthread_mutex_unlock(&P.lock);
+                if (gen == seen) continue; /* woken to read ahead */
             }
         }
         seen = gen;
@@ -191,11 +252,16 @@ static void after_fork_child(void) {
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
-void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threads) {
-    if (ntasks <= 0) return;
+int lowbit_pool_slots(int64_t ntasks, int threads) {
     if (threads <= 0) threads = lowbit_get_threads();
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads > ntasks) threads = (int)ntasks;
+    return threads > 1 ? threads : 1;
+}
+
+void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threads) {
+    if (ntasks <= 0) return;
+    threads = lowbit_pool_slots(ntasks, threads);
     if (threads <= 1 || ntasks >= ((int64_t)1 << 32) || pthread_mutex_trylock(&P.busy) != 0) {
         for (int64_t i = 0; i < ntasks; i++) fn(ctx, i);
         return;

@@ -71,6 +71,9 @@ static void test_variant(int isa) {
         for (int threads = 1; threads <= 3; threads++) {
             for (int n = 1; n <= NPARTS; n++) { /* the first n parts in one call */
                 for (int j = 0; j < n; j++) ys[j] = guarded(batch * PARTS[j].rows);
+                /* a read-ahead hint for this very call: no effect on its results */
+                CHECK(lowbit_matrix_readahead((const lowbit_matrix *const *)ms, n, -1, threads) ==
+                      LOWBIT_OK, "readahead");
                 CHECK(lowbit_matrix_gemm_multi((const lowbit_matrix *const *)ms, n, x, batch, ys,
                                                threads) == LOWBIT_OK, "multi");
                 for (int j = 0; j < n; j++) {
@@ -87,6 +90,8 @@ static void test_variant(int isa) {
                 float *want = (float *)malloc((size_t)n * 4);
                 lowbit_act_mul(act, ref[0], ref[0], n, want);
                 float *y = guarded(n), *yu = guarded(n);
+                const lowbit_matrix *gu[2] = {ms[0], ms[0]};
+                CHECK(lowbit_matrix_readahead(gu, 2, act, threads) == LOWBIT_OK, "readahead glu");
                 CHECK(lowbit_matrix_gemm_glu(ms[0], ms[0], act, x, batch, y, yu, threads) ==
                           LOWBIT_OK, "glu");
                 int bad = diff(y, want, n) + diff(yu, ref[0], n);
@@ -125,6 +130,32 @@ static void test_errors(void) {
     CHECK(lowbit_matrix_gemm_glu(a, a, -1, x, 1, y, yu, 1) == LOWBIT_EINVAL, "act < 0");
     CHECK(lowbit_matrix_gemm_glu(a, a, LOWBIT_ACT_SILU, x, 1, y, y, 1) == LOWBIT_EINVAL, "y == y_up");
     CHECK(lowbit_matrix_gemm_glu(NULL, a, LOWBIT_ACT_SILU, x, 1, y, yu, 1) == LOWBIT_EINVAL, "null");
+    /* read-ahead: the checks of the call it announces */
+    ms[1] = a;
+    CHECK(lowbit_matrix_readahead(ms, 0, -1, 2) == LOWBIT_EINVAL, "readahead n = 0");
+    CHECK(lowbit_matrix_readahead(ms, LOWBIT_MULTI_MAX + 1, -1, 2) == LOWBIT_EINVAL, "readahead n > max");
+    CHECK(lowbit_matrix_readahead(NULL, 1, -1, 2) == LOWBIT_EINVAL, "readahead null list");
+    CHECK(lowbit_matrix_readahead(ms, 2, 3, 2) == LOWBIT_EINVAL, "readahead act");
+    CHECK(lowbit_matrix_readahead(ms, 2, -2, 2) == LOWBIT_EINVAL, "readahead act < -1");
+    CHECK(lowbit_matrix_readahead(ms, 3, LOWBIT_ACT_SILU, 2) == LOWBIT_EINVAL, "readahead glu of 3");
+    const lowbit_matrix *ac[2] = {a, c};
+    CHECK(lowbit_matrix_readahead(ac, 2, LOWBIT_ACT_SILU, 2) == LOWBIT_ESIZE, "readahead glu rows");
+    ms[1] = NULL;
+    CHECK(lowbit_matrix_readahead(ms, 2, -1, 2) == LOWBIT_EINVAL, "readahead null matrix");
+    /* hints for 1 to 8 threads (at 8, more spans than the pool keeps), each followed by the call:
+     * the same bits as one thread without hints */
+    void *b3;
+    lowbit_matrix *big = random_matrix(LOWBIT_TYPE_TQ2_0, 1000, &b3); /* 16 tiles: paired */
+    for (int j = 0; j <= LOWBIT_MULTI_MAX; j++) ms[j] = big;
+    float *y1 = (float *)malloc(1000 * 4), *yt = (float *)malloc(1000 * 4);
+    for (int i = 0; i < COLS; i++) x[i] = frand();
+    CHECK(lowbit_matrix_gemm_multi(ms, 1, x, 1, &y1, 1) == LOWBIT_OK, "ref");
+    for (int threads = 1; threads <= 8; threads++) {
+        CHECK(lowbit_matrix_readahead(ms, LOWBIT_MULTI_MAX, -1, threads) == LOWBIT_OK, "readahead");
+        CHECK(lowbit_matrix_gemm_multi(ms, 1, x, 1, &yt, threads) == LOWBIT_OK, "multi");
+        CHECK(!memcmp(y1, yt, 1000 * 4), "readahead then multi, %d threads", threads);
+    }
+    free(y1), free(yt), lowbit_matrix_free(big), free(b3);
     lowbit_matrix_free(a), lowbit_matrix_free(c), free(b1), free(b2);
 }
 
