@@ -285,8 +285,8 @@ void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threa
 /* The threads lowbit_parallel_for(ntasks, ..., threads) would split its tasks over; task i of
  * slot s's range comes first in that thread: ranges [ntasks * s / n, ntasks * (s + 1) / n). */
 int lowbit_pool_slots(int64_t ntasks, int threads);
-/* Read-ahead: hand the pool's idle threads up to LOWBIT_READAHEAD_MAX spans of memory that the next
- * job will read first, to prefetch (line by line, all spans side by side) while the caller does the
+/* Read-ahead: hand the pool's idle (spinning) threads up to LOWBIT_READAHEAD_MAX spans of memory
+ * that the next job will read first, to prefetch (line by line, all spans side by side) while the caller does the
  * work between two jobs; a job that starts stops it.  Only a hint: no effect on any result. */
 #define LOWBIT_READAHEAD_MAX 16
 typedef struct {

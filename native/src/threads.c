@@ -19,9 +19,11 @@
  *  - Idle workers spin for a short while (pause, then sched_yield so that on a busy machine they
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
- *  - An idle worker also reads ahead: lowbit_pool_readahead hands it the spans the next job will
- *    read first (api.c: lowbit_matrix_readahead), which it prefetches while the caller works
- *    between jobs; the next job stops it.
+ *  - A spinning worker also reads ahead: lowbit_pool_readahead hands it the spans the next job
+ *    will read first (api.c: lowbit_matrix_readahead), which it prefetches while the caller works
+ *    between jobs; the next job stops it.  A sleeping worker is not woken for it: the decoder's
+ *    gaps between GEMVs are shorter than the spin, and with PYLOWBIT_SPIN_US=0 (an oversubscribed
+ *    machine) a wake per hint would double the wake-ups.
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
  * the GEMVs of a layer; longer spins measured worse on an oversubscribed 2-core machine (tg at 2
  * threads, spin 300: 4.2 / 4.7 t/s, spin 50: 8.1 / 4.8, spin 0: 6.6 / 9.8, same runs). */
@@ -165,12 +167,7 @@ void lowbit_pool_readahead(const lowbit_span *spans, int n) {
     }
     atomic_store_explicit(&P.ra_n, n, memory_order_relaxed);
     atomic_store_explicit(&P.ra_next, 0, memory_order_relaxed);
-    atomic_fetch_add(&P.ra_gen, 1); /* seq_cst: ordered before the read of `sleepers` */
-    if (atomic_load(&P.sleepers) > 0) {
-        pthread_mutex_lock(&P.lock);
-        pthread_cond_broadcast(&P.wake);
-        pthread_mutex_unlock(&P.lock);
-    }
+    atomic_fetch_add_explicit(&P.ra_gen, 1, memory_order_release);
 }
 
 static void *worker_main(void *arg) {
@@ -200,14 +197,13 @@ static void *worker_main(void *arg) {
             if (gen == seen) {
                 pthread_mutex_lock(&P.lock);
                 atomic_fetch_add(&P.sleepers, 1);
-                while ((gen = atomic_load(&P.generation)) == seen && atomic_load(&P.ra_gen) == ra_seen)
-                    pthread_cond_wait(&P.wake, &P.lock);
+                while ((gen = atomic_load(&P.generation)) == seen) pthread_cond_wait(&P.wake, &P.lock);
                 atomic_fetch_sub(&P.sleepers, 1);
                 pthread_mutex_unlock(&P.lock);
-                if (gen == seen) continue; /* woken to read ahead */
             }
         }
         seen = gen;
+        ra_seen = atomic_load_explicit(&P.ra_gen, memory_order_relaxed); /* older hints are stale */
         int nslots = atomic_load(&P.nslots);
         if (own < nslots) run_tasks(gen, own, nslots);
     }
