@@ -7,6 +7,7 @@ import pylowbit as lb
 from model_reference import Ref
 from pylowbit.gguf import GGUFFile, MetaValue, TensorSpec, write_gguf
 from pylowbit.model import HadamardError, Model, ModelError, Sampler, SamplerConfig, parse_rotation
+from pylowbit.model.forward import rope_tables
 from pylowbit.model.hadamard import fwht, fwht_numpy
 from pylowbit.model.synthetic import WEIGHT_FORMATS, write_synthetic_model
 
@@ -90,8 +91,25 @@ def test_kv_cache_equals_full_recompute(synth_dir):
     np.testing.assert_allclose(step, full, rtol=0, atol=1e-5 * np.abs(full).max())
     with pytest.raises(ModelError, match="context full"):
         m.forward(np.zeros(13, np.int64))
-    with pytest.raises(ModelError, match=r"token id -?\d+ out of range"):
-        m.forward([600])
+    for bad in (600, -1):  # a decode step's single id takes its own check
+        with pytest.raises(ModelError, match=rf"token id {bad} out of range"):
+            m.forward([bad])
+    with pytest.raises(ModelError, match=r"token id 600 out of range"):
+        m.forward([1, 600], pos=0)
+
+
+def test_rope_rows_are_the_rows_of_rope_tables(synth_dir):
+    """The decoder's RoPE tables, computed once per position and grown as positions are reached,
+    give every position the bits rope_tables gives it alone."""
+    p = write_synthetic_model(synth_dir / "rope.gguf", arch="gemma3", fmt="f32", seed=3)
+    m = Model(p, ctx=300, notice=None)
+    ropes = {r for r, _ in m._attn}
+    for pos, T in [(0, 1), (5, 3), (31, 2), (33, 1), (100, 64), (299, 1), (0, 300), (7, 1)]:
+        for rope in ropes:
+            want = rope_tables(np.arange(pos, pos + T), m.cfg.rope_dim, *rope)
+            for got, w in zip(m._rope_rows(rope, pos, T), want):
+                assert got.shape == (T, m.cfg.rope_dim // 2) and got.flags.c_contiguous
+                np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("arch, fmt", [("llama", "q2_0"), ("gemma3", "tq2_0"), ("bitnet-b1.58", "i2_s")])

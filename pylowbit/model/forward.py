@@ -71,6 +71,8 @@ class Model:
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
                       for il in range(cfg.n_layer)]
         self._layers, self._layers_key = None, None  # the one-call layer loop (_layer_loop)
+        self._rope = {}  # RoPE (base, scale) -> cos, sin tables of positions 0.. (_rope_rows)
+        self._bufs1 = None  # the layer loop's scratch for one token, reused step to step
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -103,6 +105,16 @@ class Model:
                                              ops.ACTIVATIONS[cfg.ffn_act])
         return self._layers
 
+    def _rope_rows(self, rope, pos: int, T: int):
+        """cos / sin rows of positions pos..pos+T-1 for RoPE `rope`: views of one table per RoPE,
+        grown (doubling, up to the context) as positions are reached, so a decode step computes
+        no trigonometry.  Each row is rope_tables' own for its position."""
+        tab = self._rope.get(rope)
+        if tab is None or len(tab[0]) < pos + T:
+            n = min(self.ctx, max(pos + T, 2 * (len(tab[0]) if tab is not None else 32)))
+            tab = self._rope[rope] = rope_tables(np.arange(n), self.cfg.rope_dim, *rope)
+        return tab[0][pos:pos + T], tab[1][pos:pos + T]
+
     def forward(self, tokens, pos: int | None = None, logits: str | int = "last") -> np.ndarray:
         """Run tokens at positions pos.. (default: right after the cache).  logits: "last" -> (vocab,),
         "all" -> (T, vocab), an int i -> (T - i, vocab) for tokens[i:], "none" -> None,
@@ -128,21 +140,24 @@ class Model:
             raise ModelError(f"context full: {pos} + {T} tokens exceed the context length {self.ctx}")
         S = pos + T
         H, Hkv, hd, vd = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim
-        positions = np.arange(pos, S)
 
         x = w.token_embd(tokens)  # (T, d)
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
         layers = self._layer_loop()
         if layers is not None:
-            tables = {rope: rope_tables(positions, cfg.rope_dim, *rope) for rope in {r for r, _ in self._attn}}
-            ws = w.workspace(T)
-            bufs = (np.empty((T, cfg.d_model), np.float32), *ws["attn_qkv"],
-                    np.empty((T, H * vd), np.float32), ws["d_model"], *ws["ffn_glu"])
+            tables = {rope: self._rope_rows(rope, pos, T) for rope in {r for r, _ in self._attn}}
+            bufs = self._bufs1 if T == 1 else None
+            if bufs is None:
+                ws = w.workspace(T)
+                bufs = (np.empty((T, cfg.d_model), np.float32), *ws["attn_qkv"],
+                        np.empty((T, H * vd), np.float32), ws["d_model"], *ws["ffn_glu"])
+                if T == 1:
+                    self._bufs1 = bufs
             layers.run(x, pos, [tables[r][0] for r, _ in self._attn], [tables[r][1] for r, _ in self._attn],
                        bufs, th or 0)
         else:
-            self._python_layers(x, pos, positions)
+            self._python_layers(x, pos)
         cache.n = S
 
         if logits == "none":
@@ -156,7 +171,7 @@ class Model:
         out = self.head(ops.rms_norm(np.ascontiguousarray(x), w.output_norm, cfg.eps))
         return out[0] if logits == "last" else out
 
-    def _python_layers(self, x, pos, positions):
+    def _python_layers(self, x, pos):
         """The layers, op by op from Python: x (T, d) in place.  The reference of _layer_loop, and
         the path of models it cannot take."""
         cfg, w, cache, th = self.cfg, self.w, self.cache, self.threads
@@ -179,7 +194,7 @@ class Model:
                 norm(q, L["attn_q_norm"], eps, q)
                 norm(k, L["attn_k_norm"], eps, k)
             if rope not in ropes:
-                ropes[rope] = rope_tables(positions, cfg.rope_dim, *rope)
+                ropes[rope] = self._rope_rows(rope, pos, T)
             cos, sin = ropes[rope]
             rope_op(q, cos, sin, neox)
             rope_op(k, cos, sin, neox)

@@ -230,11 +230,17 @@ class Embedding:
         self.table = np.asarray(t.data[: self.rows * self.row_bytes]).reshape(self.rows, self.row_bytes)
 
     def __call__(self, tokens: np.ndarray) -> np.ndarray:
-        tokens = np.asarray(tokens, dtype=np.int64)
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.rows):
-            bad = tokens[(tokens < 0) | (tokens >= self.rows)][0]
-            raise ModelError(f"token id {bad} out of range 0..{self.rows - 1}")
-        raw = self.table[tokens]  # (T, row_bytes) gathered bytes
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if tokens.size == 1:  # a decode step: one id checked and one row sliced, in plain Python
+            tok = int(tokens[0])
+            if not 0 <= tok < self.rows:
+                raise ModelError(f"token id {tok} out of range 0..{self.rows - 1}")
+            raw = self.table[tok:tok + 1]
+        else:
+            if tokens.size and (tokens.min() < 0 or tokens.max() >= self.rows):
+                bad = tokens[(tokens < 0) | (tokens >= self.rows)][0]
+                raise ModelError(f"token id {bad} out of range 0..{self.rows - 1}")
+            raw = self.table[tokens]  # (T, row_bytes) gathered bytes
         shape = (len(tokens), self.cols)
         fmt = self.t.fmt
         if fmt == "f32":
@@ -244,9 +250,9 @@ class Embedding:
         elif fmt == "i2_s":  # per-tensor scale lives in the tail: re-attach it to the gathered rows
             buf = np.concatenate([raw.reshape(-1), self.tail])
             x = np.asarray(_lb().dequantize(buf, fmt, shape), dtype=np.float32).reshape(shape)
-        elif fmt in KERNEL_FORMATS:
-            x = np.asarray(_lb().dequantize(np.ascontiguousarray(raw).reshape(-1), fmt, shape),
-                           dtype=np.float32).reshape(shape)
+        elif fmt in KERNEL_FORMATS:  # whole rows of whole blocks: the codec directly
+            x = _lowbit.dequantize(np.ascontiguousarray(raw).reshape(-1), self.t.type_id,
+                                   shape[0] * shape[1]).reshape(shape)
         else:
             x = _gguf_dequantize(raw, self.t.type_id, shape)
         if self.rot is not None:
