@@ -286,8 +286,9 @@ void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threa
  * slot s's range comes first in that thread: ranges [ntasks * s / n, ntasks * (s + 1) / n). */
 int lowbit_pool_slots(int64_t ntasks, int threads);
 /* Read-ahead: hand the pool's idle (spinning) threads up to LOWBIT_READAHEAD_MAX spans of memory
- * that the next job will read first, to prefetch (line by line, all spans side by side) while the caller does the
- * work between two jobs; a job that starts stops it.  Only a hint: no effect on any result. */
+ * that the next job will read first, to prefetch (line by line, spans side by side) while the
+ * caller does the work between two jobs; a job that starts stops it.  Only a hint: no effect on
+ * any result. */
 #define LOWBIT_READAHEAD_MAX 16
 typedef struct {
     const void *p;

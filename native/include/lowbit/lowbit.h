@@ -145,7 +145,8 @@ LOWBIT_API int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_ma
 /* Read-ahead hint for the next lowbit_matrix_gemm_multi (act -1) or lowbit_matrix_gemm_glu (act
  * its lowbit_act_kind) of batch 1 on ms[0..n) with `threads`: the pool's idle threads prefetch the
  * first weights each thread will read while the caller does other work (norms, attention), so the
- * call starts on cached weights.  Returns at once; no effect on any result.  Checks as the call. */
+ * call starts on cached weights.  Returns at once; no effect on any result.  Bad arguments give
+ * the status the call would give. */
 LOWBIT_API int lowbit_matrix_readahead(const lowbit_matrix *const *ms, int n, int act, int threads);
 
 /* ---- benchmark helper ----------------------------------------------------------------------- */
