@@ -380,7 +380,7 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
     if (!mem) return LOWBIT_ENOMEM;
     lowbit_act *acts[LOWBIT_MULTI_MAX];
     uint8_t *p = mem;
-    const lowbit_kernels *k = lowbit_active_kernels();
+    const lowbit_kernels *k = M.part[0].k; /* the plan's kernels quantize too */
     for (int g = 0; g < ngroups; g++) {
         acts[g] = act_layout(k, x, batch, cols, groups[g], rules[g], p);
         p = (uint8_t *)(((uintptr_t)(p + act_bytes(batch, cols, groups[g]) - 64) + 63) & ~(uintptr_t)63);
