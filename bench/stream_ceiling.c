@@ -2,14 +2,14 @@
  * share for their compute density, on 1 or more threads (x86, AVX2):
  *
  *     cc -O2 -mavx2 -Inative/include -o /tmp/stream_ceiling bench/stream_ceiling.c -ldl -lpthread
- *     /tmp/stream_ceiling NEW.so[,BASE.so] [THREADS [ROUNDS]]
+ *     /tmp/stream_ceiling NEW.so[,BASE.so] [THREADS [ROUNDS [FORMAT]]]
  *
  * Every round times, side by side and in alternating order:
  *  - liblowbit's read loop (lowbit_stream_read, the probe of `pylowbit bench`'s roofline) over a
  *    buffer of the token's size: the reference of the round;
- *  - for each library: the GEMVs of one BitNet b1.58 2B token in TQ2_0 (per layer q, k, v in one
- *    lowbit_matrix_gemm_multi, o, gate and up in one lowbit_matrix_gemm_glu, down; 30 layers;
- *    then the 128256 x 2560 head), the calls the decoder makes, on packed matrices;
+ *  - for each library: the GEMVs of one BitNet b1.58 2B token in FORMAT (default tq2_0; per layer
+ *    q, k, v in one lowbit_matrix_gemm_multi, o, gate and up in one lowbit_matrix_gemm_glu, down;
+ *    30 layers; then the 128256 x 2560 head), the calls the decoder makes, on packed matrices;
  *  - synthetic streams over the same buffer, split over the threads the same way: every 32 bytes
  *    loaded go through the AVX2 packed kernel's per-32-byte work (tile_sums in kernels_avx2.c:
  *    1 shift, 4 masks, 4 vpmaddubsw, 5 adds), times 0.50, 1.00, 1.25 and 1.50 (the real kernel
@@ -129,7 +129,7 @@ static double synth_time(const uint8_t *p, int64_t n, int threads, int work, int
 
 /* ---- the token's GEMVs ---------------------------------------------------------------------- */
 
-static int64_t open_lib(lib_t *L, const char *path, const float *w) {
+static int64_t open_lib(lib_t *L, const char *path, const float *w, const char *format) {
     void *h = open_build(path);
     L->path = path;
     L->gemv = sym(h, "lowbit_matrix_gemv");
@@ -141,7 +141,11 @@ static int64_t open_lib(lib_t *L, const char *path, const float *w) {
     int (*quantize)(int, const float *, int64_t, void *) = sym(h, "lowbit_quantize");
     int (*type_from_name)(const char *) = sym(h, "lowbit_type_from_name");
     int64_t (*tensor_bytes)(int, int64_t) = sym(h, "lowbit_tensor_bytes");
-    const int type = type_from_name("tq2_0");
+    const int type = type_from_name(format);
+    if (type < 0) {
+        fprintf(stderr, "%s: unknown format %s\n", path, format);
+        exit(2);
+    }
     int64_t bytes = 0;
     for (int s = 0; s <= PER_LAYER; s++) {
         const int64_t n = SHAPE[s][0] * SHAPE[s][1];
@@ -186,11 +190,12 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s NEW.so[,BASE.so] [THREADS [ROUNDS]]\n", argv[0]);
+        fprintf(stderr, "usage: %s NEW.so[,BASE.so] [THREADS [ROUNDS [FORMAT]]]\n", argv[0]);
         return 2;
     }
     const int threads = argc > 2 ? atoi(argv[2]) : 2;
     int rounds = argc > 3 ? atoi(argv[3]) : 40;
+    const char *format = argc > 4 ? argv[4] : "tq2_0";
     if (threads < 1 || threads > 64 || rounds < 1) return 2;
     if (rounds > MAXR) rounds = MAXR;
     const int64_t maxn = SHAPE[PER_LAYER][0] * SHAPE[PER_LAYER][1];
@@ -203,7 +208,7 @@ int main(int argc, char **argv) {
     int64_t bytes = 0;
     char *libs = strdup(argv[1]);
     for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ","))
-        bytes = open_lib(&L[nl++], p, w);
+        bytes = open_lib(&L[nl++], p, w, format);
     free(w);
     /* the read loop's buffer (huge pages where Linux gives them, as liblowbit's packed weights) */
     const int64_t nb = (bytes + 4095) / 4096 * 4096, huge = 2 << 20;
@@ -234,9 +239,9 @@ int main(int argc, char **argv) {
         for (int j = 0; j < 2 + NSYN; j++)
             if (j < nl || j >= 2) share[j][r] = (j < 2 ? bytes : nb) / t[j] / read_bps;
     }
-    printf("BitNet b1.58 2B token, TQ2_0, %.0f MB of weights; %d thread(s), %d rounds; read loop "
+    printf("BitNet b1.58 2B token, %s, %.0f MB of weights; %d thread(s), %d rounds; read loop "
            "%.1f GB/s (mean)\nshare of the round's read bandwidth, median (quartiles):\n",
-           bytes / 1e6, threads, rounds, read_sum / rounds / 1e9);
+           format, bytes / 1e6, threads, rounds, read_sum / rounds / 1e9);
     for (int j = 0; j < 2 + NSYN; j++) {
         if (j >= nl && j < 2) continue;
         qsort(share[j], rounds, sizeof(double), cmp_double);
