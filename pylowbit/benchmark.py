@@ -231,7 +231,8 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     turn, so that the ratios between formats, not only between engines, are side by side (run one
     after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  Peak RSS is the
     process's, with all of the thread count's models loaded."""
-    info = {"bandwidth_bytes_per_s": {}, "n_prompt": n_prompt, "n_gen": n_gen, "reps": reps}
+    info = {"bandwidth_bytes_per_s": {}, "bandwidth_range_bytes_per_s": {}, "n_prompt": n_prompt,
+            "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
     # One probe buffer for the whole run, mapped before any model: its huge pages (if the OS gives
     # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
@@ -284,6 +285,9 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                                                      / max(probes[-2:]))
             if probe:
                 info["bandwidth_bytes_per_s"][t] = statistics.mean(probes)
+                # how far the machine's bandwidth moved during the runs: on a shared machine the
+                # better of two probes (each run's reference) sits above their mean by up to half this
+                info["bandwidth_range_bytes_per_s"][t] = [min(probes), max(probes)]
             for i, engines, _ in runs:
                 label, path, size, per_token, fmt = files[i]
                 ours = None

@@ -50,6 +50,8 @@ def test_tiny_preset_json_and_cache_reuse(cache):
     assert all(x["roofline_share"] > 0 for x in rows if x["test"] == "tg2")
     # one bandwidth per thread count, and each 2-thread row is judged against the 2-thread one
     assert set(out["info"]["bandwidth_bytes_per_s"]) == {"1", "2"}
+    for t, (lo, hi) in out["info"]["bandwidth_range_bytes_per_s"].items():
+        assert 0 < lo <= out["info"]["bandwidth_bytes_per_s"][t] <= hi
     files = sorted(p.name for p in cache.iterdir())
     assert files == ["synthetic-tiny-i2_s-v1.gguf", "synthetic-tiny-tq2_0-v1.gguf"]
     stamps = [p.stat().st_mtime_ns for p in sorted(cache.iterdir())]
@@ -191,3 +193,4 @@ def test_roofline_share_paired_with_probes_around_each_run(cache, monkeypatch):
     assert row.samples == [4.0, 8.0, 2.0]
     assert abs(row.roofline_share - want) < 1e-12 * want
     assert info["bandwidth_bytes_per_s"][1] == statistics.mean(bandwidths)
+    assert info["bandwidth_range_bytes_per_s"][1] == [10e9, 40e9]

@@ -105,12 +105,14 @@ def print_table(rows, info) -> None:
                   f"{r.peak_rss_bytes / 2**30:.2f} GiB")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
+    spread = info.get("bandwidth_range_bytes_per_s", {})
     bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s"
+                   + (f" ({spread[k][0] / 1e9:.1f}-{spread[k][1] / 1e9:.1f})" if k in spread else "")
                    for k, v in info["bandwidth_bytes_per_s"].items())
     if bw:
         c.print(f"read bandwidth measured in this run, probed before and after every generation run: {bw} "
-                f"(mean); roofline share = a run's weight bytes per second / the better of its two probes, "
-                f"averaged over the repetitions")
+                f"(mean, and the probes' range); roofline share = a run's weight bytes per second / the "
+                f"better of its two probes, averaged over the repetitions")
     c.print(f"{info['reps']} repetitions, mean ± stdev")
     if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
         c.print("peak RSS: the whole process's while the row ran, with every model of its thread count "
