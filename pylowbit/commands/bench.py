@@ -105,9 +105,9 @@ def print_table(rows, info) -> None:
                   f"{r.peak_rss_bytes / 2**30:.2f} GiB")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
-    spread = info.get("bandwidth_range_bytes_per_s", {})
-    bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s"
-                   + (f" ({spread[k][0] / 1e9:.1f}-{spread[k][1] / 1e9:.1f})" if k in spread else "")
+    spread = info["bandwidth_range_bytes_per_s"]  # set with the mean, thread count by thread count
+    bw = ", ".join(f"{k} thread{'s' if k > 1 else ''}: {v / 1e9:.1f} GB/s "
+                   f"({spread[k][0] / 1e9:.1f}-{spread[k][1] / 1e9:.1f})"
                    for k, v in info["bandwidth_bytes_per_s"].items())
     if bw:
         c.print(f"read bandwidth measured in this run, probed before and after every generation run: {bw} "
