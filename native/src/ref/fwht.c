@@ -155,13 +155,7 @@ static void fwht_init(void) {
     g_fwht_built |= 1u << LOWBIT_ISA_AVX2;
 #endif
 #ifdef LOWBIT_HAVE_AVX512VNNI
-    lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
-#ifdef LOWBIT_ENABLE_UNVERIFIED_AVX512
-    /* The AVX-512 kernels were checked only under an emulation of their intrinsics: the machines
-     * this project is built and tested on expose no AVX-512.  Until a test run on AVX-512 hardware,
-     * AVX-512 CPUs run the (tested) AVX2 kernels. */
     lowbit_fill_fwht_avx512(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
-#endif
     g_fwht_built |= 1u << LOWBIT_ISA_AVX512VNNI;
 #endif
 #ifdef LOWBIT_HAVE_NEON

@@ -1,4 +1,13 @@
-/* Registers the avx512vnni kernels in the dispatch table (entries left unset keep the fallback). */
+/* Registers the avx512vnni kernels in the dispatch table (entries left unset keep the fallback:
+ * the dispatcher fills the AVX2 kernels first, so this table is AVX2 plus what is here).
+ * The kernels live in kernels_avx512vnni.c (packed GEMV) and gemm_avx512vnni.c (packed GEMM),
+ * compiled with the AVX-512 flags (CMakeLists.txt), as this file is. */
 #include "../internal.h"
 
-void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k) { (void)k; }
+void lowbit_register_gemv_avx512vnni(lowbit_kernels *k);
+void lowbit_register_gemm_avx512vnni(lowbit_kernels *k);
+
+void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k) {
+    lowbit_register_gemv_avx512vnni(k);
+    lowbit_register_gemm_avx512vnni(k);
+}
