@@ -28,7 +28,10 @@
 #define LOWBIT_GEMM512_KB 256 /* weights per K block (>= the largest group, 256) */
 #endif
 #ifndef LOWBIT_GEMM512_CT
-#define LOWBIT_GEMM512_CT 4 /* columns per register tile */
+#define LOWBIT_GEMM512_CT 4 /* columns per register tile (<= 6: RB * CT + RB + 2 zmm registers) */
+#endif
+#if LOWBIT_GEMM512_CT < 1 || LOWBIT_GEMM512_CT > 6
+#error "LOWBIT_GEMM512_CT: 1 to 6"
 #endif
 enum {
     RB = 4,            /* 16-row blocks per panel: the 64 rows of a GEMM task (api.c) */
@@ -68,20 +71,10 @@ AI void unpack_chunk16(const __m512i X[8], uint8_t *dst /* S[chunk][0][rb] */) {
 }
 
 /* Codes of rows [4 rg0, 4 rg0 + PANEL) x chunks [c0, c0 + nc) into S; row groups from rg0 + nrg
- * on (past the matrix or the caller's range) are zeros, never stored.  Also prefetches what the
- * next call reads (the next K block of the panel, or the first one of the next panel): the panel's
- * 16 row groups are 16 runs of memory that the hardware prefetchers do not follow, and without it
- * the loads here missed to L3 (~8 % of the GEMM's time at batch 64). */
+ * on (past the matrix or the caller's range) are zeros, never stored.  (A software prefetch of
+ * the next block's codes here measured 1-2 % slower at batch 8 to 64.) */
 static void unpack_panel(const lowbit_matrix *m, int64_t rg0, int64_t nrg, int64_t c0, int64_t nc,
                          uint8_t *S) {
-    const int64_t rgs = (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    const int64_t pc = c0 + nc < m->nchunks ? c0 + nc : 0, prg = pc ? rg0 : rg0 + PANEL / 4;
-    for (int64_t rg = prg; rg < prg + PANEL / 4 && rg < rgs; rg++)
-        for (int64_t c = pc; c < pc + nc && c < m->nchunks; c++) {
-            const uint8_t *p = m->codes + (rg * m->nchunks + c) * LOWBIT_PACK_ROWS * 32;
-            _mm_prefetch((const char *)p, _MM_HINT_T0);
-            _mm_prefetch((const char *)p + 64, _MM_HINT_T0);
-        }
     for (int64_t c = c0; c < c0 + nc; c++)
         for (int rb = 0; rb < RB; rb++) {
             __m512i X[8];
@@ -216,13 +209,11 @@ AI void tile_any(const int G, int nc, const uint8_t *S, const float *dw, int64_t
     TILE_CASE(2)
     TILE_CASE(3)
     TILE_CASE(4)
-#if CT > 4
+#if LOWBIT_GEMM512_CT >= 5
     TILE_CASE(5)
-    TILE_CASE(6)
 #endif
-#if CT > 6
-    TILE_CASE(7)
-    TILE_CASE(8)
+#if LOWBIT_GEMM512_CT >= 6
+    TILE_CASE(6)
 #endif
 #undef TILE_CASE
     }
