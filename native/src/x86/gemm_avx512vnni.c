@@ -11,9 +11,13 @@
  * vpsrlw + vpandd away, and vpdpbusd(acc, quad, broadcast of a column's 4 activation codes) adds
  * each row's 4 products into its own int32 lane: no horizontal reduction, no int16 bound
  * (|sum| <= 256 * 3 * 127 per group) and one instruction per 64 MACs (AVX2: vpmaddubsw + vpaddw
- * per 32).  The shift and mask stay in the inner loop (measured free beside the 16 vpdpbusd of a
- * 4 x 4 tile step, which keep the two multiply pipes busy) rather than in the scratch: that
- * stores a quarter of the bytes and made the unpack ~4x cheaper, what matters at small batches.
+ * per 32).  The shift and mask stay in the inner loop rather than in the scratch: a 4 x 4 tile
+ * step (4 row blocks x 4 columns: 4 loads, 4 vpsrlw, 4 vpandd, 4 broadcasts, 16 vpdpbusd) still
+ * retires 16 vpdpbusd per 16 cycles on this Zen 4 (measured: 1 zmm vpdpbusd per cycle, ~234 G
+ * MAC/s at 3.65 GHz), and the scratch then holds a quarter of the bytes, which made the unpack
+ * ~4x cheaper (what matters at small batches).  Measured here at batch 64 on one core: ~195 G
+ * MAC/s for the 256- and 128-groups (~84 % of that bound; the float steps ~5 %, the unpack ~5 %),
+ * ~150 for Q2_0's 32-groups (a float step per 8 vpdpbusd).
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
  * each (row, column) accumulates acc += (float)(isum - s_g) * (d_w * d_a) group by group from 0,
@@ -25,10 +29,11 @@
 #define AI static inline __attribute__((always_inline))
 
 #ifndef LOWBIT_GEMM512_KB
-#define LOWBIT_GEMM512_KB 256 /* weights per K block (>= the largest group, 256) */
+#define LOWBIT_GEMM512_KB 256 /* weights per K block (>= the largest group, 256; 512 measured equal) */
 #endif
 #ifndef LOWBIT_GEMM512_CT
-#define LOWBIT_GEMM512_CT 4 /* columns per register tile (<= 6: RB * CT + RB + 2 zmm registers) */
+#define LOWBIT_GEMM512_CT 4 /* columns per register tile (<= 6: RB * CT + RB + 2 zmm registers);
+                              5 measured equal, 6 spills (Q2_0 and I2_S at half speed) */
 #endif
 #if LOWBIT_GEMM512_CT < 1 || LOWBIT_GEMM512_CT > 6
 #error "LOWBIT_GEMM512_CT: 1 to 6"
