@@ -44,6 +44,7 @@ enum {
     KB = LOWBIT_GEMM512_KB,
     CT = LOWBIT_GEMM512_CT,
     CMAX = 64,         /* columns per pass: the float accumulators (16 KB) live on the stack */
+    SCRATCH_BYTES = KB / 128 * 8 * RB * 64, /* a block's transposed codes: S[chunk][8][RB][64] */
 };
 
 /* ---- unpack: 16 rows (four packed row groups) x one 128-weight chunk -> 8 vectors --------------
@@ -224,56 +225,6 @@ AI void tile_any(const int G, int nc, const uint8_t *S, const float *dw, int64_t
     }
 }
 
-AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r1,
-                      const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
-    _Alignas(64) uint8_t S[KB / 128 * 8 * RB * 64];
-    _Alignas(64) float dw[KB / 32 * RB * 16] = {0}; /* (zeroed once: quiets -Wmaybe-uninitialized) */
-    _Alignas(64) float acc[CMAX * PANEL];
-    if (r1 > m->rows) r1 = m->rows;
-    const int64_t n = m->cols, rgend = (r1 + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    for (int64_t j0 = 0; j0 < batch; j0 += CMAX) {
-        const int64_t nb = batch - j0 < CMAX ? batch - j0 : CMAX;
-        for (int64_t p0 = r0; p0 < r1; p0 += PANEL) {
-            const int64_t rg0 = p0 / LOWBIT_PACK_ROWS;
-            const int64_t nrg = rgend - rg0 < PANEL / 4 ? rgend - rg0 : PANEL / 4;
-            memset(acc, 0, (size_t)nb * PANEL * sizeof(float));
-            for (int64_t k0 = 0; k0 < n; k0 += KB) {
-                const int64_t kn = n - k0 < KB ? n - k0 : KB, ng = kn / G;
-                unpack_panel(m, rg0, nrg, k0 / 128, (kn + 127) / 128, S);
-                panel_scales(m, G, rg0, nrg, k0 / G, ng, dw);
-                for (int64_t j = 0; j < nb; j += CT) {
-                    const int nc = nb - j < CT ? (int)(nb - j) : CT;
-                    cols_t C;
-                    for (int c = 0; c < CT; c++) {
-                        const lowbit_act *aj = &a[j0 + j + (c < nc ? c : 0)];
-                        C.q[c] = aj->q + k0;
-                        C.s[c] = aj->s + k0 / G;
-                        C.d[c] = aj->d + k0 / G;
-                    }
-                    tile_any(G, nc, S, dw, ng, &C, acc + j * PANEL);
-                }
-            }
-            const int64_t nr = r1 - p0 < PANEL ? r1 - p0 : PANEL;
-            for (int64_t j = 0; j < nb; j++) {
-                float *yj = y + (j0 + j) * ldy + p0;
-                if (nr == PANEL)
-                    for (int rb = 0; rb < RB; rb++)
-                        _mm512_storeu_ps(yj + 16 * rb, _mm512_load_ps(acc + j * PANEL + 16 * rb));
-                else
-                    memcpy(yj, acc + j * PANEL, (size_t)nr * sizeof(float));
-            }
-        }
-    }
-}
+#include "gemm_panels.h"
 
-static void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1,
-                                   const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
-    switch (m->group) {
-    case 32: packed_gemm_g(32, m, r0, r1, a, batch, y, ldy); break;
-    case 128: packed_gemm_g(128, m, r0, r1, a, batch, y, ldy); break;
-    case 256: packed_gemm_g(256, m, r0, r1, a, batch, y, ldy); break;
-    default: lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy); break;
-    }
-}
-
-void lowbit_register_gemm_avx512vnni(lowbit_kernels *k) { k->packed_gemm = packed_gemm_avx512vnni; }
+void lowbit_register_gemm_avx512vnni(lowbit_kernels *k) { k->packed_gemm = packed_gemm_panels; }
