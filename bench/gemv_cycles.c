@@ -14,7 +14,9 @@
  * timed the same way: the VM has no hardware counters (perf stat reports them "not supported").
  * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3.  COPIES > 1 (ISA "-" for the
  * default variant) packs that many copies of each matrix and cycles through them call by call:
- * the DRAM regime of the decode path once they total well over L3 (32 MB here). */
+ * the DRAM regime of the decode path once they total well over L3 (32 MB here).  ISA may be two
+ * names, ISA_NEW,ISA_BASE: each library runs its own (two copies of one build at two paths give
+ * one build's variants side by side; one path twice is one library, one variant). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,9 +110,12 @@ int main(int argc, char **argv) {
     if (copies < 1 || copies > 64) copies = 1;
     lib_t L[2];
     int nl = 0;
-    char *libs = strdup(argv[1]);
-    for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ","))
-        open_lib(&L[nl++], p, isa);
+    char *libs = strdup(argv[1]), *isas = isa ? strdup(isa) : NULL, *isa2 = NULL;
+    if (isas && (isa2 = strchr(isas, ','))) *isa2++ = 0; /* ISA,ISA: one per library */
+    for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ",")) {
+        open_lib(&L[nl], p, nl && isa2 ? isa2 : isas);
+        nl++;
+    }
     const double f = hz();
     printf("%lld x %lld%s, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
            (long long)rows, (long long)cols, copies > 1 ? " (copies cycled)" : "", f / 1e9);

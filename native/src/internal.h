@@ -266,6 +266,9 @@ void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
+/* The AVX2 packed GEMV (x86/kernels_avx2.c), for what the avx512vnni variant does not speed up. */
+void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y);
 int lowbit_type_packs(int type);
 /* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
 void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);

@@ -963,6 +963,12 @@ static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, con
     }
 }
 
+/* for the avx512vnni variant's cases it has no kernel of its own */
+void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y) {
+    packed_gemv_avx2(m, r0, r1, a, y);
+}
+
 /* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref, every rule) ------------- */
 
 /* Codes of v = x * id, unclamped: the fast path only runs when |x * id| <= 127 * (1 + 2^-23)

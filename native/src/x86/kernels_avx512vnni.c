@@ -1,6 +1,299 @@
-/* AVX-512 VNNI packed GEMV (the decode path). */
+/* AVX-512 VNNI packed GEMV (the decode path), bit-exact with lowbit_packed_gemv_ref.
+ *
+ * A 4-row chunk tile of the packed layout (internal.h) is 128 bytes: two zmm, rows 0-1 and rows
+ * 2-3, one row per 256-bit half.  Plane k of a code byte is weight 32k + p of the chunk, so with
+ * the chunk's activation codes q[32k .. 32k + 31] broadcast into both halves one vpdpbusd (u8 code
+ * x s8 activation, 4 products summed into an int32 lane) accumulates exact sums: no vpmaddubsw /
+ * vpmaddwd pair and no int16 bound.  Planes 0 and 2 are masked with 3 out of v and v >> 4, planes
+ * 1 and 3 with 12 in place (4 x the code), into separate accumulators: one shift per 64 code bytes,
+ * and the x4 sums are shifted back exactly (a multiple of 4) once per group.
+ *
+ * Rows go 8 at a time (two row groups, one zmm accumulator pair each per 2 rows), reduced to one
+ * ymm of 8 row sums (lane = row), so the float step of a group -- acc += (float)(isum - s[g]) *
+ * (dw * da), product rounded then added, never fused (-ffp-contract=off) -- runs once for 8 rows
+ * in the spec's order.  Group 32 (Q2_0) transposes 16 rows so that a lane is a row from the start
+ * (q32_chunk).  What is not here (TQ* with cols % 256 != 0, I2_S without P2 activations, group 32
+ * without scales) runs the AVX2 kernel. */
 #include <immintrin.h>
 
 #include "../internal.h"
 
-void lowbit_register_gemv_avx512vnni(lowbit_kernels *k) { (void)k; }
+#define AI static inline __attribute__((always_inline))
+
+/* Software prefetch of both lines of each 128-byte tile `dist` bytes ahead.  On this Zen 4 (DRAM
+ * regime, bench/stream_ceiling.c) the 8-row kernels stream best with none: 16 KB ahead (the AVX2
+ * kernels' distance, measured on Zen 3) gave 0.61 of the read loop for TQ2_0 on one thread against
+ * 0.82 without (4 KB 0.76, 32 KB 0.60), I2_S 0.62 against 0.87; the hardware prefetchers follow
+ * the two runs alone.  The group-32 kernel's four runs 2.5 KB apart want it: 0.44 against 0.33. */
+#ifndef LOWBIT_PF_ROWS8
+#define LOWBIT_PF_ROWS8 0
+#endif
+#ifndef LOWBIT_PF_Q32
+#define LOWBIT_PF_Q32 16384
+#endif
+
+AI void pf_tile(const uint8_t *tile, const int dist) {
+    if (dist) {
+        _mm_prefetch((const char *)(tile + dist), _MM_HINT_T0);
+        _mm_prefetch((const char *)(tile + dist + 64), _MM_HINT_T0);
+    }
+}
+
+/* ---- 8 rows (row groups ga, gb), groups of whole chunks ---------------------------------------- */
+
+/* acc[h] += planes 0 and 2 of rows 2h, 2h + 1 of a tile, masked with 3 out of v and v >> 4;
+ * acc[2 + h] += 4 x planes 1 and 3, masked in place with 12 (one shift per 64 code bytes; masking
+ * each plane in place with 3 << 2k into 4 accumulators, no shift, was slower for I2_S's row sums:
+ * 0.94x in cache, and 3 shifts into one accumulator 0.85-0.92x).  A[k]: the chunk's activation
+ * codes 32k .. 32k + 31 in both halves. */
+AI void tile_dp(const uint8_t *tile, const __m512i A[4], __m512i acc[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+    for (int h = 0; h < 2; h++) {
+        const __m512i v = _mm512_loadu_si512(tile + 64 * h);
+        const __m512i u = _mm512_srli_epi16(v, 4); /* bits 4..7 of each byte at 0..3 */
+        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_and_si512(v, m3), A[0]);
+        acc[2 + h] = _mm512_dpbusd_epi32(acc[2 + h], _mm512_and_si512(v, m12), A[1]);
+        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_and_si512(u, m3), A[2]);
+        acc[2 + h] = _mm512_dpbusd_epi32(acc[2 + h], _mm512_and_si512(u, m12), A[3]);
+    }
+}
+
+/* Transpose-reduce steps (integer sums: exact in any order) */
+AI __m512i tr32(__m512i x, __m512i y) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+}
+AI __m512i tr64(__m512i x, __m512i y) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+}
+
+/* Lane r of the result = sum of the 8 lanes of row r, rows 2j and 2j + 1 being the halves of P[j] */
+AI __m256i rows8_sums(const __m512i P[4]) {
+    /* 128-bit quarter q: the sums of quarter q of P[0..3]; rows 2j: quarters 0 + 1 of P[j] */
+    const __m512i u = tr64(tr32(P[0], P[1]), tr32(P[2], P[3]));
+    /* quarter 0: rows 0, 2, 4, 6; quarter 2: rows 1, 3, 5, 7 */
+    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v));
+}
+
+/* int sums of chunks [c0, c1) of the 8 rows of row groups at base_a, base_b (lane = row) */
+AI __m256i chunks8_sums(const uint8_t *base_a, const uint8_t *base_b,
+                        const int8_t *q, int64_t c0, int64_t c1) {
+    __m512i acc[2][4], P[4];
+    for (int i = 0; i < 4; i++) acc[0][i] = acc[1][i] = _mm512_setzero_si512();
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t off = c * 128;
+        pf_tile(base_a + off, LOWBIT_PF_ROWS8);
+        pf_tile(base_b + off, LOWBIT_PF_ROWS8);
+        __m512i A[4];
+        for (int k = 0; k < 4; k++)
+            A[k] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(q + off + 32 * k)));
+        tile_dp(base_a + off, A, acc[0]);
+        tile_dp(base_b + off, A, acc[1]);
+    }
+    for (int j = 0; j < 4; j++) /* exact: the odd planes' sums are multiples of 4 */
+        P[j] = _mm512_add_epi32(acc[j / 2][j % 2], _mm512_srai_epi32(acc[j / 2][2 + j % 2], 2));
+    return rows8_sums(P);
+}
+
+/* fp16 scales of block b of the 8 rows of row groups ga (lanes 0..3) and gb (4..7) */
+AI __m256 scales8(const lowbit_matrix *m, int64_t ga, int64_t gb, int64_t b) {
+    const uint16_t *sa = m->scales + (ga * m->nscales + b) * 4;
+    const uint16_t *sb = m->scales + (gb * m->nscales + b) * 4;
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)sa),
+                                              _mm_loadl_epi64((const __m128i *)sb)));
+}
+
+/* y of the rows of ga (lanes 0..3) and, if wb, gb (4..7); rows past m->rows are not written */
+AI void store8(const lowbit_matrix *m, int64_t ga, int64_t gb, int wb, __m256 v, float *y) {
+    float out[8];
+    _mm256_storeu_ps(out, v);
+    for (int i = 0; i < 4 && ga * 4 + i < m->rows; i++) y[ga * 4 + i] = out[i];
+    for (int i = 0; wb && i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
+}
+
+/* Row groups ga, gb of a matrix whose groups are TPG whole chunks and one scale block each
+ * (lowbit_pair_rows_ok: TQ2_0 / TQ1_0 TPG 2, PQ2_0 / PTQ1_0 TPG 1); TPG 0: I2_S row sums (one
+ * int sum per row minus the code offset stot, one float step: exact with P2 activations,
+ * lowbit_i2s_row_sums_ok). */
+AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int wb,
+              const lowbit_act *a, int32_t stot, float *y) {
+    const int64_t nch = m->nchunks;
+    const uint8_t *base_a = m->codes + ga * nch * 128, *base_b = m->codes + gb * nch * 128;
+    if (!TPG) {
+        const __m256i isum = _mm256_sub_epi32(chunks8_sums(base_a, base_b, a->q, 0, nch),
+                                              _mm256_set1_epi32(stot));
+        /* exact: |isum| < 2^24 and d a power of two (or 0) */
+        store8(m, ga, gb, wb, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d[0])), y);
+        return;
+    }
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nch / TPG; g++) {
+        const __m256i isum = chunks8_sums(base_a, base_b, a->q, TPG * g, TPG * g + TPG);
+        const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g), _mm256_set1_ps(a->d[g]));
+        const __m256i s = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(s), sc));
+    }
+    store8(m, ga, gb, wb, acc, y);
+}
+
+AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
+    int32_t stot = 0; /* the +1 code offset, undone once per row */
+    for (int64_t c = 0; c < m->nchunks; c++) stot += a->s[c];
+    return stot;
+}
+
+/* ---- group 32 (Q2_0): 16 rows transposed, lane = row ------------------------------------------- */
+
+/* Lane order of q32_chunk's vectors: lane l holds row q32_to_lanes[l] of the 16 (4 row groups
+ * t = 0..3, row 4t + i), and back (the inverse permutation). */
+static const int32_t q32_to_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+static const int32_t q32_to_rows[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+
+/* The group sums of chunk c (NG = 4 groups of 32, or 2 for a last half chunk) of the 16 rows of the
+ * 4 tiles t[0..3]: the tiles' dwords are transposed (24 shuffles) into 8 vectors X holding dword
+ * j of every row, one row per lane, whose plane k is weights 4j..4j+3 of group k of the chunk: one
+ * vpdpbusd against the broadcast activation quad q[32k + 4j] per plane, the groups' sums already
+ * in row lanes.  Planes 1 and 3 are masked in place (x 4) and shifted back at the end. */
+AI void q32_chunk(const int NG, const uint8_t *const t[4], const int8_t *q, __m512i isum[4]) {
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+    for (int k = 0; k < NG; k++) isum[k] = _mm512_setzero_si512();
+    for (int hi = 0; hi < 2; hi++) { /* dwords 0, 1, 4, 5 then 2, 3, 6, 7 of each row */
+        __m512i U[4];
+        for (int i = 0; i < 4; i++) { /* rows 0/2 and 1/3 of tile i, dwords interleaved */
+            const __m512i z0 = _mm512_loadu_si512(t[i]), z1 = _mm512_loadu_si512(t[i] + 64);
+            U[i] = hi ? _mm512_unpackhi_epi32(z0, z1) : _mm512_unpacklo_epi32(z0, z1);
+        }
+        for (int e = 0; e < 2; e++) {
+            const __m512i V = e ? _mm512_unpackhi_epi64(U[0], U[1]) : _mm512_unpacklo_epi64(U[0], U[1]);
+            const __m512i W = e ? _mm512_unpackhi_epi64(U[2], U[3]) : _mm512_unpacklo_epi64(U[2], U[3]);
+            for (int f = 0; f < 2; f++) {
+                const __m512i X = _mm512_shuffle_i64x2(V, W, f ? 0xdd : 0x88);
+                const int j = 2 * hi + e + 4 * f; /* the dword of each row in X */
+                const __m512i Y = NG > 2 ? _mm512_srli_epi16(X, 4) : X;
+                for (int k = 0; k < NG; k++) {
+                    int32_t a4;
+                    memcpy(&a4, q + 32 * k + 4 * j, 4);
+                    const __m512i c = _mm512_and_si512(k < 2 ? X : Y, k & 1 ? m12 : m3);
+                    isum[k] = _mm512_dpbusd_epi32(isum[k], c, _mm512_set1_epi32(a4));
+                }
+            }
+        }
+    }
+    for (int k = 1; k < NG; k += 2) isum[k] = _mm512_srai_epi32(isum[k], 2); /* exact */
+}
+
+/* fp16 scales of block b of the 16 rows of row groups rg[0..3], in q32_chunk's lane order */
+AI __m512 q32_scales(const lowbit_matrix *m, const int64_t rg[4], int64_t b) {
+    int64_t s[4];
+    for (int i = 0; i < 4; i++) memcpy(&s[i], m->scales + (rg[i] * m->nscales + b) * 4, 8);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_setr_epi64x(s[0], s[1], s[2], s[3]));
+    return _mm512_permutexvar_ps(_mm512_loadu_si512(q32_to_lanes), dw);
+}
+
+/* acc (lanes as q32_chunk's) += the NG groups of chunk c of the 16 rows, in the spec's order */
+AI __m512 q32_step(const int NG, const lowbit_matrix *m, const int64_t rg[4], int64_t c, int sh,
+                   const lowbit_act *a, __m512 acc) {
+    const int64_t nch = m->nchunks;
+    const uint8_t *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = m->codes + (rg[i] * nch + c) * 128;
+        pf_tile(t[i], LOWBIT_PF_Q32);
+    }
+    __m512i isum[4];
+    q32_chunk(NG, t, a->q + c * 128, isum);
+    int64_t blk = (c * 128) >> sh;
+    __m512 dw = q32_scales(m, rg, blk);
+    for (int k = 0; k < NG; k++) {
+        const int64_t g = 4 * c + k;
+        if (((g * 32) >> sh) != blk) dw = q32_scales(m, rg, blk = (g * 32) >> sh);
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[g]));
+        const __m512i s = _mm512_sub_epi32(isum[k], _mm512_set1_epi32(a->s[g]));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
+    }
+    return acc;
+}
+
+/* Rows [r0, r1) of a group-32 matrix with qk 64 or 128: 4 row groups at a time, the last ones of
+ * the range repeated to fill the 16 lanes (their copies are dropped). */
+static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
+    const int64_t nch = m->nchunks, last = (r1 - 1) / 4;
+    const int sh = m->qk == 64 ? 6 : 7;
+    for (int64_t rg0 = r0 / 4; rg0 <= last; rg0 += 4) {
+        int64_t rg[4];
+        for (int i = 0; i < 4; i++) rg[i] = rg0 + i <= last ? rg0 + i : last;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t c = 0; c < nch; c++)
+            acc = m->cols - c * 128 >= 128 ? q32_step(4, m, rg, c, sh, a, acc)
+                                           : q32_step(2, m, rg, c, sh, a, acc);
+        float out[16];
+        _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_loadu_si512(q32_to_rows), acc));
+        for (int i = 0; i < 16 && rg0 + i / 4 <= last && rg0 * 4 + i < m->rows; i++)
+            y[rg0 * 4 + i] = out[i];
+    }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+/* rows8 on row groups ga0 + step * k and gb0 + step * k for k < n (wb: B's rows are real) */
+AI void pairs_tpg(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
+                  int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
+    for (int64_t k = 0; k < n; k++) rows8(TPG, m, ga0 + step * k, gb0 + step * k, wb, a, stot, y);
+}
+
+/* the kind of rows8 a matrix runs: TPG 1 or 2, 0 for I2_S row sums, -1 none */
+static int rows8_kind(const lowbit_matrix *m, const lowbit_act *a) {
+    if (m->type == LOWBIT_TYPE_I2_S) return lowbit_i2s_row_sums_ok(m, a) ? 0 : -1;
+    if (!lowbit_pair_rows_ok(m)) return -1;
+    return m->group == 256 ? 2 : 1;
+}
+
+static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
+                      int64_t n, int wb, const lowbit_act *a, float *y) {
+    /* TPG a constant in each instance */
+    if (kind == 2)
+        pairs_tpg(2, m, ga0, gb0, step, n, wb, a, 0, y);
+    else if (kind == 1)
+        pairs_tpg(1, m, ga0, gb0, step, n, wb, a, 0, y);
+    else
+        pairs_tpg(0, m, ga0, gb0, step, n, wb, a, i2s_code_offset(m, a), y);
+}
+
+static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y) {
+    if (r1 <= r0) return;
+    if (m->group == 32 && (m->qk == 64 || m->qk == 128)) {
+        packed_gemv32(m, r0, r1, a, y);
+        return;
+    }
+    const int kind = rows8_kind(m, a);
+    if (kind < 0) {
+        lowbit_packed_gemv_avx2(m, r0, r1, a, y);
+        return;
+    }
+    /* adjacent row groups in pairs (rg, rg + 1); a lone last one is read twice, B dropped */
+    const int64_t g0 = r0 / 4, ngr = (r1 - r0 + 3) / 4;
+    run_pairs(kind, m, g0, g0 + 1, 2, ngr / 2, 1, a, y);
+    if (ngr & 1) run_pairs(kind, m, g0 + ngr - 1, g0 + ngr - 1, 1, 1, 0, a, y);
+}
+
+/* packed_gemv_pair: row group k of range A and row group k of range B, far apart, as the 8 rows of
+ * rows8 (two runs of memory side by side, see internal.h); A's rows past B's alone. */
+static void packed_gemv_pair_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                  int64_t b1, const lowbit_act *a, float *y) {
+    const int kind = rows8_kind(m, a);
+    if (kind < 0) { /* I2_S's per-group path: one range after the other */
+        packed_gemv_vnni(m, a0, a1, a, y);
+        packed_gemv_vnni(m, b0, b1, a, y);
+        return;
+    }
+    const int64_t npair = (b1 - b0 + 3) / 4;
+    run_pairs(kind, m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
+    packed_gemv_vnni(m, a0 + 4 * npair, a1, a, y);
+}
+
+void lowbit_register_gemv_avx512vnni(lowbit_kernels *k) {
+    k->packed_gemv = packed_gemv_vnni;
+    k->packed_gemv_pair = packed_gemv_pair_vnni;
+}
