@@ -6,8 +6,10 @@
 
 void lowbit_register_gemv_avx512vnni(lowbit_kernels *k);
 void lowbit_register_gemm_avx512vnni(lowbit_kernels *k);
+void lowbit_register_q8_avx512vnni(lowbit_kernels *k); /* q8_avx512vnni.c: Q8_0 file-layout GEMV */
 
 void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k) {
     lowbit_register_gemv_avx512vnni(k);
     lowbit_register_gemm_avx512vnni(k);
+    lowbit_register_q8_avx512vnni(k);
 }
