@@ -19,7 +19,7 @@
  * cycle (and it shares its pipes with vmulps, not with vpsrlw / vpunpck*), vpandd / vpaddd 2,
  * vpsrlw, vshufi64x2 and vpermd 1, vpunpck* ~1.35.  A tile's 8 vpdpbusd, 8 vpandd and 2 shifts
  * are then ~9 cycles per 512 weights, and the ops per weight are what to cut: in cache the 8-row
- * kernels run at 2.9 (I2_S) to 4.4 (PQ2_0) cycles per 128 weights, the group-32 one at 6.4. */
+ * kernels run at 2.9 (I2_S) to 4.4 (PQ2_0) cycles per 128 weights, the group-32 one at 4.7. */
 #include <immintrin.h>
 
 #include "../internal.h"
@@ -30,12 +30,9 @@
  * regime, bench/stream_ceiling.c) the 8-row kernels stream best with none: 16 KB ahead (the AVX2
  * kernels' distance, measured on Zen 3) gave 0.61 of the read loop for TQ2_0 on one thread against
  * 0.82 without (4 KB 0.76, 32 KB 0.60), I2_S 0.62 against 0.87; the hardware prefetchers follow
- * the two runs alone.  The group-32 kernel's four runs 2.5 KB apart want it: 0.44 against 0.33. */
+ * the two runs alone.  The group-32 kernel prefetches its own way (LOWBIT_PF_Q32_SETS). */
 #ifndef LOWBIT_PF_ROWS8
 #define LOWBIT_PF_ROWS8 0
-#endif
-#ifndef LOWBIT_PF_Q32
-#define LOWBIT_PF_Q32 16384
 #endif
 
 AI void pf_tile(const uint8_t *tile, const int dist) {
@@ -167,92 +164,205 @@ AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
 
 /* ---- group 32 (Q2_0): 16 rows transposed, lane = row ------------------------------------------- */
 
-/* Lane order of q32_chunk's vectors: lane l holds row q32_to_lanes[l] of the 16 (4 row groups
- * t = 0..3, row 4t + i), and back (the inverse permutation). */
-static const int32_t q32_to_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
-static const int32_t q32_to_rows[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+/* The 16 rows of 4 row groups (tiles t = 0..3 of a chunk) are transposed by dwords so that a vector
+ * X[j] holds dword j of every row, one row per lane: plane k of X[j] is weights 4j .. 4j + 3 of
+ * group k of the chunk, so one vpdpbusd against the broadcast activation quad q[32k + 4j] per plane
+ * accumulates group k's sum in the row's lane, no reduction.
+ *
+ * The transpose uses no cross-128-bit-lane shuffle: those share vpdpbusd's pipes on this Zen 4 (a
+ * vpdpbusd + vshufi64x2 pair takes 1.77 cycles, vpdpbusd + vpunpck* 1.03, + vpblendmd 1.09).  A
+ * tile's 128 bytes are loaded at offsets 0, 48 and 16, 64 and blended so that each vector holds
+ * the same 16-byte half h of the 4 rows (rows 0, 2, 1, 3 in its 128-bit lanes); an in-lane 4 x 4
+ * dword transpose of the 4 tiles' vectors then gives X[4h .. 4h + 3], lane 4L + t holding row
+ * q32_row[4L + t] = 4t + (0, 2, 1, 3)[L].  (Against the previous unpack + vshufi64x2 transpose the
+ * same speed in cache, 1.01x: the ands and the float steps dominate.)
+ *
+ * The planes are masked in place (3 << 2k: no shift) into 4^k x the sums.  Rather than shifting
+ * them back and subtracting the code offset s[g] (3 + 4 vector ops a chunk), each group's
+ * accumulator starts at -4^k s[g] and its activation scale is d[g] / 4^k (q32_tables, built once
+ * per call): (float)(4^k x) * (dw * d / 4^k) is bit for bit (float)x * (dw * d), both products
+ * being exact power-of-two scalings, while d / 4^k and dw * d / 4^k stay normal and every 4^k x is
+ * an exact float (lowbit_q32_fast: |s| <= 2^16, d zero, non-finite or 2^-60 <= |d| <= 2^100; other
+ * activations take the shift-and-subtract steps).  1.06x in cache. */
+static const int32_t q32_row[16] = {0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15};
 
-/* The group sums of chunk c (NG = 4 groups of 32, or 2 for a last half chunk) of the 16 rows of the
- * 4 tiles t[0..3]: the tiles' dwords are transposed (24 shuffles) into 8 vectors X holding dword
- * j of every row, one row per lane, whose plane k is weights 4j..4j+3 of group k of the chunk: one
- * vpdpbusd against the broadcast activation quad q[32k + 4j] per plane, the groups' sums already
- * in row lanes.  Planes 1 and 3 are masked in place (x 4) and shifted back at the end. */
-AI void q32_chunk(const int NG, const uint8_t *const t[4], const int8_t *q, __m512i isum[4]) {
-    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
-    for (int k = 0; k < NG; k++) isum[k] = _mm512_setzero_si512();
-    for (int hi = 0; hi < 2; hi++) { /* dwords 0, 1, 4, 5 then 2, 3, 6, 7 of each row */
-        __m512i U[4];
-        for (int i = 0; i < 4; i++) { /* rows 0/2 and 1/3 of tile i, dwords interleaved */
-            const __m512i z0 = _mm512_loadu_si512(t[i]), z1 = _mm512_loadu_si512(t[i] + 64);
-            U[i] = hi ? _mm512_unpackhi_epi32(z0, z1) : _mm512_unpacklo_epi32(z0, z1);
-        }
-        for (int e = 0; e < 2; e++) {
-            const __m512i V = e ? _mm512_unpackhi_epi64(U[0], U[1]) : _mm512_unpacklo_epi64(U[0], U[1]);
-            const __m512i W = e ? _mm512_unpackhi_epi64(U[2], U[3]) : _mm512_unpacklo_epi64(U[2], U[3]);
-            for (int f = 0; f < 2; f++) {
-                const __m512i X = _mm512_shuffle_i64x2(V, W, f ? 0xdd : 0x88);
-                const int j = 2 * hi + e + 4 * f; /* the dword of each row in X */
-                const __m512i Y = NG > 2 ? _mm512_srli_epi16(X, 4) : X;
-                for (int k = 0; k < NG; k++) {
-                    int32_t a4;
-                    memcpy(&a4, q + 32 * k + 4 * j, 4);
-                    const __m512i c = _mm512_and_si512(k < 2 ? X : Y, k & 1 ? m12 : m3);
-                    isum[k] = _mm512_dpbusd_epi32(isum[k], c, _mm512_set1_epi32(a4));
-                }
-            }
-        }
+/* Prefetch (DRAM regime): the 4 row groups of a row set are one contiguous run of memory
+ * (4 x nchunks x 128 bytes) read as 4 interleaved streams, which the hardware prefetchers follow
+ * poorly.  Each chunk step prefetches the next 512 bytes of the run LOWBIT_PF_Q32_SETS row sets
+ * ahead in address order, into L2 (prefetcht1; L1 prefetches are bound by the L1's miss buffers).
+ * A BitNet 2B token's GEMVs, share of the read loop, one thread (bench/stream_ceiling.c): per-tile
+ * prefetcht0 16 KB ahead 0.41, per-tile prefetcht1 16 KB 0.54, 64 KB 0.58, this 0.61 (1 set
+ * ahead 0.60; with prefetcht0 1 set 0.53, 2 sets 0.42). */
+#ifndef LOWBIT_PF_Q32_SETS
+#define LOWBIT_PF_Q32_SETS 2
+#endif
+
+AI void q32_transpose(const uint8_t *const t[4], __m512i X[8]) {
+    for (int h = 0; h < 2; h++) {
+        __m512i H[4];
+        for (int i = 0; i < 4; i++)
+            H[i] = _mm512_mask_blend_epi32(0xf0f0, _mm512_loadu_si512(t[i] + 16 * h),
+                                           _mm512_loadu_si512(t[i] + 48 + 16 * h));
+        const __m512i a = _mm512_unpacklo_epi32(H[0], H[1]), b = _mm512_unpackhi_epi32(H[0], H[1]);
+        const __m512i c = _mm512_unpacklo_epi32(H[2], H[3]), d = _mm512_unpackhi_epi32(H[2], H[3]);
+        X[4 * h + 0] = _mm512_unpacklo_epi64(a, c);
+        X[4 * h + 1] = _mm512_unpackhi_epi64(a, c);
+        X[4 * h + 2] = _mm512_unpacklo_epi64(b, d);
+        X[4 * h + 3] = _mm512_unpackhi_epi64(b, d);
     }
-    for (int k = 1; k < NG; k += 2) isum[k] = _mm512_srai_epi32(isum[k], 2); /* exact */
 }
 
-/* fp16 scales of block b of the 16 rows of row groups rg[0..3], in q32_chunk's lane order */
-AI __m512 q32_scales(const lowbit_matrix *m, const int64_t rg[4], int64_t b) {
+/* isum[k] = init[k] + 4^k x the sums of group k (k < NG: 4, or 2 for a last half chunk) of the
+ * chunk of the 16 rows in tiles t[0..3]; init NULL: 0 */
+AI void q32_chunk(const int NG, const uint8_t *const t[4], const int8_t *q, const int32_t *init,
+                  __m512i isum[4]) {
+    __m512i X[8];
+    q32_transpose(t, X);
+    for (int k = 0; k < NG; k++) isum[k] = init ? _mm512_set1_epi32(init[k]) : _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++)
+        for (int k = 0; k < NG; k++) {
+            int32_t a4;
+            memcpy(&a4, q + 32 * k + 4 * j, 4);
+            const __m512i c = _mm512_and_si512(X[j], _mm512_set1_epi8((char)(3 << 2 * k)));
+            isum[k] = _mm512_dpbusd_epi32(isum[k], c, _mm512_set1_epi32(a4));
+        }
+}
+
+/* fp16 scales of block b of the 16 rows (q32_row's lane order) */
+AI __m512 q32_scales1(const lowbit_matrix *m, const int64_t rg[4], int64_t b) {
     int64_t s[4];
     for (int i = 0; i < 4; i++) memcpy(&s[i], m->scales + (rg[i] * m->nscales + b) * 4, 8);
     const __m512 dw = _mm512_cvtph_ps(_mm256_setr_epi64x(s[0], s[1], s[2], s[3]));
-    return _mm512_permutexvar_ps(_mm512_loadu_si512(q32_to_lanes), dw);
+    return _mm512_permutexvar_ps(_mm512_loadu_si512(q32_row), dw);
 }
 
-/* acc (lanes as q32_chunk's) += the NG groups of chunk c of the 16 rows, in the spec's order */
-AI __m512 q32_step(const int NG, const lowbit_matrix *m, const int64_t rg[4], int64_t c, int sh,
-                   const lowbit_act *a, __m512 acc) {
-    const int64_t nch = m->nchunks;
-    const uint8_t *t[4];
-    for (int i = 0; i < 4; i++) {
-        t[i] = m->codes + (rg[i] * nch + c) * 128;
-        pf_tile(t[i], LOWBIT_PF_Q32);
+/* blocks b and b + 1 (16 bytes per row group), idx from q32_scale_index */
+AI void q32_scales2(const lowbit_matrix *m, const int64_t rg[4], int64_t b, const __m512i idx[2],
+                    __m512 dw[2]) {
+    __m256i p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(m->scales + (rg[i] * m->nscales + b) * 4)));
+    /* rows of row groups 0, 1 (lo) and 2, 3 (hi), block b then b + 1 for each */
+    const __m512 lo = _mm512_cvtph_ps(_mm256_blend_epi32(p[0], p[1], 0xf0));
+    const __m512 hi = _mm512_cvtph_ps(_mm256_blend_epi32(p[2], p[3], 0xf0));
+    for (int h = 0; h < 2; h++) dw[h] = _mm512_permutex2var_ps(lo, idx[h], hi);
+}
+
+AI void q32_scale_index(__m512i idx[2]) {
+    int32_t ix[2][16];
+    for (int l = 0; l < 16; l++)
+        for (int h = 0; h < 2; h++) {
+            const int t = q32_row[l] / 4, i = q32_row[l] % 4;
+            ix[h][l] = 16 * (t >> 1) + 8 * (t & 1) + 4 * h + i;
+        }
+    for (int h = 0; h < 2; h++) idx[h] = _mm512_loadu_si512(ix[h]);
+}
+
+/* Per call: the accumulators' start -4^k s[g] and the scales d[g] / 4^k (k = g % 4), see above */
+typedef struct {
+    int32_t ns[2048];
+    float dq[2048];
+} q32_tables;
+
+/* 1 if the tables are filled and exact for a (at most 2048 groups) */
+static int q32_tables_fill(q32_tables *T, const lowbit_act *a, int64_t ng) {
+    if (ng > 2048) return 0;
+    const __m512i sh = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+    /* 4^-k: the exponent of 1.0f lowered by 2k */
+    const __m512 inv = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_castps_si512(_mm512_set1_ps(1.0f)),
+                                                            _mm512_slli_epi32(sh, 23)));
+    __mmask16 bad = 0;
+    for (int64_t g = 0; g < ng; g += 16) {
+        const __mmask16 k = ng - g >= 16 ? 0xffff : (__mmask16)((1u << (ng - g)) - 1);
+        const __m512i s = _mm512_maskz_loadu_epi32(k, a->s + g);
+        const __m512 d = _mm512_maskz_loadu_ps(k, a->d + g), ad = _mm512_abs_ps(d);
+        bad |= _mm512_cmp_epu32_mask(_mm512_add_epi32(s, _mm512_set1_epi32(65536)),
+                                     _mm512_set1_epi32(131072), _MM_CMPINT_GT);
+        bad |= _mm512_cmp_ps_mask(ad, _mm512_set1_ps(0x1p-60f), _CMP_LT_OQ) &
+               _mm512_cmp_ps_mask(ad, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        bad |= _mm512_cmp_ps_mask(ad, _mm512_set1_ps(0x1p100f), _CMP_GT_OQ) &
+               _mm512_cmp_ps_mask(ad, _mm512_set1_ps(INFINITY), _CMP_LT_OQ);
+        _mm512_mask_storeu_epi32(T->ns + g, k, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_sllv_epi32(s, sh)));
+        _mm512_mask_storeu_ps(T->dq + g, k, _mm512_mul_ps(d, inv));
     }
-    __m512i isum[4];
-    q32_chunk(NG, t, a->q + c * 128, isum);
-    int64_t blk = (c * 128) >> sh;
-    __m512 dw = q32_scales(m, rg, blk);
+    return !bad;
+}
+
+/* acc (lane = row) += the float steps of groups g0 .. g0 + NG - 1 in order, isum from q32_chunk,
+ * dw[k >> 1] the scales of group k's block.  FAST: isum started at T->ns (see above). */
+AI __m512 q32_float(const int NG, const int FAST, __m512 acc, const __m512i isum[4],
+                    const __m512 dw[2], const lowbit_act *a, const q32_tables *T, int64_t g0) {
     for (int k = 0; k < NG; k++) {
-        const int64_t g = 4 * c + k;
-        if (((g * 32) >> sh) != blk) dw = q32_scales(m, rg, blk = (g * 32) >> sh);
-        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[g]));
-        const __m512i s = _mm512_sub_epi32(isum[k], _mm512_set1_epi32(a->s[g]));
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
+        __m512 sc;
+        __m512i x;
+        if (FAST) {
+            sc = _mm512_mul_ps(dw[k >> 1], _mm512_set1_ps(T->dq[g0 + k]));
+            x = isum[k];
+        } else {
+            sc = _mm512_mul_ps(dw[k >> 1], _mm512_set1_ps(a->d[g0 + k]));
+            x = _mm512_sub_epi32(_mm512_srai_epi32(isum[k], 2 * k), _mm512_set1_epi32(a->s[g0 + k]));
+        }
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(x), sc));
     }
     return acc;
 }
 
-/* Rows [r0, r1) of a group-32 matrix with qk 64 or 128: 4 row groups at a time, the last ones of
- * the range repeated to fill the 16 lanes (their copies are dropped). */
+/* y of the 16 rows of row groups rg[0..3] (qk = 1 << SH, 64 or 128): chunk by chunk, rows past
+ * [r0, r1) or m->rows not written (a repeated row group writes the same values twice) */
+AI void q32_rows(const int SH, const int FAST, const lowbit_matrix *m, const int64_t rg[4],
+                 const lowbit_act *a, const q32_tables *T, const __m512i idx[2], int64_t r0,
+                 int64_t r1, float *y) {
+    const int64_t nch = m->nchunks, nfull = m->cols / 128;
+    const uint8_t *t[4];
+    for (int i = 0; i < 4; i++) t[i] = m->codes + rg[i] * nch * 128;
+    const uint8_t *pf = m->codes + (rg[0] + 4 * LOWBIT_PF_Q32_SETS) * nch * 128;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nfull; c++) {
+        for (int l = 0; l < 8; l++) _mm_prefetch((const char *)(pf + 512 * c + 64 * l), _MM_HINT_T1);
+        __m512i isum[4];
+        __m512 dw[2];
+        q32_chunk(4, t, a->q + c * 128, FAST ? T->ns + 4 * c : NULL, isum);
+        if (SH == 6)
+            q32_scales2(m, rg, 2 * c, idx, dw);
+        else
+            dw[0] = dw[1] = q32_scales1(m, rg, c);
+        acc = q32_float(4, FAST, acc, isum, dw, a, T, 4 * c);
+        for (int i = 0; i < 4; i++) t[i] += 128;
+    }
+    if (nfull < nch) { /* a last half chunk: groups 0, 1, one scale block */
+        __m512i isum[4];
+        __m512 dw[2];
+        q32_chunk(2, t, a->q + nfull * 128, FAST ? T->ns + 4 * nfull : NULL, isum);
+        dw[0] = q32_scales1(m, rg, (nfull * 128) >> SH);
+        acc = q32_float(2, FAST, acc, isum, dw, a, T, 4 * nfull);
+    }
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    for (int l = 0; l < 16; l++) {
+        const int64_t r = rg[q32_row[l] / 4] * 4 + q32_row[l] % 4;
+        if (r >= r0 && r < r1 && r < m->rows) y[r] = out[l];
+    }
+}
+
+/* Rows [r0, r1) of a group-32 matrix with qk 64 or 128: 4 row groups at a time, the last one of
+ * the range repeated to fill the 16 lanes. */
 static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
-    const int64_t nch = m->nchunks, last = (r1 - 1) / 4;
-    const int sh = m->qk == 64 ? 6 : 7;
+    const int64_t last = (r1 - 1) / 4;
+    q32_tables T;
+    const int fast = q32_tables_fill(&T, a, m->cols / 32);
+    __m512i idx[2];
+    q32_scale_index(idx);
     for (int64_t rg0 = r0 / 4; rg0 <= last; rg0 += 4) {
         int64_t rg[4];
         for (int i = 0; i < 4; i++) rg[i] = rg0 + i <= last ? rg0 + i : last;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t c = 0; c < nch; c++)
-            acc = m->cols - c * 128 >= 128 ? q32_step(4, m, rg, c, sh, a, acc)
-                                           : q32_step(2, m, rg, c, sh, a, acc);
-        float out[16];
-        _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_loadu_si512(q32_to_rows), acc));
-        for (int i = 0; i < 16 && rg0 + i / 4 <= last && rg0 * 4 + i < m->rows; i++)
-            y[rg0 * 4 + i] = out[i];
+        if (m->qk == 64 && fast)
+            q32_rows(6, 1, m, rg, a, &T, idx, r0, r1, y);
+        else if (m->qk == 64)
+            q32_rows(6, 0, m, rg, a, &T, idx, r0, r1, y);
+        else
+            q32_rows(7, 0, m, rg, a, &T, idx, r0, r1, y);
     }
 }
 
