@@ -1,7 +1,8 @@
 """Paired GEMV tasks (api.c, the kernels' packed_gemv_pair): a task takes a 64-row tile from the
 first half of a TQ2_0 / TQ1_0 / PQ2_0 / PTQ1_0 / I2_S matrix and its twin from the second half,
 and the AVX2 kernel runs the two side by side (I2_S: its row-sum path where the activations
-allow it, else one range after the other).  Every split of the tiles (one tile, odd and even counts, a
+allow it, else one range after the other).  Q2_0 (group 32) pairs where the variant has
+packed_gemv_pair32 (avx512vnni), with cols ending on a half 128-weight chunk too.  Every split of the tiles (one tile, odd and even counts, a
 partial last twin, row-group tails) and every entry point (one matrix, q/k/v in one call,
 gate/up with the activation, gate and up that do not both pair) must equal scalar, which runs no
 pairs, bit for bit."""
@@ -24,11 +25,11 @@ def _x(rng, cols):
 
 
 @pytest.mark.parametrize("variant", NONSCALAR)
-@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "pq2_0", "ptq1_0", "i2_s"])
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "pq2_0", "ptq1_0", "i2_s", "q2_0"])
 def test_paired_gemv_equals_scalar(fmt, variant, isa):
     rng = np.random.default_rng(31)
     for k, rows in enumerate(ROWS):
-        cols = (256, 512, 2560)[k % 3]
+        cols = (320 if fmt == "q2_0" else 256, 512, 2560)[k % 3]  # Q2_0: a half chunk
         p = random_code_weights(fmt, rows, cols, seed=k).pack()
         # I2_S: x 1e34 puts amax above 127 * 2^100, where its row sums give way to per-group steps
         for scale in (1.0, 1e34) if fmt == "i2_s" else (1.0,):
@@ -62,8 +63,9 @@ def test_paired_multi_and_glu_equal_scalar(variant, isa):
         return outs
 
     _pair_of_calls(variant, isa, multi)
-    # gate and up both paired; then gate paired and up not (PQ2_0): both run unpaired
-    for up_fmt in ("tq1_0", "pq2_0"):
+    # gate and up both paired; then gate paired and up not (PQ2_0; Q2_0 but in avx512vnni): both
+    # run unpaired
+    for up_fmt in ("tq1_0", "pq2_0", "q2_0"):
         gate = random_code_weights("tq2_0", 389, cols, seed=1).pack()
         up = random_code_weights(up_fmt, 389, cols, seed=2).pack()
 

@@ -50,6 +50,8 @@ typedef struct {
     float row_scale; /* I2_S per-tensor scale, else 1 */
     int64_t row_tasks, bt;
     int paired;
+    /* paired tasks' kernel (pair_kernel) */
+    lowbit_pair_fn pair;
 } job;
 
 /* The rows of task t: [r[0], r[1]) and, paired, its twin tile [r[2], r[3]) (empty: r[2] == r[3]). */
@@ -83,7 +85,7 @@ static void run_chunk(void *ctx, int64_t t) {
     }
     if (J->m) {
         if (r[3] > r[2]) /* paired: batch 1 */
-            J->k->packed_gemv_pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
+            J->pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
         else if (c1 - c0 == 1)
             J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
         else
@@ -117,6 +119,13 @@ static void job_set_pairing(job *J, int pair) {
     J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
 }
 
+/* The pair kernel of the active table for a packed matrix, or NULL (no pairing): group-32
+ * matrices pair only in a table that has packed_gemv_pair32. */
+static lowbit_pair_fn pair_kernel(const lowbit_kernels *k, const lowbit_matrix *m) {
+    if (lowbit_pair_rows_ok(m)) return k->packed_gemv_pair;
+    return m->packed && m->group == 32 ? k->packed_gemv_pair32 : NULL;
+}
+
 /* The per-tensor scale and row tiles of a job. */
 static void job_prepare(job *J) {
     if (J->m) {
@@ -126,8 +135,8 @@ static void job_prepare(job *J) {
     } else {
         J->row_scale = 1.0f;
     }
-    job_set_pairing(J, J->m && J->batch == 1 && J->k->packed_gemv_pair &&
-                           lowbit_pair_rows_ok(J->m));
+    J->pair = J->m && J->batch == 1 ? pair_kernel(J->k, J->m) : NULL;
+    job_set_pairing(J, J->pair != NULL);
 }
 
 /* Weight bytes the job reads, times the batch: what decides how many threads pay off. */
@@ -196,7 +205,7 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0, 0};
+    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
     run_job(&J, threads);
     return LOWBIT_OK;
 }
@@ -211,7 +220,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0};
+        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -220,7 +229,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0};
+    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
     run_job(&J, threads);
     free(mem);
     return LOWBIT_OK;
@@ -241,7 +250,7 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
     job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0, 0};
+             batch, y, 1.0f, 0, 0, 0, NULL};
     run_job(&J, threads);
     return LOWBIT_OK;
 }
@@ -323,7 +332,7 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
         const lowbit_matrix *m = ms[j];
         job *J = &M->part[j];
         *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, m->cols, 0, NULL, NULL,
-                   batch, NULL, 1.0f, 0, 0, 0};
+                   batch, NULL, 1.0f, 0, 0, 0, NULL};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, m->cols);
         job_prepare(J);
     }

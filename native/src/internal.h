@@ -167,9 +167,9 @@ static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_ac
            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
 }
 
-/* The matrices packed_gemv_pair runs (the others keep one range per task): whole groups of one
- * scale block each, 256 weights (TQ2_0, TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole
- * 128-weight chunks. */
+/* The matrices packed_gemv_pair runs (the others keep one range per task, but group 32 in a
+ * table with packed_gemv_pair32): whole groups of one scale block each, 256 weights (TQ2_0,
+ * TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole 128-weight chunks. */
 static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
     if (!m->packed) return 0;
     if (m->type == LOWBIT_TYPE_I2_S) return m->cols % 128 == 0;
@@ -185,6 +185,9 @@ typedef void (*lowbit_gemv_fn)(const void *w, int64_t row_bytes, int64_t r0, int
 /* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
 typedef void (*lowbit_gemm_fn)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
                                const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+/* A packed GEMV of two row ranges in one pass (packed_gemv_pair below) */
+typedef void (*lowbit_pair_fn)(const struct lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                               int64_t b1, const lowbit_act *a, float *y);
 /* x[n] -> q[n], d[n / group], s[n / group] with rounding rule `rule` (LOWBIT_ACT_*) */
 typedef void (*lowbit_quantize_act_fn)(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                                        float *d, int32_t *s);
@@ -239,8 +242,11 @@ typedef struct lowbit_kernels {
      * GEMV job then gives each task a row tile of the matrix's first half and its twin in the
      * second (api.c): each thread streams two runs of memory side by side, which the prefetchers
      * of this Zen 3 follow faster than one run of the same bytes. */
-    void (*packed_gemv_pair)(const struct lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                             int64_t b1, const lowbit_act *a, float *y);
+    lowbit_pair_fn packed_gemv_pair;
+    /* Optional (NULL: group-32 matrices run unpaired): the same for packed group-32 matrices
+     * (Q2_0), where only a variant whose group-32 kernel gains from pairing sets it (AVX-512
+     * VNNI; see its kernels_avx512vnni.c). */
+    lowbit_pair_fn packed_gemv_pair32;
     /* Reads n bytes (a multiple of 64) as fast as the core can and returns the sum of its 64-bit
      * words mod 2^64: the loop of lowbit_stream_read, the roofline's bandwidth probe (a slow probe
      * would inflate the shares). */

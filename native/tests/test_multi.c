@@ -46,11 +46,12 @@ static int diff(const float *y, const float *ref, int64_t n) {
 }
 
 /* Matrices of these (type, rows) in one call: groups 256, 32, 128 and float weights mixed, and
- * group 128 by two rules (I2_S: P2, PQ2_0 / PTQ1_0: Q8_K): each must get its own codes. */
+ * group 128 by two rules (I2_S: P2, PQ2_0 / PTQ1_0: Q8_K): each must get its own codes.  Paired
+ * tiles (api.c) in TQ2_0, Q2_0 (4 tiles, a partial last twin) and TQ1_0. */
 static const struct {
     int type;
     int64_t rows;
-} PARTS[] = {{LOWBIT_TYPE_TQ2_0, 133}, {LOWBIT_TYPE_Q2_0, 64},  {LOWBIT_TYPE_I2_S, 5},
+} PARTS[] = {{LOWBIT_TYPE_TQ2_0, 133}, {LOWBIT_TYPE_Q2_0, 198}, {LOWBIT_TYPE_I2_S, 5},
              {LOWBIT_TYPE_PQ2_0, 37},  {LOWBIT_TYPE_Q8_0, 70},  {LOWBIT_TYPE_F32, 3},
              {LOWBIT_TYPE_PTQ1_0, 9},  {LOWBIT_TYPE_TQ1_0, 200}};
 #define NPARTS (int)(sizeof PARTS / sizeof PARTS[0])

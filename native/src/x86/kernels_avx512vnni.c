@@ -12,7 +12,8 @@
  * ymm of 8 row sums (lane = row), so the float step of a group -- acc += (float)(isum - s[g]) *
  * (dw * da), product rounded then added, never fused (-ffp-contract=off) -- runs once for 8 rows
  * in the spec's order.  Group 32 (Q2_0) transposes 16 rows so that a lane is a row from the start
- * (q32_chunk).  What is not here (TQ* with cols % 256 != 0, I2_S without P2 activations, group 32
+ * (q32_chunk); its GEMV tasks are paired too (packed_gemv_pair32: 1.17-1.2x the DRAM share on one
+ * thread).  What is not here (TQ* with cols % 256 != 0, I2_S without P2 activations, group 32
  * with another scale block) runs the AVX2 kernel.
  *
  * Throughputs of zmm ops on this Zen 4 (a loop of 12 independent chains each): vpdpbusd 1 per
@@ -192,7 +193,14 @@ static const int32_t q32_row[16] = {0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7
  * ahead in address order, into L2 (prefetcht1; L1 prefetches are bound by the L1's miss buffers).
  * A BitNet 2B token's GEMVs, share of the read loop, one thread (bench/stream_ceiling.c): per-tile
  * prefetcht0 16 KB ahead 0.41, per-tile prefetcht1 16 KB 0.54, 64 KB 0.58, this 0.61 (1 set
- * ahead 0.60; with prefetcht0 1 set 0.53, 2 sets 0.42). */
+ * ahead 0.60; with prefetcht0 1 set 0.53, 2 sets 0.42).
+ *
+ * Paired tasks (api.c, packed_gemv_pair32) make a row set of 2 row groups of a task's tile and 2
+ * of its twin half a matrix away: two runs of memory, each prefetched the same way (256 bytes a
+ * chunk step, its 2-row-group sets LOWBIT_PF_Q32_SETS ahead).  Against the unpaired kernel, same
+ * token, one thread: 0.67-0.69 of the read loop against 0.56-0.58 (4 runs of 15 rounds); 2, 8 or
+ * 16 row groups ahead instead of 4 the same within noise, no software prefetch 0.36; in cache
+ * (gemv_cycles 6912 x 2560) 0.975x. */
 #ifndef LOWBIT_PF_Q32_SETS
 #define LOWBIT_PF_Q32_SETS 2
 #endif
@@ -308,18 +316,27 @@ AI __m512 q32_float(const int NG, const int FAST, __m512 acc, const __m512i isum
     return acc;
 }
 
-/* y of the 16 rows of row groups rg[0..3] (qk = 1 << SH, 64 or 128): chunk by chunk, rows past
- * [r0, r1) or m->rows not written (a repeated row group writes the same values twice) */
-AI void q32_rows(const int SH, const int FAST, const lowbit_matrix *m, const int64_t rg[4],
-                 const lowbit_act *a, const q32_tables *T, const __m512i idx[2], int64_t r0,
-                 int64_t r1, float *y) {
+/* y of the 16 rows of row groups rg[0..3] (qk = 1 << SH, 64 or 128): chunk by chunk.  PAIRED 0:
+ * the 4 row groups are one run of memory, 1: rg[0..1] and rg[2..3] are two (q32_set).  A row of
+ * rg[0..1] is written if in [lim[0], lim[1]), of rg[2..3] if in [lim[2], lim[3]), and below
+ * m->rows (a repeated row group writes the same values twice). */
+AI void q32_rows(const int SH, const int FAST, const int PAIRED, const lowbit_matrix *m,
+                 const int64_t rg[4], const lowbit_act *a, const q32_tables *T,
+                 const __m512i idx[2], const int64_t lim[4], float *y) {
+    /* unpaired: one range, a constant choice below (a run-time one cost 4 % in cache) */
+    const int64_t a0 = lim[0], a1 = lim[1], b0 = lim[PAIRED ? 2 : 0], b1 = lim[PAIRED ? 3 : 1];
     const int64_t nch = m->nchunks, nfull = m->cols / 128;
     const uint8_t *t[4];
     for (int i = 0; i < 4; i++) t[i] = m->codes + rg[i] * nch * 128;
-    const uint8_t *pf = m->codes + (rg[0] + 4 * LOWBIT_PF_Q32_SETS) * nch * 128;
+    /* each run: its next 512 / RUNS bytes, LOWBIT_PF_Q32_SETS sets (4 / RUNS row groups) ahead */
+    const int RUNS = PAIRED ? 2 : 1, L = 8 / RUNS;
+    const uint8_t *pf = m->codes + (rg[0] + 4 / RUNS * LOWBIT_PF_Q32_SETS) * nch * 128;
+    const int64_t pf_b = (rg[2] - rg[0]) * nch * 128; /* run B, PAIRED */
     __m512 acc = _mm512_setzero_ps();
     for (int64_t c = 0; c < nfull; c++) {
-        for (int l = 0; l < 8; l++) _mm_prefetch((const char *)(pf + 512 * c + 64 * l), _MM_HINT_T1);
+        for (int r = 0; r < RUNS; r++)
+            for (int l = 0; l < L; l++)
+                _mm_prefetch((const char *)(pf + r * pf_b + 64 * L * c + 64 * l), _MM_HINT_T1);
         __m512i isum[4];
         __m512 dw[2];
         q32_chunk(4, t, a->q + c * 128, FAST ? T->ns + 4 * c : NULL, isum);
@@ -340,30 +357,78 @@ AI void q32_rows(const int SH, const int FAST, const lowbit_matrix *m, const int
     float out[16];
     _mm512_storeu_ps(out, acc);
     for (int l = 0; l < 16; l++) {
+        const int b = q32_row[l] >= 8;
         const int64_t r = rg[q32_row[l] / 4] * 4 + q32_row[l] % 4;
-        if (r >= r0 && r < r1 && r < m->rows) y[r] = out[l];
+        if (r >= (b ? b0 : a0) && r < (b ? b1 : a1) && r < m->rows) y[r] = out[l];
     }
+}
+
+/* What every row set of one call shares: the tables (and whether they are exact) and the scale
+ * permutation */
+typedef struct {
+    q32_tables T;
+    int fast;
+    __m512i idx[2];
+} q32_call;
+
+static void q32_call_init(q32_call *C, const lowbit_matrix *m, const lowbit_act *a) {
+    C->fast = q32_tables_fill(&C->T, a, m->cols / 32);
+    q32_scale_index(C->idx);
+}
+
+/* One row set: rg[0..3] one run of memory (PAIRED 0: 4 consecutive row groups) or two far apart
+ * (PAIRED 1: rg[0..1] and rg[2..3], each 2 consecutive ones). */
+AI void q32_set(const int PAIRED, const q32_call *C, const lowbit_matrix *m, const int64_t rg[4],
+                const lowbit_act *a, const int64_t lim[4], float *y) {
+    if (m->qk == 64 && C->fast)
+        q32_rows(6, 1, PAIRED, m, rg, a, &C->T, C->idx, lim, y);
+    else if (m->qk == 64)
+        q32_rows(6, 0, PAIRED, m, rg, a, &C->T, C->idx, lim, y);
+    else
+        q32_rows(7, 0, PAIRED, m, rg, a, &C->T, C->idx, lim, y);
 }
 
 /* Rows [r0, r1) of a group-32 matrix with qk 64 or 128: 4 row groups at a time, the last one of
  * the range repeated to fill the 16 lanes. */
-static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                          float *y) {
-    const int64_t last = (r1 - 1) / 4;
-    q32_tables T;
-    const int fast = q32_tables_fill(&T, a, m->cols / 32);
-    __m512i idx[2];
-    q32_scale_index(idx);
+static void q32_range(const q32_call *C, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                      const lowbit_act *a, float *y) {
+    const int64_t last = (r1 - 1) / 4, lim[4] = {r0, r1, r0, r1};
     for (int64_t rg0 = r0 / 4; rg0 <= last; rg0 += 4) {
         int64_t rg[4];
         for (int i = 0; i < 4; i++) rg[i] = rg0 + i <= last ? rg0 + i : last;
-        if (m->qk == 64 && fast)
-            q32_rows(6, 1, m, rg, a, &T, idx, r0, r1, y);
-        else if (m->qk == 64)
-            q32_rows(6, 0, m, rg, a, &T, idx, r0, r1, y);
-        else
-            q32_rows(7, 0, m, rg, a, &T, idx, r0, r1, y);
+        q32_set(0, C, m, rg, a, lim, y);
     }
+}
+
+static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
+    q32_call C;
+    q32_call_init(&C, m, a);
+    q32_range(&C, m, r0, r1, a, y);
+}
+
+static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y);
+
+/* packed_gemv_pair32: row groups k, k + 1 of range A and of range B (far apart) as one row set,
+ * two runs of memory side by side (a lone last pair repeated); A's rows past B's alone.  Only
+ * group 32 comes here (api.c); other qk than 64 / 128 would run unpaired. */
+static void packed_gemv_pair32_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                    int64_t b1, const lowbit_act *a, float *y) {
+    if (!(m->group == 32 && (m->qk == 64 || m->qk == 128))) {
+        packed_gemv_vnni(m, a0, a1, a, y);
+        packed_gemv_vnni(m, b0, b1, a, y);
+        return;
+    }
+    q32_call C;
+    q32_call_init(&C, m, a);
+    const int64_t npair = (b1 - b0 + 3) / 4, lim[4] = {a0, a1, b0, b1};
+    for (int64_t k = 0; k < npair; k += 2) {
+        const int64_t k1 = k + 1 < npair ? k + 1 : k;
+        const int64_t rg[4] = {a0 / 4 + k, a0 / 4 + k1, b0 / 4 + k, b0 / 4 + k1};
+        q32_set(1, &C, m, rg, a, lim, y);
+    }
+    if (a0 + 4 * npair < a1) q32_range(&C, m, a0 + 4 * npair, a1, a, y);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -428,4 +493,5 @@ static void packed_gemv_pair_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1
 void lowbit_register_gemv_avx512vnni(lowbit_kernels *k) {
     k->packed_gemv = packed_gemv_vnni;
     k->packed_gemv_pair = packed_gemv_pair_vnni;
+    k->packed_gemv_pair32 = packed_gemv_pair32_vnni;
 }
