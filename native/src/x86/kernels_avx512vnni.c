@@ -9,18 +9,22 @@
  * and the x4 sums are shifted back exactly (a multiple of 4) once per group.
  *
  * Rows go 8 at a time (two row groups, one zmm accumulator pair each per 2 rows), reduced to one
- * ymm of 8 row sums (lane = row), so the float step of a group -- acc += (float)(isum - s[g]) *
- * (dw * da), product rounded then added, never fused (-ffp-contract=off) -- runs once for 8 rows
- * in the spec's order.  Group 32 (Q2_0) transposes 16 rows so that a lane is a row from the start
- * (q32_chunk); its GEMV tasks are paired too (packed_gemv_pair32: 1.17-1.2x the DRAM share on one
- * thread).  What is not here (TQ* with cols % 256 != 0, I2_S without P2 activations, group 32
- * with another scale block) runs the AVX2 kernel.
+ * ymm of 8 row sums (a lane a row; with per-group scales, two groups' sums share a zmm), so the
+ * float step of a group -- acc += (float)(isum - s[g]) * (dw * da), product rounded then added,
+ * never fused (-ffp-contract=off) -- runs once for 8 rows in the spec's order.  Group 32 (Q2_0)
+ * transposes 16 rows so that a lane is a row from the start (q32_chunk); its GEMV tasks are paired
+ * too (packed_gemv_pair32: 1.17-1.2x the DRAM share on one thread).  What is not here (TQ* with
+ * cols % 256 != 0, I2_S without P2 activations, group 32 with another scale block) runs the AVX2
+ * kernel.
  *
  * Throughputs of zmm ops on this Zen 4 (a loop of 12 independent chains each): vpdpbusd 1 per
- * cycle (and it shares its pipes with vmulps, not with vpsrlw / vpunpck*), vpandd / vpaddd 2,
- * vpsrlw, vshufi64x2 and vpermd 1, vpunpck* ~1.35.  A tile's 8 vpdpbusd, 8 vpandd and 2 shifts
- * are then ~9 cycles per 512 weights, and the ops per weight are what to cut: in cache the 8-row
- * kernels run at 2.9 (I2_S) to 4.4 (PQ2_0) cycles per 128 weights, the group-32 one at 4.7. */
+ * cycle (and it shares its pipes with vmulps, vpmaddwd, vpdpwssd and vgf2p8affineqb, not with
+ * vpsrlw / vpunpck*), vpandd / vpaddd 2, vpsrlw, vshufi64x2 and vpermd 1, vpunpck* ~1.35.  (So a
+ * GFNI plane extract, one op per plane in place of shift + mask, competes with the dot products:
+ * 8 vpdpbusd with 8 vgf2p8affineqb take 16 cycles, with 8 vpandd 10.)  A tile's 8 vpdpbusd,
+ * 8 vpandd and 2 shifts are then ~9 cycles per 512 weights, and the ops per weight are what to
+ * cut: in cache the 8-row kernels run at 2.9 (I2_S) to 4.25 (PQ2_0) cycles per 128 weights, the
+ * group-32 one at 4.7. */
 #include <immintrin.h>
 
 #include "../internal.h"
@@ -80,13 +84,10 @@ AI __m256i rows8_sums(const __m512i P[4]) {
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v));
 }
 
-/* int sums of chunks [c0, c1) of the 8 rows of row groups at base_a, base_b (lane = row).  SMALL:
- * at most 2 chunks, so an even-plane lane is <= 2 x 2 x 4 x 3 x 128 = 6144 in magnitude, an int16
- * (with its sign extension in the high half): one vpdpwssd by (4, 0) makes o + 4e per vector, in
- * place of a shift and an add, and one shift of the 8 reduced sums undoes the 4 (1.02x in cache). */
-AI __m256i chunks8_sums(const int SMALL, const uint8_t *base_a, const uint8_t *base_b,
-                        const int8_t *q, int64_t c0, int64_t c1) {
-    __m512i acc[2][4], P[4];
+/* Accumulate chunks [c0, c1) of the 8 rows of row groups at base_a, base_b: acc[0] rows 0-3,
+ * acc[1] rows 4-7, as tile_dp. */
+AI void chunks8_acc(const uint8_t *base_a, const uint8_t *base_b, const int8_t *q, int64_t c0,
+                    int64_t c1, __m512i acc[2][4]) {
     for (int i = 0; i < 4; i++) acc[0][i] = acc[1][i] = _mm512_setzero_si512();
     for (int64_t c = c0; c < c1; c++) {
         const int64_t off = c * 128;
@@ -98,23 +99,59 @@ AI __m256i chunks8_sums(const int SMALL, const uint8_t *base_a, const uint8_t *b
         tile_dp(base_a + off, A, acc[0]);
         tile_dp(base_b + off, A, acc[1]);
     }
-    if (SMALL) {
-        const __m512i four = _mm512_set1_epi32(4);
-        for (int j = 0; j < 4; j++)
-            P[j] = _mm512_dpwssd_epi32(acc[j / 2][2 + j % 2], acc[j / 2][j % 2], four);
-        return _mm256_srai_epi32(rows8_sums(P), 2);
-    }
+}
+
+/* I2_S: int sums of all chunks of the 8 rows (lane = row) */
+AI __m256i rows8_all_sums(const uint8_t *base_a, const uint8_t *base_b, const int8_t *q,
+                          int64_t nch) {
+    __m512i acc[2][4], P[4];
+    chunks8_acc(base_a, base_b, q, 0, nch, acc);
     for (int j = 0; j < 4; j++) /* exact: the odd planes' sums are multiples of 4 */
         P[j] = _mm512_add_epi32(acc[j / 2][j % 2], _mm512_srai_epi32(acc[j / 2][2 + j % 2], 2));
     return rows8_sums(P);
 }
 
-/* fp16 scales of block b of the 8 rows of row groups ga (lanes 0..3) and gb (4..7) */
+/* 4 x the int sums of one group (TPG chunks from c0, at most 2) of the 8 rows, by quarters:
+ * quarter q of the result holds the sums of quarter q of the 4 row pairs, so quarters 0 + 1 are
+ * rows 0, 2, 4, 6 and quarters 2 + 3 rows 1, 3, 5, 7.  At most 2 chunks, an even-plane lane is
+ * <= 2 x 2 x 4 x 3 x 128 = 6144 in magnitude, an int16 (with its sign extension in the high half):
+ * one vpdpwssd by (4, 0) makes o + 4e per vector in place of a shift and an add (1.02x in cache).
+ * One chunk (PQ2_0 / PTQ1_0), o + 4e is 4 x a lane's 16 products, <= 4 x 16 x 3 x 128 = 24576
+ * < 2^15: a pack (not saturating here) and a vpmaddwd by 1 sum the dword pairs of two vectors,
+ * 2 ops where unpacks take 3 (1.02x for PQ2_0 in L3). */
+AI __m512i group8_quarters(const int TPG, const uint8_t *base_a, const uint8_t *base_b,
+                           const int8_t *q, int64_t c0) {
+    __m512i acc[2][4], P[4];
+    chunks8_acc(base_a, base_b, q, c0, c0 + TPG, acc);
+    const __m512i four = _mm512_set1_epi32(4);
+    for (int j = 0; j < 4; j++)
+        P[j] = _mm512_dpwssd_epi32(acc[j / 2][2 + j % 2], acc[j / 2][j % 2], four);
+    if (TPG == 1) {
+        const __m512i one = _mm512_set1_epi16(1);
+        /* per quarter: P[2i] pair sums (2 lanes), then P[2i + 1]'s */
+        const __m512i x = _mm512_madd_epi16(_mm512_packs_epi32(P[0], P[1]), one);
+        const __m512i y = _mm512_madd_epi16(_mm512_packs_epi32(P[2], P[3]), one);
+        const __m512 fx = _mm512_castsi512_ps(x), fy = _mm512_castsi512_ps(y);
+        const __m512 lo = _mm512_shuffle_ps(fx, fy, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 hi = _mm512_shuffle_ps(fx, fy, _MM_SHUFFLE(3, 1, 3, 1));
+        return _mm512_add_epi32(_mm512_castps_si512(lo), _mm512_castps_si512(hi));
+    }
+    return tr64(tr32(P[0], P[1]), tr32(P[2], P[3]));
+}
+
+/* The lanes of a group's sums (group8_quarters' quarters 0 + 1, then 2 + 3) are rows
+ * 0, 2, 4, 6, 1, 3, 5, 7; the scales are loaded in that order and the 8 results put back in row
+ * order once per 8 rows. */
+
+/* fp16 scales of block b of the 8 rows of row groups ga (rows 0..3) and gb (4..7), lanes as
+ * above */
 AI __m256 scales8(const lowbit_matrix *m, int64_t ga, int64_t gb, int64_t b) {
     const uint16_t *sa = m->scales + (ga * m->nscales + b) * 4;
     const uint16_t *sb = m->scales + (gb * m->nscales + b) * 4;
-    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)sa),
-                                              _mm_loadl_epi64((const __m128i *)sb)));
+    const __m128i v = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)sa),
+                                         _mm_loadl_epi64((const __m128i *)sb));
+    const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    return _mm256_cvtph_ps(_mm_shuffle_epi8(v, order));
 }
 
 /* y of the rows of ga (lanes 0..3) and, if wb, gb (4..7); rows past m->rows are not written */
@@ -123,6 +160,14 @@ AI void store8(const lowbit_matrix *m, int64_t ga, int64_t gb, int wb, __m256 v,
     _mm256_storeu_ps(out, v);
     for (int i = 0; i < 4 && ga * 4 + i < m->rows; i++) y[ga * 4 + i] = out[i];
     for (int i = 0; wb && i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
+}
+
+/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 8 rows' group g, product rounded then added */
+AI __m256 float_step(const lowbit_matrix *m, int64_t ga, int64_t gb, const lowbit_act *a,
+                     int64_t g, __m256i isum, __m256 acc) {
+    const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g), _mm256_set1_ps(a->d[g]));
+    const __m256i s = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(s), sc));
 }
 
 /* Row groups ga, gb of a matrix whose groups are TPG whole chunks and one scale block each
@@ -134,7 +179,7 @@ AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int
     const int64_t nch = m->nchunks;
     const uint8_t *base_a = m->codes + ga * nch * 128, *base_b = m->codes + gb * nch * 128;
     if (!TPG) {
-        const __m256i isum = _mm256_sub_epi32(chunks8_sums(0, base_a, base_b, a->q, 0, nch),
+        const __m256i isum = _mm256_sub_epi32(rows8_all_sums(base_a, base_b, a->q, nch),
                                               _mm256_set1_epi32(stot));
         /* exact: |isum| < 2^24 and d a power of two (or 0) */
         store8(m, ga, gb, wb, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d[0])), y);
@@ -142,19 +187,23 @@ AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int
     }
     const int64_t ng = nch / TPG;
     __m256 acc = _mm256_setzero_ps();
-    /* group g - 1's float step issued after group g's integer work (1.015x in cache) */
-    __m256i prev = _mm256_setzero_si256();
-    for (int64_t g = 0; g <= ng; g++) {
-        const __m256i isum = g < ng ? chunks8_sums(1, base_a, base_b, a->q, TPG * g, TPG * g + TPG)
-                                    : prev;
-        if (g > 0) {
-            const __m256 sc = _mm256_mul_ps(scales8(m, ga, gb, g - 1), _mm256_set1_ps(a->d[g - 1]));
-            const __m256i s = _mm256_sub_epi32(prev, _mm256_set1_epi32(a->s[g - 1]));
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(s), sc));
-        }
-        prev = isum;
+    /* Two groups' quarters to one vector of 16 sums, lanes 0-7 group g and 8-15 group g + 1: 3 ops
+     * for two groups where rows8_sums' last steps take 3 for one (with the pack, 1.04x for PQ2_0 /
+     * PTQ1_0 in L3, 1.01x for TQ2_0 / TQ1_0).  Issuing the float steps two groups later, or both
+     * in one zmm, measured no better (1.00x, 0.99x). */
+    for (int64_t g = 0; g < ng; g += 2) {
+        const __m512i u0 = group8_quarters(TPG, base_a, base_b, a->q, TPG * g);
+        const __m512i u1 =
+            g + 1 < ng ? group8_quarters(TPG, base_a, base_b, a->q, TPG * (g + 1)) : u0;
+        const __m512i sum = _mm512_add_epi32(_mm512_shuffle_i64x2(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                             _mm512_shuffle_i64x2(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m512i isum = _mm512_srai_epi32(sum, 2); /* exact: 4 x the sums */
+        acc = float_step(m, ga, gb, a, g, _mm512_castsi512_si256(isum), acc);
+        if (g + 1 < ng)
+            acc = float_step(m, ga, gb, a, g + 1, _mm512_extracti64x4_epi64(isum, 1), acc);
     }
-    store8(m, ga, gb, wb, acc, y);
+    const __m256i to_rows = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    store8(m, ga, gb, wb, _mm256_permutevar8x32_ps(acc, to_rows), y);
 }
 
 AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
