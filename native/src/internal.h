@@ -167,6 +167,14 @@ static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_ac
            lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
 }
 
+/* The I2_S row-sum path's +1 code offset, undone once per row: the activation code sums of all
+ * the row's chunks (a chunk is an activation group there). */
+static inline int32_t lowbit_i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
+    int32_t stot = 0;
+    for (int64_t c = 0; c < m->nchunks; c++) stot += a->s[c];
+    return stot;
+}
+
 /* The matrices packed_gemv_pair runs (the others keep one range per task, but group 32 in a
  * table with packed_gemv_pair32): whole groups of one scale block each, 256 weights (TQ2_0,
  * TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole 128-weight chunks. */

@@ -461,8 +461,7 @@ AI void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y) {
     const int64_t nch = m->nchunks;
     const int64_t rend = r1 < m->rows ? r1 : m->rows;
-    int32_t stot = 0; /* the +1 code offset, undone once per row */
-    for (int64_t g = 0; g < nch; g++) stot += a->s[g];
+    const int32_t stot = lowbit_i2s_code_offset(m, a);
     for (int64_t rg0 = r0 - r0 % 4; rg0 < rend; rg0 += 4) {
         const uint8_t *cp = m->codes + rg0 / 4 * nch * 128;
         int32x4_t s32[4];

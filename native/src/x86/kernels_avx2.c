@@ -901,15 +901,9 @@ AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const
     }
 }
 
-AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
-    int32_t stot = 0; /* the +1 code offset, undone once per row */
-    for (int64_t g = 0; g < m->nchunks; g++) stot += a->s[g];
-    return stot;
-}
-
 static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                 float *y) {
-    const int32_t stot = i2s_code_offset(m, a);
+    const int32_t stot = lowbit_i2s_code_offset(m, a);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, m, &rg, a, stot, y);
 }
 
@@ -928,7 +922,7 @@ static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1
         packed_gemv_avx2(m, b0, b1, a, y);
         return;
     }
-    const int32_t stot = i2s_code_offset(m, a);
+    const int32_t stot = lowbit_i2s_code_offset(m, a);
     const int64_t npair = (b1 - b0 + 3) / 4;
     for (int64_t k = 0; k < npair; k++) {
         const int64_t rgs[2] = {a0 / 4 + k, b0 / 4 + k};

@@ -28,6 +28,7 @@
 #include <immintrin.h>
 
 #include "../internal.h"
+#include "avx512_reduce.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -64,14 +65,6 @@ AI void tile_dp(const uint8_t *tile, const __m512i A[4], __m512i acc[4]) {
         acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_and_si512(u, m3), A[2]);
         acc[2 + h] = _mm512_dpbusd_epi32(acc[2 + h], _mm512_and_si512(u, m12), A[3]);
     }
-}
-
-/* Transpose-reduce steps (integer sums: exact in any order) */
-AI __m512i tr32(__m512i x, __m512i y) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
-}
-AI __m512i tr64(__m512i x, __m512i y) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
 }
 
 /* Lane r of the result = sum of the 8 lanes of row r, rows 2j and 2j + 1 being the halves of P[j] */
@@ -204,12 +197,6 @@ AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int
     }
     const __m256i to_rows = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     store8(m, ga, gb, wb, _mm256_permutevar8x32_ps(acc, to_rows), y);
-}
-
-AI int32_t i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
-    int32_t stot = 0; /* the +1 code offset, undone once per row */
-    for (int64_t c = 0; c < m->nchunks; c++) stot += a->s[c];
-    return stot;
 }
 
 /* ---- group 32 (Q2_0): 16 rows transposed, lane = row ------------------------------------------- */
@@ -503,7 +490,7 @@ static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0
     else if (kind == 1)
         pairs_tpg(1, m, ga0, gb0, step, n, wb, a, 0, y);
     else
-        pairs_tpg(0, m, ga0, gb0, step, n, wb, a, i2s_code_offset(m, a), y);
+        pairs_tpg(0, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
 }
 
 static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

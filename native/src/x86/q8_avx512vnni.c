@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include "../internal.h"
+#include "avx512_reduce.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -43,15 +44,8 @@ AI const uint8_t *rowp(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t 
     }
 }
 
-/* The transpose-add tree (integers: exact in any order).  Lane pairs of x and of y summed,
- * interleaved: unpacks (blends and in-lane swaps instead measured 0.94x here). */
-AI __m512i tr32(__m512i x, __m512i y) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
-}
-AI __m512i tr64(__m512i x, __m512i y) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
-}
-/* 128-bit lanes [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
+/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks; blends and in-lane swaps
+ * instead measured 0.94x here), then tr128.  128-bit lanes [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
 AI __m512i tr128(__m512i x, __m512i y) {
     const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x); /* [y0 x1 y2 x3] */
     return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
