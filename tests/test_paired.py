@@ -2,10 +2,10 @@
 first half of a TQ2_0 / TQ1_0 / PQ2_0 / PTQ1_0 / I2_S matrix and its twin from the second half,
 and the AVX2 kernel runs the two side by side (I2_S: its row-sum path where the activations
 allow it, else one range after the other).  Q2_0 (group 32) pairs where the variant has
-packed_gemv_pair32 (avx512vnni), with cols ending on a half 128-weight chunk too.  Every split of the tiles (one tile, odd and even counts, a
-partial last twin, row-group tails) and every entry point (one matrix, q/k/v in one call,
-gate/up with the activation, gate and up that do not both pair) must equal scalar, which runs no
-pairs, bit for bit."""
+packed_gemv_pair32 (avx512vnni), with cols ending on a half 128-weight chunk too.  Every split of
+the tiles (one tile, odd and even counts, a partial last twin, row-group tails) and every entry
+point (one matrix, q/k/v in one call, gate/up with the activation, gate and up that do not both
+pair) must equal scalar, which runs no pairs, bit for bit."""
 import numpy as np
 import pytest
 
