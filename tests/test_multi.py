@@ -176,7 +176,7 @@ def test_layer_loop_refuses_bad_arguments(tmp_path, monkeypatch):
     layers = m._layer_loop()
     cfg = m.cfg
     T = 1
-    bufs = (np.empty((T, cfg.d_model), np.float32), *m.w.workspace(T)["attn_qkv"],
+    bufs = (np.empty((T, cfg.d_model), np.float32), *m.w.workspace(T)["attn_in"],
             np.empty((T, cfg.n_head * cfg.v_head_dim), np.float32), *m.w.workspace(T)["ffn_glu"][:1],
             *m.w.workspace(T)["ffn_glu"])
     x = np.zeros((T, cfg.d_model), np.float32)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ..gguf import GGUFError, GGUFFile
 
@@ -19,7 +21,33 @@ ARCHS = {
     "qwen3":        (True,    True,   False,    False,     "silu",   False),
     "bitnet-b1.58": (True,    False,  True,     False,     "relu2",  False),
     "gemma3":       (True,    True,   False,    True,      "gelu",   True),
+    "qwen35":       (True,    True,   False,    False,     "silu",   False),
 }
+# qwen35 (Gated-DeltaNet + gated attention): layer i is recurrent unless (i + 1) % interval == 0,
+# when the file gives no explicit attention.recurrent_layers.
+QWEN35_ATTENTION_INTERVAL = 4
+
+
+@dataclass(frozen=True)
+class SSMConfig:
+    """A Gated-DeltaNet layer's sizes (qwen35.ssm.*): d = state_size is the head dim of both the K
+    and the V heads; V head h reads K head h % n_k_heads (llama.cpp's tiled order)."""
+    conv_kernel: int  # K: taps of the causal depthwise conv
+    state_size: int  # d
+    n_v_heads: int  # time_step_rank
+    n_k_heads: int  # group_count
+
+    @property
+    def key_dim(self) -> int:  # D_k: q and k widths
+        return self.state_size * self.n_k_heads
+
+    @property
+    def value_dim(self) -> int:  # D_v = inner_size: v, z and ssm_out's input widths
+        return self.state_size * self.n_v_heads
+
+    @property
+    def conv_channels(self) -> int:  # C: attn_qkv's outputs, q | k | v
+        return 2 * self.key_dim + self.value_dim
 # gemma3 local (sliding-window) layers use this RoPE base whatever the file says for global layers
 # (llama.cpp hard-codes it too); every 6th layer is global unless the file gives a pattern.
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
@@ -52,6 +80,15 @@ class Config:
     ffn_act: str
     embed_scale: float
     attn_scale: float
+    # qwen35 only: which layers are Gated-DeltaNet ones, their sizes, the attention output gate
+    # (attn_q holds query and gate interleaved per head) and the multi-section RoPE's sections
+    recurrent: tuple = ()
+    ssm: SSMConfig | None = None
+    attn_gate: bool = False
+    rope_sections: tuple = ()
+
+    def is_recurrent(self, il: int) -> bool:
+        return bool(self.recurrent) and self.recurrent[il]
 
     def is_swa(self, il: int) -> bool:
         return self.sliding_window > 0 and (self.swa_pattern <= 1 or il % self.swa_pattern < self.swa_pattern - 1)
@@ -128,4 +165,54 @@ class Config:
             raise ModelError(f"{arch}: rope dimension {rope_dim} must be even and <= head dim {head_dim}")
         if not (eps > 0 and rope_base > 0 and rope_scale > 0):
             raise ModelError(f"{arch}: epsilon, rope base and scale must be positive")
+        if arch == "qwen35":
+            cfg = _qwen35(f, cfg, pos_int)
         return cfg
+
+
+def _qwen35(f: GGUFFile, cfg: Config, pos_int) -> Config:
+    """The hybrid's own keys (llama.cpp requires every ssm.* key, the rope sections and the
+    epsilon), checked against each other: the graph would silently assume what is checked here."""
+    def need(key):
+        if f"qwen35.{key}" not in f.metadata:
+            raise ModelError(f"qwen35.{key}: missing (required for qwen35)")
+
+    try:
+        for key in ("attention.layer_norm_rms_epsilon", "ssm.conv_kernel", "ssm.inner_size", "ssm.state_size",
+                    "ssm.time_step_rank", "ssm.group_count", "rope.dimension_sections"):
+            need(key)
+        ssm = SSMConfig(conv_kernel=pos_int("ssm.conv_kernel"), state_size=pos_int("ssm.state_size"),
+                        n_v_heads=pos_int("ssm.time_step_rank"), n_k_heads=pos_int("ssm.group_count"))
+        inner = pos_int("ssm.inner_size")
+        sections = f.get("qwen35.rope.dimension_sections")
+        sections = [sections] if isinstance(sections, int) else sections
+        if "qwen35.attention.recurrent_layers" in f.metadata:
+            flags = np.asarray(f.get("qwen35.attention.recurrent_layers", list))
+            if flags.ndim != 1 or flags.dtype.kind not in "biu" or len(flags) != cfg.n_layer:
+                raise ModelError(f"qwen35.attention.recurrent_layers: expected {cfg.n_layer} booleans, "
+                                 f"got {flags.size} values of type {flags.dtype}")
+            recurrent = tuple(bool(b) for b in flags)
+        else:
+            interval = pos_int("full_attention_interval", QWEN35_ATTENTION_INTERVAL)
+            recurrent = tuple((il + 1) % interval != 0 for il in range(cfg.n_layer))
+    except GGUFError as e:
+        raise ModelError(str(e)) from None
+    if inner != ssm.value_dim:
+        raise ModelError(f"qwen35.ssm.inner_size {inner} is not ssm.state_size {ssm.state_size} x "
+                         f"ssm.time_step_rank {ssm.n_v_heads}")
+    if ssm.n_v_heads % ssm.n_k_heads:
+        raise ModelError(f"qwen35.ssm.time_step_rank {ssm.n_v_heads} (V heads) is not a multiple of "
+                         f"ssm.group_count {ssm.n_k_heads} (K heads)")
+    if ssm.conv_kernel < 2:
+        raise ModelError(f"qwen35.ssm.conv_kernel {ssm.conv_kernel} must be >= 2")
+    if not isinstance(sections, list) or len(sections) not in (1, 4) or \
+            not all(isinstance(v, int) and 0 <= v <= 1 << 16 for v in sections):
+        raise ModelError("qwen35.rope.dimension_sections: expected 4 non-negative integers")
+    sections = tuple(sections) + (0,) * (4 - len(sections))
+    if sum(sections[:3]) == 0:
+        raise ModelError("qwen35.rope.dimension_sections: the first three sections are all zero")
+    if cfg.head_dim != cfg.v_head_dim:
+        raise ModelError(f"qwen35: attention.key_length {cfg.head_dim} != value_length {cfg.v_head_dim}")
+    if not any(recurrent):
+        raise ModelError("qwen35: no recurrent layer (check full_attention_interval / recurrent_layers)")
+    return replace(cfg, recurrent=recurrent, ssm=ssm, attn_gate=True, rope_sections=sections)

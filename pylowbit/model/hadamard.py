@@ -71,6 +71,7 @@ class Rotation:
     signs: dict[int, np.ndarray | None] = field(default_factory=dict)  # input width -> +-1 (None: identity)
     weight_names: frozenset = frozenset()
     inverse_names: frozenset = frozenset()
+    gdn_v_grouped: bool = False  # ssm_out was folded in grouped V-head order (QWEN35.md 7.3)
 
     def signs_for(self, width: int) -> np.ndarray | None:
         return self.signs.get(width)
@@ -107,8 +108,14 @@ def _str_list(f: GGUFFile, name: str, required: bool) -> list[str] | None:
     return v
 
 
-def parse_rotation(f: GGUFFile) -> Rotation | None:
-    """Validate prism.hadamard.* metadata against the file; None when the file has none."""
+# qwen35: which folded weights belong to which layer kind
+_GDN_ONLY = ("attn_qkv", "attn_gate", "ssm_out")
+_ATTENTION_ONLY = ("attn_q", "attn_k", "attn_v", "attn_output")
+
+
+def parse_rotation(f: GGUFFile, cfg=None) -> Rotation | None:
+    """Validate prism.hadamard.* metadata against the file (and, given the model's Config, against
+    its layer kinds); None when the file has none."""
     if not any(k.startswith(PREFIX) for k in f.metadata):
         return None
     version = _key(f, "version", int)
@@ -173,4 +180,36 @@ def parse_rotation(f: GGUFFile) -> Rotation | None:
             raise HadamardError(f"{PREFIX}sign_widths: no sign vector for width {w} (needed by {n!r})")
         if mode == "identity":
             signs[w] = None
-    return Rotation(block, signs, frozenset(names), frozenset(inverse))
+    grouped = _gdn_v_grouped(f, cfg, names)
+    return Rotation(block, signs, frozenset(names), frozenset(inverse), grouped)
+
+
+def _gdn_v_grouped(f: GGUFFile, cfg, names: list[str]) -> bool:
+    """prism.hadamard.gdn_v_grouped, and the per-layer-kind rules of a hybrid's folded weights."""
+    grouped = _key(f, "gdn_v_grouped", bool, required=False)
+    hybrid = cfg is not None and cfg.ssm is not None
+    if grouped and not hybrid:
+        raise HadamardError(f"{PREFIX}gdn_v_grouped: set, but the model has no Gated-DeltaNet layers")
+    if not hybrid:
+        return bool(grouped)
+    for n in names:
+        m = re.match(r"blk\.(\d+)\.([a-z_]+)\.weight$", n)
+        if not m:
+            continue
+        il, kind = int(m.group(1)), m.group(2)
+        if il >= cfg.n_layer:
+            raise HadamardError(f"{PREFIX}weight_names: {n!r} names layer {il} of a {cfg.n_layer}-layer model")
+        if kind in _GDN_ONLY and not cfg.is_recurrent(il):
+            raise HadamardError(f"{PREFIX}weight_names: {n!r} is a Gated-DeltaNet weight in attention layer {il}")
+        if kind in _ATTENTION_ONLY and cfg.is_recurrent(il):
+            raise HadamardError(f"{PREFIX}weight_names: {n!r} is an attention weight in Gated-DeltaNet layer {il}")
+    if grouped:
+        s = cfg.ssm
+        if s.n_v_heads % s.n_k_heads:
+            raise HadamardError(f"{PREFIX}gdn_v_grouped: {s.n_v_heads} V heads are not a multiple of "
+                                f"{s.n_k_heads} K heads")
+        for n in names:
+            if n.endswith(".ssm_out.weight") and f.tensors[n].shape[-1] % s.n_v_heads:
+                raise HadamardError(f"{PREFIX}gdn_v_grouped: {n!r} has input width {f.tensors[n].shape[-1]}, "
+                                    f"not a multiple of {s.n_v_heads} V heads")
+    return bool(grouped)

@@ -97,12 +97,34 @@ def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.n
     return out.reshape(-1)
 
 
+def bf16_to_f32(data) -> np.ndarray:
+    """The bytes of the float32 values of a BF16 tensor (exact: BF16 is float32's upper 16 bits)."""
+    b = np.frombuffer(data, dtype="<u2")
+    out = anon_array((b.size,), np.uint32)
+    np.left_shift(b, 16, out=out, dtype=np.uint32)
+    return out.view(np.uint8)
+
+
+def grouped_heads(s) -> Callable[[np.ndarray], np.ndarray]:
+    """P of prism.hadamard.gdn_v_grouped: (T, D_v) from llama.cpp's tiled V-head order (slot
+    rho * Hk + kappa) to the grouped order ssm_out was folded in (slot kappa * r + rho)."""
+    r, hk, dh = s.n_v_heads // s.n_k_heads, s.n_k_heads, s.state_size
+
+    def permute(x: np.ndarray) -> np.ndarray:
+        T = x.shape[0]
+        return np.ascontiguousarray(x.reshape(T, r, hk, dh).transpose(0, 2, 1, 3)).reshape(T, -1)
+
+    return permute
+
+
 def dequantize_info(t: TensorInfo) -> np.ndarray:
     """float32 copy of any tensor (reference paths and small vectors)."""
     if t.fmt == "f32":
         return np.frombuffer(t.data, dtype="<f4").reshape(t.shape).astype(np.float32)
     if t.fmt == "f16":
         return np.frombuffer(t.data, dtype="<f2").reshape(t.shape).astype(np.float32)
+    if t.fmt == "bf16":
+        return bf16_to_f32(t.data).view(np.float32).reshape(t.shape)
     if t.fmt in KERNEL_FORMATS:
         return np.asarray(_lb().dequantize(t.data, t.fmt, t.shape), dtype=np.float32).reshape(t.shape)
     return _gguf_dequantize(t.data, t.type_id, t.shape)
@@ -115,6 +137,7 @@ class Linear:
         self.name = name
         self.w = w
         self.rot = rot
+        self.permute = None  # a reorder of the input applied before the rotation (gdn_v_grouped)
         self.rows, self.cols = w.shape
 
     generation = 0  # bumped whenever any linear's matrix changes: DecoderLayers made before are stale
@@ -141,6 +164,8 @@ class Linear:
 
     def __call__(self, x: np.ndarray, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
         # x: (T, cols) float32; out: (T, rows) float32 to write, or None for a new array
+        if self.permute is not None:
+            x = self.permute(x)
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -286,56 +311,113 @@ class Weights:
         else:  # tied head: the embedding table, rotated input if the table is stored rotated
             self.output = self.linear("token_embd.weight", (cfg.vocab_size, cfg.d_model),
                                       rotated=self.token_embd.rot is not None)
-        q_w, kv_w, v_w = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim, cfg.n_head_kv * cfg.v_head_dim
-        shapes = {
-            "attn_q": (q_w, cfg.d_model), "attn_k": (kv_w, cfg.d_model), "attn_v": (v_w, cfg.d_model),
-            "attn_output": (cfg.d_model, cfg.n_head * cfg.v_head_dim),
-            "ffn_gate": (cfg.n_ff, cfg.d_model), "ffn_up": (cfg.n_ff, cfg.d_model), "ffn_down": (cfg.d_model, cfg.n_ff),
-        }
-        vecs = {"attn_norm": cfg.d_model, "ffn_norm": cfg.d_model}
-        if cfg.qk_norm:
-            vecs.update(attn_q_norm=cfg.head_dim, attn_k_norm=cfg.head_dim)
-        if cfg.sub_norms:
-            vecs.update(attn_sub_norm=cfg.d_model, ffn_sub_norm=cfg.n_ff)
-        if cfg.post_norms:
-            vecs.update(post_attention_norm=cfg.d_model, post_ffw_norm=cfg.d_model)
-        self.layers = []
-        for i in range(cfg.n_layer):
-            layer = {k: self.linear(f"blk.{i}.{k}.weight", s) for k, s in shapes.items()}
-            layer.update({k: self.vector(f"blk.{i}.{k}.weight", n) for k, n in vecs.items()})
-            layer["attn_qkv"] = LinearGroup(layer["attn_q"], layer["attn_k"], layer["attn_v"])
-            layer["ffn_glu"] = GatedFFN(layer["ffn_gate"], layer["ffn_up"], cfg.ffn_act)
-            self.layers.append(layer)
+        self.layers = [self._gdn_layer(i) if cfg.is_recurrent(i) else self._attention_layer(i)
+                       for i in range(cfg.n_layer)]
         if self._converted and notice is not None:
             kinds = ", ".join(f"{n} {k}" for k, n in sorted(self._converted.items()))
             notice(f"notice: no pylowbit kernel for {kinds} tensors: decoded at load and kept as {foreign}")
+
+    def _ffn(self, i: int, layer: dict) -> None:
+        """The feed-forward half every block kind shares: its norm, gate / up / down, act(gate) * up."""
+        cfg, p = self.cfg, f"blk.{i}."
+        d, ff = cfg.d_model, cfg.n_ff
+        # qwen35 names the pre-FFN norm post_attention_norm (its only second norm)
+        layer["ffn_norm"] = self.vector(p + ("post_attention_norm" if cfg.arch == "qwen35" else "ffn_norm")
+                                        + ".weight", d)
+        for k, shape in (("ffn_gate", (ff, d)), ("ffn_up", (ff, d)), ("ffn_down", (d, ff))):
+            layer[k] = self.linear(f"{p}{k}.weight", shape)
+        if cfg.sub_norms:
+            layer["ffn_sub_norm"] = self.vector(p + "ffn_sub_norm.weight", ff)
+        if cfg.post_norms:
+            layer["post_ffw_norm"] = self.vector(p + "post_ffw_norm.weight", d)
+        layer["ffn_glu"] = GatedFFN(layer["ffn_gate"], layer["ffn_up"], cfg.ffn_act)
+
+    def _attention_layer(self, i: int) -> dict:
+        cfg, p, d = self.cfg, f"blk.{i}.", self.cfg.d_model
+        H, Hkv, hd, vd = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim
+        q_rows = H * hd * (2 if cfg.attn_gate else 1)  # gated: query and gate interleaved per head
+        shapes = {"attn_q": (q_rows, d), "attn_k": (Hkv * hd, d), "attn_v": (Hkv * vd, d),
+                  "attn_output": (d, H * vd)}
+        layer = {k: self.linear(f"{p}{k}.weight", s) for k, s in shapes.items()}
+        layer["attn_norm"] = self.vector(p + "attn_norm.weight", d)
+        if cfg.qk_norm:
+            layer.update(attn_q_norm=self.vector(p + "attn_q_norm.weight", hd),
+                         attn_k_norm=self.vector(p + "attn_k_norm.weight", hd))
+        if cfg.sub_norms:
+            layer["attn_sub_norm"] = self.vector(p + "attn_sub_norm.weight", d)
+        if cfg.post_norms:
+            layer["post_attention_norm"] = self.vector(p + "post_attention_norm.weight", d)
+        layer["attn_in"] = LinearGroup(layer["attn_q"], layer["attn_k"], layer["attn_v"])
+        self._ffn(i, layer)
+        return layer
+
+    def _gdn_layer(self, i: int) -> dict:
+        """A Gated-DeltaNet layer (QWEN35.md 3.4): the input projections, conv taps, gates' constants,
+        the gated norm and ssm_out.  ssm_alpha / ssm_beta read the unrotated input."""
+        cfg, p, d, s = self.cfg, f"blk.{i}.", self.cfg.d_model, self.cfg.ssm
+        layer = {"attn_norm": self.vector(p + "attn_norm.weight", d)}
+        for k, rows in (("attn_qkv", s.conv_channels), ("attn_gate", s.value_dim), ("ssm_beta", s.n_v_heads),
+                        ("ssm_alpha", s.n_v_heads)):
+            layer[k] = self.linear(f"{p}{k}.weight", (rows, d))
+        layer["ssm_out"] = self.linear(p + "ssm_out.weight", (d, s.value_dim))
+        if layer["ssm_out"].rot is not None and self.rot.gdn_v_grouped:
+            layer["ssm_out"].permute = grouped_heads(s)
+        layer["ssm_conv1d"] = self.vector(p + "ssm_conv1d.weight", (s.conv_channels, s.conv_kernel), f32_only=True)
+        layer["ssm_a"] = self.vector(p + "ssm_a", s.n_v_heads, f32_only=True)
+        layer["ssm_dt"] = self.vector(p + "ssm_dt.bias", s.n_v_heads, f32_only=True)
+        layer["ssm_norm"] = self.vector(p + "ssm_norm.weight", s.state_size)
+        proj = (layer["attn_qkv"], layer["attn_gate"], layer["ssm_beta"], layer["ssm_alpha"])
+        if all(lin.rot is proj[0].rot for lin in proj):  # one call for the four
+            layer["gdn_in"] = (LinearGroup(*proj),)
+        else:
+            layer["gdn_in"] = (LinearGroup(*proj[:2]), LinearGroup(*proj[2:]))
+        self._ffn(i, layer)
+        return layer
+
+    def all_linears(self):
+        """Every Linear of the model, the head first (tests wrap them to record their inputs)."""
+        yield self.output
+        for layer in self.layers:
+            yield from (v for v in layer.values() if isinstance(v, Linear))
 
     def workspace(self, T: int) -> dict:
         """Outputs of one layer's matrix products for T tokens, for the decoder to pass as `out` to
         every layer of a forward call (each is consumed within its layer): a new (T, n_ff) array
         per layer came as fresh pages from the allocator, ~15 k page faults per 64-token prompt
-        at the 2B shape."""
-        L = self.layers[0]
+        at the 2B shape.  One set per group kind, sized from the first layer that has it."""
 
         def out(lin):
             return np.empty((T, lin.rows), dtype=np.float32)
 
-        return {"attn_qkv": tuple(out(lin) for lin in L["attn_qkv"].linears),
-                "ffn_glu": tuple(out(lin) for lin in L["ffn_glu"].linears),
-                "d_model": out(L["attn_output"])}  # attn_output, then ffn_down
+        ws = {"d_model": np.empty((T, self.cfg.d_model), dtype=np.float32)}  # attn_output / ssm_out, ffn_down
+        for L in self.layers:
+            for key in ("attn_in", "ffn_glu"):
+                if key in L and key not in ws:
+                    ws[key] = tuple(out(lin) for lin in L[key].linears)
+            if "gdn_in" in L and "gdn_in" not in ws:
+                ws["gdn_in"] = tuple(tuple(out(lin) for lin in g.linears) for g in L["gdn_in"])
+        return ws
 
-    def vector(self, name: str, n: int) -> np.ndarray:
+    def vector(self, name: str, n, f32_only: bool = False) -> np.ndarray:
+        """A small float32 tensor of shape (n,) (or n itself when a tuple).  f32_only: the tensor
+        must be stored as F32 (llama.cpp has no other kernel for it: a wrong type is a bad file)."""
         t = self.f.tensor(name)
-        if t.shape != (n,):
-            raise ModelError(f"{name} has shape {t.shape}, expected ({n},)")
-        return dequantize_info(t)
+        shape = tuple(n) if isinstance(n, tuple) else (n,)
+        if tuple(t.shape) != shape:
+            raise ModelError(f"{name} has shape {t.shape}, expected {shape}")
+        if f32_only and t.fmt != "f32":
+            raise ModelError(f"{name} has type {t.fmt}, expected f32")
+        return np.ascontiguousarray(dequantize_info(t), dtype=np.float32)
 
     def linear(self, name: str, shape: tuple[int, int], rotated: bool | None = None) -> Linear:
         lb = _lb()
         t = self.f.tensor(name)
         if tuple(t.shape) != tuple(shape):
             raise ModelError(f"{name} has shape {t.shape}, expected {shape}")
-        if t.fmt in KERNEL_FORMATS:
+        if t.fmt == "bf16":  # the upper half of an f32: widened exactly, never re-quantized
+            w = lb.QTensor(bf16_to_f32(t.data), "f32", t.shape)
+            self.f.release(t)
+        elif t.fmt in KERNEL_FORMATS:
             w = lb.QTensor(t.data, t.fmt, t.shape)
             if self.pack and lb.packing_pays_off():
                 # Repack once into the row-interleaved layout decoding streams fastest; the mapped
