@@ -7,7 +7,7 @@ import sys
 
 def add_parser(sub):
     p = sub.add_parser("run", help="generate text from a GGUF model",
-                       description="Generate text from a GGUF model (llama, qwen3, bitnet-b1.58, gemma3).")
+                       description="Generate text from a GGUF model (llama, qwen3, bitnet-b1.58, gemma3, qwen35).")
     p.add_argument("-m", "--model", required=True, help="GGUF file")
     p.add_argument("-p", "--prompt", default="", help="prompt text")
     p.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)")
@@ -56,6 +56,7 @@ def main(args) -> int:
                                     repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
                                     seed=args.seed))
     tok, model = load(args)
+    print(f"memory: {model.memory_summary()}", file=sys.stderr)
     text = args.prompt
     add_special = True
     if args.chat:

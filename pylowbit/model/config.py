@@ -184,8 +184,8 @@ def _qwen35(f: GGUFFile, cfg: Config, pos_int) -> Config:
         ssm = SSMConfig(conv_kernel=pos_int("ssm.conv_kernel"), state_size=pos_int("ssm.state_size"),
                         n_v_heads=pos_int("ssm.time_step_rank"), n_k_heads=pos_int("ssm.group_count"))
         inner = pos_int("ssm.inner_size")
-        sections = f.get("qwen35.rope.dimension_sections")
-        sections = [sections] if isinstance(sections, int) else sections
+        sections = np.asarray(f.get("qwen35.rope.dimension_sections")).reshape(-1)  # 4 ints or a scalar
+        sections = sections.tolist() if sections.dtype.kind in "iu" else None
         if "qwen35.attention.recurrent_layers" in f.metadata:
             flags = np.asarray(f.get("qwen35.attention.recurrent_layers", list))
             if flags.ndim != 1 or flags.dtype.kind not in "biu" or len(flags) != cfg.n_layer:

@@ -123,6 +123,16 @@ class Model:
     def vocab_size(self) -> int:
         return self.cfg.vocab_size
 
+    def memory_summary(self) -> str:
+        """One line: the sequence memory this model holds besides its weights (as llama.cpp logs it)."""
+        cfg, mib = self.cfg, 1 / (1 << 20)
+        n_attn = sum(k is not None for k in self.cache.k)
+        line = f"KV cache {self.cache.nbytes * mib:.2f} MiB (f32, ctx {self.ctx}, {n_attn} layers)"
+        if self.state is not None:
+            line += (f", recurrent state {self.state.nbytes * mib:.2f} MiB "
+                     f"(f32, {cfg.n_layer - n_attn} Gated-DeltaNet layers)")
+        return line
+
     def reset(self) -> None:
         self.cache.n = 0
         if self.state is not None:
