@@ -36,6 +36,8 @@ def decode(t) -> np.ndarray:
         return raw.view("<f4").astype(np.float64).reshape(t.shape)
     if t.fmt == "f16":
         return raw.view("<f2").astype(np.float64).reshape(t.shape)
+    if t.fmt == "bf16":  # the upper half of a float32
+        return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(t.shape)
     if t.fmt in ("q8_0", "tq1_0", "tq2_0", "q4_k", "q5_0", "q6_k", "q4_0"):
         from gguf import GGMLQuantizationType
         from gguf.quants import dequantize
@@ -121,12 +123,34 @@ def quantize_act(x: np.ndarray, group: int, rule: str, tie_break: np.ndarray | N
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+def _l2(x, eps):
+    """GDN's L2 norm over the last axis: x / sqrt(sum x^2 + eps)."""
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def _softplus(x):
+    return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))  # ggml: identity above 20
+
+
 class Ref:
-    def __init__(self, path, model_inputs: dict | None = None):
+    def __init__(self, path, model_inputs: dict | None = None, gdn_head_map: str = "tiled"):
         """model_inputs: weight name -> (T, cols) float32 inputs the model under test gave that
-        matmul, used only to break exact rounding ties (see quantize_act)."""
+        matmul, used only to break exact rounding ties (see quantize_act); rows are consumed in call
+        order, across forward() calls.  gdn_head_map: qwen35's V head h reads K head h % H_k
+        ("tiled", the GGUF order) -- "grouped" (h // r) is the wrong model, for tests that show
+        the comparison can fail."""
         self.model_inputs = model_inputs or {}
         self.stats = {}
+        self._row = 0  # tokens consumed so far: the first row of model_inputs the next call uses
+        self._cache = {}
         self.f = f = GGUFFile(path)
         self.arch = a = f.get("general.architecture")
         m = lambda k, d=None: f.metadata.get(f"{a}.{k}", d)  # noqa: E731
@@ -145,18 +169,57 @@ class Ref:
                     off += w
             self.hadamard = (B, signs, set(f.metadata["prism.hadamard.weight_names"]),
                              set(f.metadata.get("prism.hadamard.inverse_weight_names", [])))
+        if a == "qwen35":
+            self._init_qwen35(m, gdn_head_map)
+
+    def _init_qwen35(self, m, head_map):
+        """Hyper-parameters of QWEN35.md section 1, read from the file."""
+        self.rope_dim = m("rope.dimension_count", self.hd)
+        self.sections = [int(v) for v in m("rope.dimension_sections")]
+        self.attn_scale = m("attention.scale", 0.0) or 1.0 / math.sqrt(self.hd)
+        self.K, self.dk = m("ssm.conv_kernel"), m("ssm.state_size")
+        self.Hv, self.Hk = m("ssm.time_step_rank"), m("ssm.group_count")
+        self.dv = m("ssm.inner_size") // self.Hv
+        if f"{self.arch}.attention.recurrent_layers" in self.f.metadata:
+            self.recurrent = [bool(v) for v in m("attention.recurrent_layers")]
+        else:
+            interval = m("full_attention_interval", 4)
+            self.recurrent = [(i + 1) % interval != 0 for i in range(self.L)]
+        r = self.Hv // self.Hk
+        self.k_head = [h % self.Hk if head_map == "tiled" else h // r for h in range(self.Hv)]
+        grouped = bool(self.f.metadata.get("prism.hadamard.gdn_v_grouped", False)) and self.hadamard is not None
+        # P: grouped slot kappa * r + rho <- tiled slot rho * H_k + kappa, whole dv-wide head blocks
+        self.v_perm = None
+        if grouped:
+            blocks = [rho * self.Hk + kappa for kappa in range(self.Hk) for rho in range(r)]
+            self.v_perm = (np.array(blocks)[:, None] * self.dv + np.arange(self.dv)).reshape(-1)
+        self.reset()
+
+    def reset(self):
+        """A new sequence: zero conv and delta-rule states, empty KV cache (model_inputs' row
+        cursor is not rewound)."""
+        self.pos = 0
+        C = 2 * self.dk * self.Hk + self.dv * self.Hv
+        self.conv = {i: np.zeros((self.K - 1, C)) for i in range(self.L) if self.recurrent[i]}
+        self.S = {i: np.zeros((self.Hv, self.dk, self.dv)) for i in range(self.L) if self.recurrent[i]}  # S[h][i][j]
+        self.kv = {i: (np.zeros((0, self.Hkv, self.hd)), np.zeros((0, self.Hkv, self.hd)))
+                   for i in range(self.L) if not self.recurrent[i]}
 
     def W(self, name):
-        return decode(self.f.tensor(name))
+        if name not in self._cache:
+            self._cache[name] = decode(self.f.tensor(name))
+        return self._cache[name]
 
     def _rot(self, x, with_signs=True):
         """x' = H(s * x) with H the dense normalized Sylvester matrix (no fast transform here)."""
         B, signs, _, _ = self.hadamard
         s = signs.get(x.shape[-1], np.ones(x.shape[-1])) if with_signs else 1.0
-        Hm = np.array([[1.0]])
-        while Hm.shape[0] < B:
-            Hm = np.block([[Hm, Hm], [Hm, -Hm]])
-        Hm /= math.sqrt(B)
+        if "hadamard" not in self._cache:
+            Hm = np.array([[1.0]])
+            while Hm.shape[0] < B:
+                Hm = np.block([[Hm, Hm], [Hm, -Hm]])
+            self._cache["hadamard"] = Hm / math.sqrt(B)
+        Hm = self._cache["hadamard"]
         y = (x * s).reshape(x.shape[0], -1, B) @ Hm.T
         return y.reshape(x.shape)
 
@@ -167,7 +230,7 @@ class Ref:
             x = self._rot(x)
         if t.fmt in _ACT:
             tb = self.model_inputs.get(name)
-            x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[i], self.stats)
+            x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[self._row + i], self.stats)
                           for i, r in enumerate(x)])
         return x @ self.W(t.name).T
 
@@ -190,6 +253,9 @@ class Ref:
         return y
 
     def logits(self, tokens):
+        if self.arch == "qwen35":
+            self.reset()
+            return self.forward(tokens)
         a, T = self.arch, len(tokens)
         x = self.W("token_embd.weight")[tokens]
         if self.hadamard and "token_embd.weight" in self.hadamard[3]:
@@ -243,3 +309,104 @@ class Ref:
         if "output.weight" in self.f.tensors:
             return self.mm(x, "output.weight")
         return self.mm(x, "output.weight", tensor_name="token_embd.weight")
+
+    # ---- qwen35 (QWEN35.md section 3), one call continuing the sequence's state ---------------
+
+    def forward(self, tokens):
+        """qwen35 logits (T, V) of the next T tokens of the current sequence."""
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        T = len(tokens)
+        h = self.W("token_embd.weight")[tokens]
+        if self.hadamard and "token_embd.weight" in self.hadamard[3]:
+            B, signs, _, _ = self.hadamard
+            h = self._rot(h, with_signs=False) * signs.get(self.d, 1.0)  # e = s * (H z)
+        for il in range(self.L):
+            p = f"blk.{il}."
+            x = self.norm(h, p + "attn_norm.weight")
+            r = h + (self._gdn(il, x) if self.recurrent[il] else self._attention(il, x))
+            x2 = self.norm(r, p + "post_attention_norm.weight")
+            gt, up = self.mm(x2, p + "ffn_gate.weight"), self.mm(x2, p + "ffn_up.weight")
+            h = r + self.mm(_silu(gt) * up, p + "ffn_down.weight")
+        x = self.norm(h, "output_norm.weight")
+        out = self.mm(x, "output.weight") if "output.weight" in self.f.tensors else \
+            self.mm(x, "output.weight", tensor_name="token_embd.weight")
+        self.pos += T
+        self._row += T
+        return out
+
+    def _gdn(self, il, x):
+        """Gated DeltaNet, token by token in float64 (QWEN35.md 3.4)."""
+        p = f"blk.{il}."
+        T, d, Hk, Hv, dk = x.shape[0], self.dv, self.Hk, self.Hv, self.dk
+        Dk = dk * Hk
+        m = self.mm(x, p + "attn_qkv.weight")  # (T, C): q | k | v
+        z = self.mm(x, p + "attn_gate.weight").reshape(T, Hv, d)
+        beta = _sigmoid(self.mm(x, p + "ssm_beta.weight"))  # alpha / beta: never folded, unrotated x
+        g = self.W(p + "ssm_a") * _softplus(self.mm(x, p + "ssm_alpha.weight") + self.W(p + "ssm_dt.bias"))
+        # causal depthwise conv over the K-1 cached pre-conv inputs then the T new ones
+        wconv = self.W(p + "ssm_conv1d.weight")  # (C, K): tap K-1 multiplies the current input
+        window = np.vstack([self.conv[il], m])
+        u = sum(window[i:i + T] * wconv[:, i] for i in range(self.K))
+        self.conv[il] = window[T:]
+        y = _silu(u)
+        q = _l2(y[:, :Dk].reshape(T, Hk, dk), self.eps)
+        k = _l2(y[:, Dk:2 * Dk].reshape(T, Hk, dk), self.eps)
+        v = y[:, 2 * Dk:].reshape(T, Hv, d)
+        S = self.S[il]
+        o = np.empty((T, Hv, d))
+        for t in range(T):
+            for hh in range(Hv):
+                kk, qq = k[t, self.k_head[hh]], q[t, self.k_head[hh]]
+                S[hh] *= math.exp(g[t, hh])
+                delta = beta[t, hh] * (v[t, hh] - S[hh].T @ kk)
+                S[hh] += np.outer(kk, delta)
+                o[t, hh] = S[hh].T @ qq / math.sqrt(dk)
+        n = o / np.sqrt(np.mean(o * o, axis=-1, keepdims=True) + self.eps) * self.W(p + "ssm_norm.weight")
+        flat = (n * _silu(z)).reshape(T, Hv * d)  # tiled head order
+        if self.v_perm is not None:
+            flat = flat[:, self.v_perm]  # P: ssm_out was folded in grouped order
+        return self.mm(flat, p + "ssm_out.weight")
+
+    def _rope_imrope(self, x, pos):
+        """NEOX-style rotation of the first rope_dim dims; pair i turns by theta_i = p_c base^(-2i/n)
+        with p_c the IMROPE component of the pair (text: (p, p, p, 0))."""
+        n = self.rope_dim
+        half = n // 2
+        sect = sum(self.sections)
+        comp = []
+        for i in range(half):
+            sector = i % sect
+            c = next((c for c in range(3) if sector % 3 == c and sector < 3 * self.sections[c]), 3)
+            comp.append(c)
+        ppos = np.where(np.array(comp)[None, :] == 3, 0.0, pos[:, None])  # (T, half)
+        ang = ppos * self.base ** (-2.0 * np.arange(half) / n)
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        y = x.copy()
+        a, b = x[..., :half], x[..., half:n]
+        y[..., :half], y[..., half:n] = a * c - b * s, a * s + b * c
+        return y
+
+    def _attention(self, il, x):
+        """Gated attention with QK norm, partial RoPE, GQA and a KV cache (QWEN35.md 3.3)."""
+        p = f"blk.{il}."
+        T, H, Hkv, D = x.shape[0], self.H, self.Hkv, self.hd
+        qg = self.mm(x, p + "attn_q.weight").reshape(T, H, 2 * D)  # per head: D query rows, D gate rows
+        q, gate = qg[..., :D], qg[..., D:]
+        k = self.mm(x, p + "attn_k.weight").reshape(T, Hkv, D)
+        v = self.mm(x, p + "attn_v.weight").reshape(T, Hkv, D)
+        q, k = self.norm(q, p + "attn_q_norm.weight"), self.norm(k, p + "attn_k_norm.weight")
+        pos = np.arange(self.pos, self.pos + T, dtype=np.float64)
+        q, k = self._rope_imrope(q, pos), self._rope_imrope(k, pos)
+        K_all, V_all = (np.concatenate([c, n]) for c, n in zip(self.kv[il], (k, v)))
+        self.kv[il] = (K_all, V_all)
+        n_all = K_all.shape[0]
+        visible = np.arange(n_all)[None, :] <= (self.pos + np.arange(T))[:, None]
+        out = np.empty((T, H, D))
+        group = H // Hkv
+        for hh in range(H):
+            sc = q[:, hh] @ K_all[:, hh // group].T * self.attn_scale
+            sc = np.where(visible, sc, -np.inf)
+            pr = np.exp(sc - sc.max(axis=1, keepdims=True))
+            out[:, hh] = (pr / pr.sum(axis=1, keepdims=True)) @ V_all[:, hh // group]
+        out *= _sigmoid(gate)
+        return self.mm(out.reshape(T, H * D), p + "attn_output.weight")
