@@ -35,7 +35,13 @@ SLACK = 1 << 20  # bytes a load may allocate beyond the file size (dicts, string
 TIMEOUT = 60  # seconds for any one row
 # The valid model every file row is derived from: small, one layer, every loading step exercised.
 SHAPE = dict(n_layer=1, d_model=64, n_ff=128, n_head=2, n_head_kv=1, head_dim=32, vocab_size=300, ctx=64)
+# The qwen35 one: a Gated-DeltaNet layer then a gated attention layer; input widths 64 (d_model), 96
+# (ssm_out and attn_output, one sign vector) and 128 (ffn_down); 6 V heads on 2 K heads.
+QWEN35_SHAPE = dict(n_layer=2, d_model=64, n_ff=128, n_head=3, n_head_kv=1, head_dim=32, vocab_size=300, ctx=64,
+                    rope_dim=8, rope_sections=(2, 1, 1, 0), ssm_state=16, ssm_groups=2, ssm_heads=6,
+                    full_attention_interval=2)
 A = "llama."
+Q = "qwen35."
 H = "prism.hadamard."
 I32, STR, ARR, U64 = ValueType.INT32, ValueType.STRING, ValueType.ARRAY, ValueType.UINT64
 
@@ -81,6 +87,20 @@ F32x4 = np.arange(4, dtype=np.float32).tobytes()
 class Base:
     """A valid model (metadata and tensors in memory) and ways to spoil it."""
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Base":
+        """A Base of a file built in memory (read back through a temporary file)."""
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".gguf", delete=False) as t:
+            t.write(data)
+        try:
+            b = cls(Path(t.name))
+            b.bytes = data
+            return b
+        finally:
+            os.unlink(t.name)
+
     def __init__(self, path: Path):
         self.path = path
         self.bytes = path.read_bytes()
@@ -95,15 +115,21 @@ class Base:
         meta.update(change or {})
         return gguf_bytes(meta, self.specs)
 
-    def tensors_changed(self, drop=(), reshape=None) -> bytes:
-        """Drop tensors, or give one a new shape (name, shape) with data of the right size for it."""
+    def tensors_changed(self, drop=(), reshape=None, retype=None, copy=None) -> bytes:
+        """Drop tensors, give one a new shape (name, shape) or type (name, type name) with zero data of
+        the right size for it, or add a copy of one under another name (name, new name)."""
         specs = []
         for s in self.specs:
             if s.name in drop:
                 continue
             if reshape and s.name == reshape[0]:
                 s = TensorSpec(s.name, s.type_id, reshape[1], np.zeros(tensor_nbytes(s.type_id, reshape[1]), np.uint8))
+            if retype and s.name == retype[0]:
+                tid = type_id(retype[1])
+                s = TensorSpec(s.name, tid, s.shape, np.zeros(tensor_nbytes(tid, s.shape), np.uint8))
             specs.append(s)
+            if copy and s.name == copy[0]:
+                specs.append(TensorSpec(copy[1], s.type_id, s.shape, s.data))
         return gguf_bytes(self.meta, specs)
 
     def offset_of(self, key: str) -> int:
@@ -123,14 +149,15 @@ class Row:
     match: str
     kind: str = "file"
     group: str = ""
+    base: str = "llama"  # file rows: the architecture of the valid model they spoil (llama or qwen35)
 
 
 ROWS: list[Row] = []
 
 
-def rows(group: str, kind: str, *items):
+def rows(group: str, kind: str, *items, base: str = "llama"):
     for name, how, make, exc, match in items:
-        ROWS.append(Row(name, how, make, exc, match, kind, group))
+        ROWS.append(Row(name, how, make, exc, match, kind, group, base))
 
 
 def plain(f):
@@ -317,6 +344,86 @@ rows("Model tensors", "file",
       r"blk\.0\.attn_norm\.weight has shape \(32,\), expected \(64,\)"),
      ("width not matching the config", "llama.embedding_length = 128", meta({A + "embedding_length": 128}),
       ModelError, r"token_embd\.weight has width 64, model width is 128"),
+     )
+
+rows("qwen35 (Gated-DeltaNet hybrid) metadata and tensors", "file",
+     ("qwen35: truncated", "the last 100 bytes cut off", plain(lambda b: b.bytes[:-100]), GGUFError,
+      r"runs past the end of the file"),
+     *[(f"qwen35: {key} missing", f"{Q}{key} dropped", meta(drop=[Q + key]), ModelError,
+        rf"{Q}{key}: missing \(required for qwen35\)")
+       for key in ("ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.group_count",
+                   "rope.dimension_sections", "attention.layer_norm_rms_epsilon")],
+     ("qwen35: inner size not state x V heads", "ssm.inner_size = 80 (16 x 6 = 96)", meta({Q + "ssm.inner_size": 80}),
+      ModelError, r"qwen35.ssm.inner_size 80 is not ssm.state_size 16 x ssm.time_step_rank 6"),
+     ("qwen35: V heads not a multiple of K heads", "ssm.group_count = 4 (6 V heads)",
+      meta({Q + "ssm.group_count": 4}), ModelError,
+      r"qwen35.ssm.time_step_rank 6 \(V heads\) is not a multiple of ssm.group_count 4"),
+     ("qwen35: conv kernel of one tap", "ssm.conv_kernel = 1", meta({Q + "ssm.conv_kernel": 1}), ModelError,
+      r"qwen35.ssm.conv_kernel 1 must be >= 2"),
+     ("qwen35: conv kernel of the wrong type", "ssm.conv_kernel as a string", meta({Q + "ssm.conv_kernel": "4"}),
+      ModelError, r"metadata 'qwen35.ssm.conv_kernel' has type string, expected int"),
+     ("qwen35: rope sections of 3 entries", "rope.dimension_sections = [2, 1, 1]",
+      meta({Q + "rope.dimension_sections": np.array([2, 1, 1], np.int32)}), ModelError,
+      r"qwen35.rope.dimension_sections: expected 4 non-negative integers"),
+     ("qwen35: rope sections all zero", "rope.dimension_sections = [0, 0, 0, 4]",
+      meta({Q + "rope.dimension_sections": np.array([0, 0, 0, 4], np.int32)}), ModelError,
+      r"qwen35.rope.dimension_sections: the first three sections are all zero"),
+     ("qwen35: rope sections as strings", "rope.dimension_sections = ['2', ...]",
+      meta({Q + "rope.dimension_sections": ["2", "1", "1", "0"]}), ModelError,
+      r"qwen35.rope.dimension_sections: expected 4 non-negative integers"),
+     ("qwen35: recurrent layer flags of the wrong length", "attention.recurrent_layers = [true] (2 layers)",
+      meta({Q + "attention.recurrent_layers": np.array([True])}), ModelError,
+      r"qwen35.attention.recurrent_layers: expected 2 booleans, got 1"),
+     ("qwen35: no recurrent layer", "full_attention_interval = 1", meta({Q + "full_attention_interval": 1}),
+      ModelError, r"qwen35: no recurrent layer"),
+     ("qwen35: key and value head dims differ", "attention.value_length = 16",
+      meta({Q + "attention.value_length": 16}), ModelError, r"qwen35: attention.key_length 32 != value_length 16"),
+     ("qwen35: conv taps as F16", "blk.0.ssm_conv1d.weight stored as f16",
+      plain(lambda b: b.tensors_changed(retype=("blk.0.ssm_conv1d.weight", "f16"))), ModelError,
+      r"blk\.0\.ssm_conv1d\.weight has type f16, expected f32"),
+     ("qwen35: ssm_a of the wrong length", "blk.0.ssm_a with 32 values",
+      plain(lambda b: b.tensors_changed(reshape=("blk.0.ssm_a", (32,)))), ModelError,
+      r"blk\.0\.ssm_a has shape \(32,\), expected \(6,\)"),
+     ("qwen35: ssm_a as F16", "blk.0.ssm_a stored as f16",
+      plain(lambda b: b.tensors_changed(retype=("blk.0.ssm_a", "f16"))), ModelError,
+      r"blk\.0\.ssm_a has type f16, expected f32"),
+     ("qwen35: conv taps of the wrong shape", "blk.0.ssm_conv1d.weight as (160, 3)",
+      plain(lambda b: b.tensors_changed(reshape=("blk.0.ssm_conv1d.weight", (160, 3)))), ModelError,
+      r"blk\.0\.ssm_conv1d\.weight has shape \(160, 3\), expected \(160, 4\)"),
+     ("qwen35: attn_qkv of the wrong shape", "blk.0.attn_qkv.weight as (128, 64)",
+      plain(lambda b: b.tensors_changed(reshape=("blk.0.attn_qkv.weight", (128, 64)))), ModelError,
+      r"blk\.0\.attn_qkv\.weight has shape \(128, 64\), expected \(160, 64\)"),
+     ("qwen35: missing delta-rule decay", "blk.0.ssm_a dropped",
+      plain(lambda b: b.tensors_changed(drop=["blk.0.ssm_a"])), GGUFError, r"missing tensor 'blk\.0\.ssm_a'"),
+     ("qwen35: gated query of the plain width", "blk.1.attn_q.weight as (96, 64)",
+      plain(lambda b: b.tensors_changed(reshape=("blk.1.attn_q.weight", (96, 64)))), ModelError,
+      r"blk\.1\.attn_q\.weight has shape \(96, 64\), expected \(192, 64\)"),
+     base="qwen35")
+
+rows("qwen35 rotation metadata (prism.hadamard.*)", "file",
+     ("qwen35 rotation: gdn_v_grouped of the wrong type", "gdn_v_grouped = 'true'",
+      rotated({H + "gdn_v_grouped": "true"}), HadamardError,
+      r"prism.hadamard.gdn_v_grouped: metadata 'prism.hadamard.gdn_v_grouped' has type string, expected bool"),
+     ("qwen35 rotation: a gate weight listed as folded", "weight_names += blk.0.ssm_alpha.weight",
+      lambda b, r: r.meta_changed({H + "weight_names": [*r.meta[H + "weight_names"].value, "blk.0.ssm_alpha.weight"]}),
+      HadamardError, r"prism.hadamard.weight_names: 'blk\.0\.ssm_alpha\.weight' is not a foldable weight"),
+     ("qwen35 rotation: a GDN weight in an attention layer", "a copy of blk.0.attn_gate as blk.1.attn_gate, listed",
+      lambda b, r: Base.from_bytes(r.tensors_changed(copy=("blk.0.attn_gate.weight", "blk.1.attn_gate.weight"))
+                                   ).meta_changed({H + "weight_names": [*r.meta[H + "weight_names"].value,
+                                                                        "blk.1.attn_gate.weight"]}),
+      HadamardError, r"'blk\.1\.attn_gate\.weight' is a Gated-DeltaNet weight in attention layer 1"),
+     ("qwen35 rotation: no sign vector for ssm_out's width", "sign_widths [64, 128] (96 dropped)",
+      lambda b, r: r.meta_changed({H + "sign_widths": MetaValue(ARR, [64, 128], I32),
+                                   H + "sign_values": np.ones(192, np.float32)}), HadamardError,
+      r"prism.hadamard.sign_widths: no sign vector for width 96"),
+     ("qwen35 rotation: unknown version", "version = 2", rotated({H + "version": 2}), HadamardError,
+      r"prism.hadamard.version: unsupported version 2"),
+     base="qwen35")
+
+rows("Rotation metadata on a model without Gated-DeltaNet layers", "file",
+     ("rotation: gdn_v_grouped on a llama model", "gdn_v_grouped = true",
+      rotated({H + "gdn_v_grouped": True}), HadamardError,
+      r"prism.hadamard.gdn_v_grouped: set, but the model has no Gated-DeltaNet layers"),
      )
 
 rows("Tokenizer metadata", "file",
@@ -587,9 +694,18 @@ def bases(tmp_path_factory):
     p = write_synthetic_model(d / "base.gguf", arch="llama", fmt="q8_0", embed_fmt="f16", **SHAPE)
     f32 = write_synthetic_model(d / "f32.gguf", arch="llama", fmt="f32", **SHAPE)
     convert(f32, d / "rotated.gguf", "q8_0", rotate=32)  # widths 64 and 128, signs for both
-    for path in (p, d / "rotated.gguf"):
-        load(path)  # both are valid (and every lazy import is done before anything is measured)
-    return Base(p), Base(d / "rotated.gguf")
+    q = write_synthetic_model(d / "qwen35.gguf", arch="qwen35", fmt="q8_0", embed_fmt="f16", **QWEN35_SHAPE)
+    qr = write_synthetic_model(d / "qwen35-rotated.gguf", arch="qwen35", fmt="q8_0", embed_fmt="f16",
+                               rotation_block=32, **QWEN35_SHAPE)
+    paths = (p, d / "rotated.gguf", q, qr)
+    for path in paths:
+        load(path)  # all are valid (and every lazy import is done before anything is measured)
+    return tuple(Base(path) for path in paths)
+
+
+def base_pair(bases, row: Row):
+    """(plain, rotated) valid models of the row's architecture."""
+    return bases[2:] if row.base == "qwen35" else bases[:2]
 
 
 @pytest.fixture(scope="module")
@@ -599,7 +715,7 @@ def built(bases, tmp_path_factory):
     out = {}
     for i, r in enumerate(FILE_ROWS):
         out[r.name] = d / f"row{i:03d}.gguf"
-        out[r.name].write_bytes(r.make(*bases))
+        out[r.name].write_bytes(r.make(*base_pair(bases, r)))
     return out
 
 
