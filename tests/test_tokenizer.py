@@ -201,3 +201,123 @@ def test_own_decoder_drops_a_repeated_string(tmp_path):
     n = len(tokens)
     assert tok.decode([n - 1, a]) == _ref(tok, [n - 1, a]) == "a"
     _check_decoder(tok, 500)
+
+
+# The qwen35 pre-tokenizer (Qwen 3.5 / 3.6 files).  llama.cpp splits with a hand-written function
+# (unicode.cpp, unicode_regex_split_custom_qwen35) that follows this regex, the one it lists for the
+# pre-type in llama-vocab.cpp; the `regex` module evaluates it here, an engine independent of the
+# Oniguruma inside `tokenizers`.
+QWEN35_SPLIT = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+                r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Characters of Unicode 15.1 or older only: llama.cpp's tables, Oniguruma and `regex` agree on those.
+QWEN35_TRICKY = [
+    "1234567 and 3.14159, x2y, ١٢٣ ½ Ⅻ ²³", "it's IT'S It'Ll we'VE i'M she'D they'RE don't ''s 'tis",
+    "x'ſam x'ﬅam x'\u212aelvin", "日本語のテキスト 中文，标点。한국어 ＡＢＣ１２",
+    "emoji 🤖👨‍👩‍👧 👍🏽 🇫🇷!", "a\n\n  b  \n\t c   \r\n\r\n  d  ", "   ", "\n", " \n \n x", "x \t y\t\tz  1",
+    "café cafe\u0301 naïve nai\u0308ve A\u030angstro\u0308m \u0301lone  \u0301\u0301 !\u0301",
+    "हिन्दी नमस्ते ภาษาไทย مَرْحَبًا", "!!! ?!. ... --> ::= <<>> \"quoted\"!\n\n({[x]}) @#$%^&*_+=~`|\\",
+    "a\u00a0\u00a0b a\u200db\u200cc \x00\x01\x1c\x1d ok", "tabs\tand\nnewlines\n\n\nend  ",
+]
+
+
+def _pre_split(tok, s):
+    """The pieces `tokenizers` pre-splits s into (offsets are in characters)."""
+    return [s[a:b] for _, (a, b) in tok.tok.pre_tokenizer.pre_tokenize_str(s)]
+
+
+def _byte_level(s):
+    """s in GPT-2's byte-level alphabet, the form of the vocabulary's strings."""
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(s)[0][0]
+
+
+def _qwen35_file(path, pre="qwen35", words=(), extra=None):
+    """A gpt2-BPE vocabulary file whose pre-tokenizer is `pre`.  Each of `words` gets a chain of
+    merges, ranked first, that builds it into one token: that token appears exactly when the
+    pre-split keeps the word in one piece."""
+    meta = {**tokenizer_metadata("qwen3", 1024), "tokenizer.ggml.pre": pre, **(extra or {})}
+    tokens, types = list(meta["tokenizer.ggml.tokens"]), list(meta["tokenizer.ggml.token_type"])
+    chains = []
+    for w in words:
+        u = _byte_level(w)
+        for k in range(1, len(u)):
+            chains.append(f"{u[:k]} {u[k]}")
+            if u[:k + 1] not in tokens:
+                tokens.append(u[:k + 1])
+                types.append(1)
+    # a pair listed twice keeps its first rank in llama.cpp and its last in tokenizers: list each once
+    merges = list(dict.fromkeys(chains + [m for m in meta["tokenizer.ggml.merges"] if m not in set(chains)]))
+    meta.update({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": np.array(types, np.int32),
+                 "tokenizer.ggml.merges": merges})
+    return write_gguf(path, meta, [])
+
+
+def test_qwen35_split_matches_the_regex(tmp_path):
+    import regex
+
+    with GGUFFile(_qwen35_file(tmp_path / "t.gguf")) as f:
+        tok = TextTokenizer(f)
+    for s in QWEN35_TRICKY + TRICKY:
+        if "<|" in s:  # control tokens are cut out before the pre-split
+            continue
+        assert _pre_split(tok, s) == regex.findall(QWEN35_SPLIT, s), s
+        assert tok.decode(tok.encode(s)) == s
+
+
+def test_qwen35_split_hand_derived(tmp_path):
+    """Cases worked out from llama.cpp's splitting function: combining marks stay in their letter
+    run (qwen2 cuts before them), digits go one by one, an apostrophe takes only an ASCII s/t/m/d
+    or re/ve/ll of either case, whitespace before a newline run joins it."""
+    with GGUFFile(_qwen35_file(tmp_path / "t.gguf")) as f:
+        tok = TextTokenizer(f)
+    cases = {
+        "cafe\u0301!": ["cafe\u0301", "!"],
+        " \u0301x": [" \u0301x"],
+        "नमस्ते": ["नमस्ते"],
+        "x'ſam It'S I'LL": ["x", "'ſam", " It", "'S", " I", "'LL"],
+        "12 ab": ["1", "2", " ab"],
+        "a  \n\n b": ["a", "  \n\n", " b"],
+        "x!!\n\ny": ["x", "!!\n\n", "y"],
+        "a   b": ["a", "  ", " b"],
+        "a\t!": ["a", "\t", "!"],
+    }
+    for s, want in cases.items():
+        assert _pre_split(tok, s) == want, s
+
+
+def test_qwen35_is_not_qwen2(tmp_path):
+    """The merge chain of "cafe\u0301" gives one token under qwen35, several under qwen2, whose
+    split cuts before the accent."""
+    ids = {}
+    for pre in ("qwen35", "qwen2"):
+        with GGUFFile(_qwen35_file(tmp_path / f"{pre}.gguf", pre, ["cafe\u0301"])) as f:
+            tok = TextTokenizer(f)
+        ids[pre] = tok.encode("cafe\u0301", add_special=False)
+        assert tok.decode(ids[pre]) == "cafe\u0301"
+    assert len(ids["qwen35"]) == 1 < len(ids["qwen2"])
+
+
+# Words whose merge chain forms a token only if the pre-split is llama.cpp's (the first five) or only
+# if it is not (the last three).
+QWEN35_CHAINS = ["cafe\u0301", "नमस्ते", "'ſam", " \n\n", "!!\n\n", "12", "   b", "'ſ"]
+
+
+@pytest.mark.llama
+def test_qwen35_ids_match_llama_cpp(tmp_path):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    # vocab_only still reads the architecture's hyperparameters
+    hp = {"general.architecture": "qwen3", "qwen3.block_count": 1, "qwen3.context_length": 256,
+          "qwen3.embedding_length": 64, "qwen3.feed_forward_length": 128, "qwen3.attention.head_count": 4,
+          "qwen3.attention.head_count_kv": 2, "qwen3.attention.key_length": 16,
+          "qwen3.attention.value_length": 16, "qwen3.attention.layer_norm_rms_epsilon": 1e-6,
+          "qwen3.rope.freq_base": 10000.0}
+    p = _qwen35_file(tmp_path / "t.gguf", words=QWEN35_CHAINS, extra=hp)
+    llm = llama_cpp.Llama(model_path=str(p), vocab_only=True, verbose=False)
+    with GGUFFile(p) as f:
+        tok = TextTokenizer(f)
+    texts = QWEN35_TRICKY + TRICKY + ["\n".join(QWEN35_TRICKY), "x'ſam a   b 12 !!\n\nc cafe\u0301 नमस्ते \n\n"]
+    for s in texts:
+        assert tok.encode(s) == llm.tokenize(s.encode(), add_bos=tok.add_bos, special=True), s
+    # the chains did form tokens, so the comparison tells the splits apart
+    assert {tok.tokens.index(_byte_level(w)) for w in QWEN35_CHAINS[:5]} <= set(tok.encode(texts[-1]))

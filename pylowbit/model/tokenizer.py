@@ -29,16 +29,23 @@ from .config import ModelError
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
 
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+# The contractions with ASCII letters of either case, as llama.cpp writes them: its splitter lowers the
+# letter after the apostrophe with simple case mapping, whereas Oniguruma's (?i:...) also folds
+# U+017F (long s) to s.
+_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_LLAMA3 = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+_QWEN2 = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen 3.5's: qwen2's with combining marks (\p{M}) inside letter runs and outside punctuation runs.
+_QWEN35 = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 # tokenizer.ggml.pre -> (split regex, ignore_merges)
 PRE = {
     "default": (_GPT2, False), "gpt-2": (_GPT2, False), "gpt2": (_GPT2, False),
     "llama3": (_LLAMA3, True), "llama-bpe": (_LLAMA3, True), "llama-v3": (_LLAMA3, True),
     "smaug-bpe": (_LLAMA3, True), "dbrx": (_LLAMA3, True),
-    "qwen2": (_QWEN2, False), "qwen35": (_QWEN2, False), "deepseek-r1-qwen": (_QWEN2, False),
+    "qwen2": (_QWEN2, False), "deepseek-r1-qwen": (_QWEN2, False), "qwen35": (_QWEN35, False),
 }
 SPACE = "\u2581"
 # End-of-turn tokens that stop generation besides EOS, when the vocabulary has them.
