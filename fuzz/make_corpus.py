@@ -14,8 +14,13 @@ SEEDS = [
     ("bitnet-b1.58", "q8_0", {}),
     ("llama", "q2_0", {}),
     ("llama", "q8_0", {"rotation_block": 32}),
+    ("qwen35", "q8_0", {}),
+    ("qwen35", "q8_0", {"rotation_block": 32}),
 ]
 SHAPE = dict(n_layer=1, d_model=64, n_ff=128, n_head=2, n_head_kv=1, head_dim=32, vocab_size=300, ctx=64)
+# qwen35: a Gated-DeltaNet layer and a gated attention layer, 6 V heads on 2 K heads
+QWEN35_SHAPE = dict(SHAPE, n_layer=2, n_head=3, rope_dim=8, rope_sections=(2, 1, 1, 0), ssm_state=16, ssm_groups=2,
+                    ssm_heads=6, full_attention_interval=2)
 
 
 def main(out: str) -> None:
@@ -23,7 +28,8 @@ def main(out: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     for i, (arch, fmt, extra) in enumerate(SEEDS):
         path = d / f"seed-{i}-{arch}-{fmt}{'-rot' if extra else ''}.gguf"
-        write_synthetic_model(path, arch=arch, fmt=fmt, embed_fmt="f16", **extra, **SHAPE)
+        shape = QWEN35_SHAPE if arch == "qwen35" else SHAPE
+        write_synthetic_model(path, arch=arch, fmt=fmt, embed_fmt="f16", **extra, **shape)
         print(path, path.stat().st_size)
 
 
