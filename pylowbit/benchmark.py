@@ -28,6 +28,9 @@ PRESETS = {
                                              n_head_kv=8, head_dim=128, vocab_size=151936,
                                              rope_base=1e6, eps=1e-6)),
     "tiny": ("llama", "tiny", {}),
+    # qwen35: Gated-DeltaNet + gated attention (QWEN35.md); bonsai2-27b is PrismML Bonsai 2 27B's shape
+    "qwen35-tiny": ("qwen35", "qwen35-tiny", {}),
+    "bonsai2-27b": ("qwen35", "bonsai2-27b", {}),
 }
 BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
 LLAMA_CPP_TYPES = ("tq1_0", "tq2_0", "q2_0")  # what upstream llama.cpp reads of BENCH_TYPES
