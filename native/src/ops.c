@@ -9,23 +9,11 @@
 
 #include "internal.h"
 #include "ops_attention.h"
+#include "ops_common.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define LANES 8
-
-static float sum_sq(const float *x, int64_t n) {
-    float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * x[i + l];
-    float s = 0;
-    for (; i < n; i++) s += x[i] * x[i];
-    for (int l = 0; l < LANES; l++) s += acc[l];
-    return s;
-}
 
 int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
     if (!x || !y || rows < 0 || n <= 0 || !(eps >= 0)) return LOWBIT_EINVAL;
@@ -33,7 +21,7 @@ int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, flo
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
-        const float inv = 1.0f / sqrtf(sum_sq(xr, n) * inv_n + eps);
+        const float inv = 1.0f / sqrtf(ops_sum_sq(xr, n) * inv_n + eps);
         if (w) {
             for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv * w[i];
         } else {
@@ -167,25 +155,6 @@ int lowbit_attention(const float *q, const float *k, const float *v, int64_t T, 
     return lowbit_attention_mt(q, k, v, T, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, 1);
 }
 
-/* silu(g) = g * sigmoid(g), with e = e^-|g| from attn_exp (<= 1: no overflow) and
- * sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, 0 below -87 (where attn_exp stops at
- * e^-87: silu(-1e30) is -0, not -1e30 * e^-87).  Selects are on the bits (integer selects
- * vectorize).  A 64-token prefill takes ~13 M of these at the 2B shape: with libm's scalar expf
- * they were ~4 % of it. */
-static inline float silu(float g) {
-    uint32_t gb, eb;
-    memcpy(&gb, &g, 4);
-    const uint32_t nb = gb | 0x80000000u; /* -|g| */
-    float x, e, num;
-    memcpy(&x, &nb, 4);
-    e = attn_exp(x);
-    memcpy(&eb, &e, 4);
-    const uint32_t neg = 0u - (gb >> 31), tiny = nb > 0xC2AE0000u ? ~0u : 0u; /* g < 0, |g| > 87 */
-    const uint32_t numb = (0x3f800000u & ~neg) | (eb & neg & ~tiny);       /* 1, e or 0 */
-    memcpy(&num, &numb, 4);
-    return g * (num / (1.0f + e));
-}
-
 int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float *out) {
     if (!gate || !up || !out || n < 0) return LOWBIT_EINVAL;
     switch (act) {
@@ -196,7 +165,7 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
         if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
             i = lowbit_silu_mul__avx2(gate, up, n, out); /* the same bits, 8 at a time */
 #endif
-        for (; i < n; i++) out[i] = silu(gate[i]) * up[i];
+        for (; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
         break;
     }
     case LOWBIT_ACT_RELU2:

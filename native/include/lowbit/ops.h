@@ -1,8 +1,10 @@
 /* liblowbit decoder ops: the per-token float32 work between the matrix products (RMSNorm, RoPE,
- * attention over a KV cache, gated activations, residual adds).
+ * attention over a KV cache, gated activations, residual adds), and the Gated-DeltaNet ops of
+ * qwen35 (conv, L2 norm, gates, delta rule, gated norm).
  *
  * Plain C the compiler vectorizes: these ops are a few percent of a token, the point is to take them
- * out of the Python interpreter.  Only the attention loop has an AVX2 build (dispatched at run time).  Same conventions as lowbit.h: C-contiguous
+ * out of the Python interpreter.  The attention loop has an AVX2 build and the Gated-DeltaNet ops
+ * AVX2 and AVX-512 builds (dispatched at run time).  Same conventions as lowbit.h: C-contiguous
  * float32 arrays, a lowbit_status return, never an abort.  Results follow the numpy forward pass of
  * pylowbit.model to float32 rounding (sums are taken in another order).
  */
@@ -56,6 +58,47 @@ LOWBIT_API int lowbit_act_mul(int act, const float *gate, const float *up, int64
 
 /* out[i] = a[i] + b[i]; out may equal a or b. */
 LOWBIT_API int lowbit_add(const float *a, const float *b, int64_t n, float *out);
+
+/* ---- Gated DeltaNet (qwen35) --------------------------------------------------------------
+ * Built once per ISA (AVX2, AVX-512) from the same plain C and dispatched; every variant gives the
+ * scalar build's bits. */
+
+/* Causal depthwise conv + SiLU.  x: (T, C) raw inputs; w: (C, K), tap K - 1 multiplies the current
+ * input; state: (C, K - 1) the previous K - 1 inputs per channel, oldest first (zeros for a new
+ * sequence), updated to the last K - 1 of them (also for T < K - 1).  out: (T, C),
+ * out[t, c] = silu(sum_i w[c, i] * win_c[t + i]) with win_c = state[c, :] then x[:, c].  out must
+ * not overlap x, w or state. */
+LOWBIT_API int lowbit_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C,
+                               int64_t K, float *out);
+
+/* y[r, :] = x[r, :] / sqrt(sum(x[r, :]^2) + eps) for r < rows; y may equal x. */
+LOWBIT_API int lowbit_l2_norm(const float *x, int64_t rows, int64_t n, float eps, float *y);
+
+/* Gates of T tokens x Hv heads (all (T, Hv) but ssm_a, dt_bias (Hv,)): beta = sigmoid(b),
+ * g = ssm_a[h] * softplus(a + dt_bias[h]), softplus(x) = log1p(e^x), x itself above 20. */
+LOWBIT_API int lowbit_gdn_gates(const float *b, const float *a, const float *ssm_a,
+                                const float *dt_bias, int64_t T, int64_t Hv, float *beta, float *g);
+
+/* The gated delta rule over T tokens.  q, k: (T, Hk, d); v: (T, Hv, d); g (log-decay), beta:
+ * (T, Hv); state: (Hv, d, d), state[h, j, i] = S_h[i][j] (key i contiguous), updated in place;
+ * out: (T, Hv, d), overlapping no input.  V head h uses K head h % Hk.  Per token and head:
+ *   S <- e^g S;  e_j = sum_i S[i][j] k_i;  S[i][j] += k_i beta (v_j - e_j);
+ *   o_j = (1 / sqrt(d)) sum_i S[i][j] q_i.
+ * On up to `threads` pool threads (<= 0: the default), split by V heads: the same bits for any
+ * count.  chunked: 1 = the chunked (WY) form over blocks of 64 tokens (equal within float
+ * rounding), 0 = token by token, -1 = choose (token by token). */
+LOWBIT_API int lowbit_gated_delta_rule(const float *q, const float *k, const float *v,
+                                       const float *g, const float *beta, float *state, int64_t T,
+                                       int64_t Hk, int64_t Hv, int64_t d, float *out, int threads,
+                                       int chunked);
+
+/* Per row of n: out = silu(z) * (o / sqrt(mean(o^2) + eps) * w), the bits of lowbit_rms_norm(o, w)
+ * followed by lowbit_act_mul(LOWBIT_ACT_SILU, z, normed).  out may equal o or z. */
+LOWBIT_API int lowbit_gated_rms_norm_silu(const float *o, const float *w, const float *z,
+                                          int64_t rows, int64_t n, float eps, float *out);
+
+/* out[i] = x[i] * sigmoid(gate[i]) (the sigmoid of lowbit_act_mul's SiLU); out may equal x or gate. */
+LOWBIT_API int lowbit_sigmoid_mul(const float *x, const float *gate, int64_t n, float *out);
 
 #ifdef __cplusplus
 }

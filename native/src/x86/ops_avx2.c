@@ -12,7 +12,7 @@ void lowbit_attention_loop__avx2(const float *q, int64_t H, int64_t Hkv, int64_t
 }
 
 /* out[i] = silu(gate[i]) * up[i] for the first n - n % 8 values; returns how many.  The
- * operations of silu() and attn_exp() (ops.c, ops_attention.h) in their order, each rounded as
+ * operations of ops_silu() and attn_exp() (ops_common.h, ops_attention.h) in their order, each rounded as
  * there, so the result is the baseline build's bit for bit; ops.c does the tail. */
 int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, float *out) {
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u), one_bits = _mm256_set1_epi32(0x3f800000);
