@@ -123,6 +123,19 @@ def quantize_act(x: np.ndarray, group: int, rule: str, tie_break: np.ndarray | N
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 
+def round_bf16(x, tie_break=None):
+    """x rounded to 8 significant bits, ties to even (BF16's precision; activations are normal
+    numbers), as float64.  Values within TIE of a tie take tie_break's rounding (see quantize_act)."""
+    m, e = np.frexp(x.astype(np.float64))  # x = m * 2^e, 0.5 <= |m| < 1
+    y = np.ldexp(np.rint(m * 256.0), e - 8)
+    if tie_break is not None:
+        frac = np.abs(m * 256.0) % 1.0
+        near = np.abs(frac - 0.5) < TIE
+        if near.any():
+            y = np.where(near, round_bf16(tie_break), y)
+    return y
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -228,6 +241,9 @@ class Ref:
         if self.hadamard and (name in self.hadamard[2] or (tensor_name == "token_embd.weight"
                                                            and "token_embd.weight" in self.hadamard[3])):
             x = self._rot(x)
+        if t.fmt == "bf16":  # llama.cpp's BF16 dot multiplies BF16-rounded activations
+            tb = self.model_inputs.get(name)
+            x = round_bf16(x, None if tb is None else tb[self._row:self._row + len(x)])
         if t.fmt in _ACT:
             tb = self.model_inputs.get(name)
             x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[self._row + i], self.stats)

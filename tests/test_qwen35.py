@@ -165,7 +165,8 @@ def test_reference_rotation_and_state_are_self_consistent(qwen35_file, tmp_path)
     r.reset()
     assert rel_err(r.forward(tokens[:5]), whole[:5]) <= 1e-12
     for kw in ROTATIONS.values():
-        assert rel_err(Ref(qwen35_file("f32", **kw)).logits(tokens), whole) <= 1e-5, kw
+        # (BF16 rounding of the alpha / beta inputs turns float noise at its ties into ~1e-5 changes)
+        assert rel_err(Ref(qwen35_file("f32", **kw)).logits(tokens), whole) <= 1e-4, kw
     rot = qwen35_file("f32", rotation_block=64)
     assert rel_err(Ref(_flip_grouped(rot, tmp_path / "flip.gguf")).logits(tokens), whole) > 0.1
     assert rel_err(Ref(_negate_some_signs(rot, tmp_path / "s.gguf", 768)).logits(tokens), whole) > 1e-2

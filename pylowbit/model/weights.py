@@ -105,6 +105,17 @@ def bf16_to_f32(data) -> np.ndarray:
     return out.view(np.uint8)
 
 
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """x rounded to BF16 (nearest even; NaN stays a quiet NaN), as float32: what llama.cpp's BF16
+    dot product multiplies a BF16 matrix with.  The matrix itself is exact in F32."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    r = (u + (np.uint32(0x7FFF) + ((u >> 16) & 1))) & np.uint32(0xFFFF0000)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    if nan.any():
+        r = np.where(nan, (u & np.uint32(0xFFFF0000)) | np.uint32(0x00400000), r)
+    return r.view(np.float32)
+
+
 def grouped_heads(s) -> Callable[[np.ndarray], np.ndarray]:
     """P of prism.hadamard.gdn_v_grouped: (T, D_v) from llama.cpp's tiled V-head order (slot
     rho * Hk + kappa) to the grouped order ssm_out was folded in (slot kappa * r + rho)."""
@@ -137,7 +148,7 @@ class Linear:
         self.name = name
         self.w = w
         self.rot = rot
-        self.permute = None  # a reorder of the input applied before the rotation (gdn_v_grouped)
+        self.prepare = None  # an input transform before the rotation: round_bf16, grouped_heads
         self.rows, self.cols = w.shape
 
     generation = 0  # bumped whenever any linear's matrix changes: DecoderLayers made before are stale
@@ -164,8 +175,8 @@ class Linear:
 
     def __call__(self, x: np.ndarray, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
         # x: (T, cols) float32; out: (T, rows) float32 to write, or None for a new array
-        if self.permute is not None:
-            x = self.permute(x)
+        if self.prepare is not None:
+            x = self.prepare(x)
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -187,8 +198,8 @@ class LinearGroup:
 
     def __init__(self, *linears: Linear):
         self.linears = linears
-        self.rot = linears[0].rot
-        self._same_rot = all(lin.rot is self.rot for lin in linears)
+        self.rot, self.prep = linears[0].rot, linears[0].prepare
+        self._same_rot = all(lin.rot is self.rot and lin.prepare is self.prep for lin in linears)
         self._one = tuple(np.empty((1, lin.rows), dtype=np.float32) for lin in linears)
 
     def _prepare(self, x: np.ndarray, out=None):
@@ -197,6 +208,8 @@ class LinearGroup:
         mats = tuple([lin.m for lin in self.linears])
         if None in mats or not self._same_rot:
             return None
+        if self.prep is not None:
+            x = self.prep(x)
         if self.rot is not None:
             x = self.rot.rotate(x)
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -361,15 +374,17 @@ class Weights:
             layer[k] = self.linear(f"{p}{k}.weight", (rows, d))
         layer["ssm_out"] = self.linear(p + "ssm_out.weight", (d, s.value_dim))
         if layer["ssm_out"].rot is not None and self.rot.gdn_v_grouped:
-            layer["ssm_out"].permute = grouped_heads(s)
+            if layer["ssm_out"].prepare is not None:
+                raise ModelError(f"{p}ssm_out.weight: a BF16 matrix cannot take a folded rotation")
+            layer["ssm_out"].prepare = grouped_heads(s)
         layer["ssm_conv1d"] = self.vector(p + "ssm_conv1d.weight", (s.conv_channels, s.conv_kernel), f32_only=True)
         layer["ssm_a"] = self.vector(p + "ssm_a", s.n_v_heads, f32_only=True)
         layer["ssm_dt"] = self.vector(p + "ssm_dt.bias", s.n_v_heads, f32_only=True)
         layer["ssm_norm"] = self.vector(p + "ssm_norm.weight", s.state_size)
         proj = (layer["attn_qkv"], layer["attn_gate"], layer["ssm_beta"], layer["ssm_alpha"])
-        if all(lin.rot is proj[0].rot for lin in proj):  # one call for the four
-            layer["gdn_in"] = (LinearGroup(*proj),)
-        else:
+        if all(lin.rot is proj[0].rot and lin.prepare is proj[0].prepare for lin in proj):
+            layer["gdn_in"] = (LinearGroup(*proj),)  # one call for the four
+        else:  # alpha / beta read the unrotated input (and BF16 ones a rounded copy)
             layer["gdn_in"] = (LinearGroup(*proj[:2]), LinearGroup(*proj[2:]))
         self._ffn(i, layer)
         return layer
@@ -433,4 +448,7 @@ class Weights:
             self.f.release(t)
         if rotated is None:
             rotated = self.rot is not None and name in self.rot.weight_names
-        return Linear(name, w, self.rot if rotated else None)
+        lin = Linear(name, w, self.rot if rotated else None)
+        if t.fmt == "bf16":
+            lin.prepare = round_bf16
+        return lin
