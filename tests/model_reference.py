@@ -123,6 +123,13 @@ def quantize_act(x: np.ndarray, group: int, rule: str, tie_break: np.ndarray | N
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 
+def _round_bf16(x):
+    """float32(x) rounded to bfloat16, nearest even (finite values), as float64."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -141,13 +148,15 @@ def _softplus(x):
 
 
 class Ref:
-    def __init__(self, path, model_inputs: dict | None = None, gdn_head_map: str = "tiled"):
+    def __init__(self, path, model_inputs: dict | None = None, gdn_head_map: str = "tiled", bf16_act: bool = False):
         """model_inputs: weight name -> (T, cols) float32 inputs the model under test gave that
         matmul, used only to break exact rounding ties (see quantize_act); rows are consumed in call
         order, across forward() calls.  gdn_head_map: qwen35's V head h reads K head h % H_k
         ("tiled", the GGUF order) -- "grouped" (h // r) is the wrong model, for tests that show
-        the comparison can fail."""
+        the comparison can fail.  bf16_act: round the activations of BF16 matmuls (qwen35's
+        ssm_alpha / ssm_beta) to bf16 first, as llama.cpp's CPU backend does (vec_dot_type BF16)."""
         self.model_inputs = model_inputs or {}
+        self.bf16_act = bf16_act
         self.stats = {}
         self._row = 0  # tokens consumed so far: the first row of model_inputs the next call uses
         self._cache = {}
@@ -228,6 +237,8 @@ class Ref:
         if self.hadamard and (name in self.hadamard[2] or (tensor_name == "token_embd.weight"
                                                            and "token_embd.weight" in self.hadamard[3])):
             x = self._rot(x)
+        if t.fmt == "bf16" and self.bf16_act:
+            x = np.stack([_round_bf16(r) for r in x])
         if t.fmt in _ACT:
             tb = self.model_inputs.get(name)
             x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[self._row + i], self.stats)
