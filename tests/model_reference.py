@@ -159,7 +159,8 @@ class Ref:
         matmul, used only to break exact rounding ties (see quantize_act); rows are consumed in call
         order, across forward() calls.  gdn_head_map: qwen35's V head h reads K head h % H_k
         ("tiled", the GGUF order) -- "grouped" (h // r) is the wrong model, for tests that show
-        the comparison can fail."""
+        the comparison can fail.  BF16 matmuls (qwen35's ssm_alpha / ssm_beta) take
+        bf16-rounded activations, as llama.cpp's CPU backend (vec_dot_type BF16) and the decoder do."""
         self.model_inputs = model_inputs or {}
         self.stats = {}
         self._row = 0  # tokens consumed so far: the first row of model_inputs the next call uses
