@@ -244,7 +244,7 @@ class Ref:
             x = self._rot(x)
         if t.fmt == "bf16":  # llama.cpp's BF16 dot multiplies BF16-rounded activations
             tb = self.model_inputs.get(name)
-            x = round_bf16(x, None if tb is None else tb[self._row:self._row + len(x)])
+            x = round_bf16(x.astype(np.float32), None if tb is None else tb[self._row:self._row + len(x)])
         if t.fmt in _ACT:
             tb = self.model_inputs.get(name)
             x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[self._row + i], self.stats)
