@@ -11,6 +11,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,16 @@ BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
 LLAMA_CPP_TYPES = ("tq1_0", "tq2_0", "q2_0")  # what upstream llama.cpp reads of BENCH_TYPES
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
+# Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
+# output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
+# not hours of float32 passes), and the prism.hadamard metadata (explicit signs) on the types the
+# release is rotated in.  Without --vs the PQ2_0 / PTQ1_0 files hold the release's exact tensor
+# bytes.  qwen35-tiny takes the same path, so CI tests it without writing gigabytes.
+RELEASE_RECIPES = {
+    "qwen35-tiny": dict(rotation_block=256, rotated=("q2_0", "pq2_0", "ptq1_0")),
+    "bonsai2-27b": dict(rotation_block=1024, rotated=("q2_0", "pq2_0", "ptq1_0")),
+}
+HEADER_ALLOWANCE = 64 << 20  # bytes beyond the tensors a synthetic file may need (tokenizer, signs)
 
 
 class BenchError(RuntimeError):
@@ -48,31 +59,109 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def synthetic_model(preset: str, fmt: str, console=None) -> Path:
-    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar."""
-    from pylowbit.model.synthetic import write_synthetic_model
+@dataclass(frozen=True)
+class SyntheticFile:
+    """One cached synthetic model: what write_synthetic_model is given, and where it goes."""
+    preset: str
+    fmt: str
+    rotation_block: int | None
+    path: Path
+    kwargs: dict
 
+    def tensor_bytes(self) -> int:
+        """The tensors' bytes (the file less its header), from the layout: nothing is written."""
+        from pylowbit.gguf import tensor_nbytes, type_id
+        from pylowbit.model.synthetic import synthetic_layout
+
+        lay = synthetic_layout(**{k: v for k, v in self.kwargs.items()
+                                  if k not in ("random_codes", "rotation_block")})
+        return sum(tensor_nbytes(type_id(t), shape) for t, shape in lay.values())
+
+
+def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
+    """The cached synthetic GGUF of (preset, fmt).  plain: no rotation even on a type the preset's
+    release rotates (llama.cpp has no prism.hadamard: a rotated file would run there as noise)."""
     if preset not in PRESETS:
         raise BenchError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
     if fmt not in BENCH_TYPES:
         raise BenchError(f"unknown type {fmt!r} (known: {', '.join(BENCH_TYPES)})")
     arch, base, overrides = PRESETS[preset]
-    path = cache_dir() / f"synthetic-{preset}-{fmt}-v{GENERATOR_VERSION}.gguf"
+    kwargs = dict(arch=arch, fmt=fmt, preset=base, **overrides)
+    recipe = RELEASE_RECIPES.get(preset)
+    if recipe is None:
+        kwargs["embed_fmt"], rot, name = EMBED_TYPE, None, f"synthetic-{preset}-{fmt}"
+    else:
+        rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None
+        kwargs.update(embed_fmt=fmt, random_codes=True, rotation_block=rot)
+        name = f"synthetic-{preset}-{fmt}-codes" + (f"-hadamard{rot}" if rot else "")
+    return SyntheticFile(preset, fmt, rot, cache_dir() / f"{name}-v{GENERATOR_VERSION}.gguf", kwargs)
+
+
+def ensure_disk_space(files: list[SyntheticFile]) -> None:
+    """Before writing anything: the files not yet cached must fit the cache's file system together
+    (one clear error naming the need and what is free, rather than a full disk half way)."""
+    from pylowbit.gguf import check_disk_space
+
+    missing = [f for f in files if not f.path.exists()]
+    if missing:
+        need = sum(f.tensor_bytes() + HEADER_ALLOWANCE for f in missing)
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        check_disk_space(directory, need, ", ".join(f.path.name for f in missing))
+
+
+@contextmanager
+def _file_lock(path: Path):
+    """An exclusive lock named after `path`, for one process at a time (others wait); the lock file
+    is removed when released.  A waiter that wakes on a lock file already unlinked by its holder
+    opens the new one: the inode check makes sure the lock held is the one at the name."""
+    import fcntl
+
+    name = path.parent / f".{path.name}.lock"
+    while True:
+        fh = open(name, "a")
+        fcntl.flock(fh, fcntl.LOCK_EX)  # also released if the process dies
+        try:
+            if os.fstat(fh.fileno()).st_ino == os.stat(name).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        fh.close()
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(name)
+        finally:
+            fh.close()
+
+
+def synthetic_model(preset: str, fmt: str, console=None, plain: bool = False) -> Path:
+    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar.  The
+    write is atomic and holds a lock, so a second process asking for the same file (another bench
+    on a shared machine) waits for it and reuses it instead of writing its own copy."""
+    from pylowbit.model.synthetic import write_synthetic_model
+
+    spec = synthetic_file(preset, fmt, plain)
+    path = spec.path
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    with _file_lock(path):
+        if path.exists():  # written by whoever held the lock before us
+            return path
+        ensure_disk_space([spec])
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("writing {task.description}"), BarColumn(),
-                  TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task(path.name, total=1)
+        with Progress(TextColumn("writing {task.description}"), BarColumn(), DownloadColumn(),
+                      TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(path.name, total=None)
 
-        def progress(done, total, name):
-            bar.update(task, completed=done, total=total)
+            def progress(done, total, name):
+                bar.update(task, completed=done, total=total)
 
-        write_synthetic_model(path, arch=arch, fmt=fmt, preset=base, embed_fmt=EMBED_TYPE,
-                              progress=progress, **overrides)
+            write_synthetic_model(path, progress=progress, **spec.kwargs)
     return path
 
 

@@ -75,7 +75,15 @@ def main(args) -> int:
         paths = [(path.name, path)]
     else:
         types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
-        paths = [(f"{args.preset} {t}", B.synthetic_model(args.preset, t, console=err)) for t in types]
+        # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
+        plain = {t: bool(args.vs) and t in B.LLAMA_CPP_TYPES for t in types}
+        specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]
+        B.ensure_disk_space(specs)  # all of them, before the first is written
+        paths = []
+        for t, spec in zip(types, specs):
+            path = B.synthetic_model(args.preset, t, console=err, plain=plain[t])
+            label = f"{args.preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
+            paths.append((label, path))
     with err.status("measuring (memory bandwidth, then each test)..."):
         rows, info = B.run(paths, threads, args.n_prompt, args.n_gen, args.repetitions,
                            bool(args.vs), console=err)
