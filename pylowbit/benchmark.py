@@ -230,7 +230,13 @@ class PylowbitEngine:
     def __init__(self, path: Path, threads: int, ctx: int):
         from pylowbit.model import load_model
 
+        t0 = time.perf_counter()
         self.model = load_model(path, ctx=ctx, threads=threads)
+        self.load_s = time.perf_counter() - t0
+
+    def set_threads(self, threads: int) -> None:
+        """The same loaded model on another thread count (a 27B file takes minutes to load)."""
+        self.model.threads = threads
 
     def prompt(self, tokens) -> None:
         self.model.reset()
@@ -254,8 +260,10 @@ class LlamaCppEngine:
         except ImportError:
             raise BenchError("--vs llama.cpp needs llama-cpp-python: pip install "
                              "llama-cpp-python==0.3.36") from None
+        t0 = time.perf_counter()
         self.llm = Llama(model_path=str(path), n_ctx=ctx, n_batch=ctx, n_ubatch=ctx,
                          n_threads=threads, n_threads_batch=threads, verbose=False)
+        self.load_s = time.perf_counter() - t0
 
     def prompt(self, tokens) -> None:
         self.llm.reset()
@@ -308,6 +316,7 @@ class Row:
     roofline_share: float | None = None  # generation only
     vs_llama_cpp: float | None = None  # pylowbit t/s / llama.cpp t/s, same file, same run
     peak_rss_bytes: int = 0
+    load_s: float = 0.0  # the engine's load of the file (pylowbit: once, for every thread count)
 
 
 def _timed(fn, *args) -> float:
@@ -321,8 +330,8 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
     thread count all files are loaded at once and each repetition runs every (file, engine) in
     turn, so that the ratios between formats, not only between engines, are side by side (run one
-    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  Peak RSS is the
-    process's, with all of the thread count's models loaded."""
+    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  pylowbit loads each
+    file once for all thread counts.  Peak RSS is the process's, with all models loaded."""
     info = {"bandwidth_bytes_per_s": {}, "bandwidth_range_bytes_per_s": {}, "n_prompt": n_prompt,
             "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
@@ -337,10 +346,14 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
         if vs_llama and fmt not in LLAMA_CPP_TYPES and fmt != "other" and console:
             console.print(f"[yellow]llama.cpp does not read {fmt}: no comparison for {label}[/yellow]")
     found: dict[tuple, Row] = {}
+    loaded: dict[int, PylowbitEngine] = {}  # once for every thread count: it is a setting
     for t in threads:
         runs = []  # (file index, engines, tests)
         for i, (label, path, size, per_token, fmt) in enumerate(files):
-            engines = [PylowbitEngine(path, t, ctx)]
+            if i not in loaded:
+                loaded[i] = PylowbitEngine(path, t, ctx)
+            loaded[i].set_threads(t)
+            engines = [loaded[i]]
             vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
             tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
             if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
@@ -387,7 +400,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                     sm = samples[i, e.name]
                     row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
                               statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
-                              peak_rss_bytes=peaks[i, e.name])
+                              peak_rss_bytes=peaks[i, e.name], load_s=e.load_s)
                     if probe:
                         row.roofline_share = statistics.mean(shares[i, e.name])
                     if e.name == "pylowbit":
@@ -396,8 +409,10 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                         ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
                     found[i, t, k, e.name] = row
         for _, engines, _ in runs:
-            for e in engines:
+            for e in engines[1:]:  # llama.cpp's (its thread count is fixed at load)
                 e.close()
+    for e in loaded.values():
+        e.close()
     rows = [found[key] for key in sorted(found, key=lambda key: (key[0], threads.index(key[1]), key[2]))]
     info["weight_bytes_per_token"] = {f[0]: f[3] for f in files}
     return rows, info

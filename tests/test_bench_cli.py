@@ -145,9 +145,14 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
 
     class Recorder:
         name = "pylowbit"
+        load_s = 0.0
 
         def __init__(self, path, threads, ctx):
             self.path, self.model = path, SimpleNamespace(vocab_size=100)
+            calls.append(("load", path.name))
+
+        def set_threads(self, threads):
+            calls.append(("threads", threads))
 
         def prompt(self, tokens):
             calls.append(("pp", self.path.name))
@@ -164,6 +169,8 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
     names = [p.name for _, p in paths]
     for test in ("pp", "tg"):
         assert [c[1] for c in calls if c[0] == test] == names * 4 * 2  # (warm-up + 3) x 2 threads
+    assert [c[1] for c in calls if c[0] == "load"] == names  # once, for both thread counts
+    assert [c[1] for c in calls if c[0] == "threads"] == [1] * len(names) + [2] * len(names)
     assert [(r.model, r.threads, r.test) for r in rows] == [
         (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
     assert all(len(r.samples) == 3 for r in rows)

@@ -103,14 +103,15 @@ def print_table(rows, info) -> None:
     t = Table(title="pylowbit bench", title_justify="left")
     for col, just in [("model", "left"), ("format", "left"), ("size", "right"), ("engine", "left"),
                       ("threads", "right"), ("test", "left"), ("t/s", "right"),
-                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right")]:
+                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right"),
+                      ("load", "right")]:
         t.add_column(col, justify=just)
     for r in rows:
         t.add_row(r.model, r.format, f"{r.size_bytes / 2**30:.2f} GiB", r.engine, str(r.threads),
                   r.test, f"{r.tokens_per_s:.2f} ± {r.stdev:.2f}",
                   "-" if r.roofline_share is None else f"{100 * r.roofline_share:.0f} %",
                   "-" if r.vs_llama_cpp is None else f"{r.vs_llama_cpp:.2f}x",
-                  f"{r.peak_rss_bytes / 2**30:.2f} GiB")
+                  f"{r.peak_rss_bytes / 2**30:.2f} GiB", f"{r.load_s:.1f} s")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
     spread = info["bandwidth_range_bytes_per_s"]  # set with the mean, thread count by thread count
