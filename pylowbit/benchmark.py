@@ -6,6 +6,7 @@ that drift on a shared machine hits both engines alike.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -331,7 +332,9 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     thread count all files are loaded at once and each repetition runs every (file, engine) in
     turn, so that the ratios between formats, not only between engines, are side by side (run one
     after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  pylowbit loads each
-    file once for all thread counts.  Peak RSS is the process's, with all models loaded."""
+    file once for all thread counts.  Files whose models do not fit in memory together are
+    measured one after the other instead (_memory_groups).  Peak RSS is the process's, with all
+    models of the file's group loaded."""
     info = {"bandwidth_bytes_per_s": {}, "bandwidth_range_bytes_per_s": {}, "n_prompt": n_prompt,
             "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
@@ -346,76 +349,111 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
         if vs_llama and fmt not in LLAMA_CPP_TYPES and fmt != "other" and console:
             console.print(f"[yellow]llama.cpp does not read {fmt}: no comparison for {label}[/yellow]")
     found: dict[tuple, Row] = {}
-    loaded: dict[int, PylowbitEngine] = {}  # once for every thread count: it is a setting
-    for t in threads:
-        runs = []  # (file index, engines, tests)
-        for i, (label, path, size, per_token, fmt) in enumerate(files):
-            if i not in loaded:
-                loaded[i] = PylowbitEngine(path, t, ctx)
-            loaded[i].set_threads(t)
-            engines = [loaded[i]]
-            vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
-            tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
-            if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
-                engines.append(LlamaCppEngine(path, t, ctx))
-            tests = []
-            if n_prompt > 0:
-                tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
-            if n_gen > 0:
-                tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
-            runs.append((i, engines, tests))
-        for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
-            test, n_tok = runs[0][2][k][:2]
-            for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
-                for e in engines:
-                    tests[k][2](e)
-            samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
-            peaks = dict.fromkeys(samples, 0)
-            # Generation's roofline is paired run by run: the read bandwidth is probed right before
-            # and after every timed run, and the run's share is its bytes/s over the better of those
-            # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
-            # sides alike.
-            probe = test.startswith("tg")
-            probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
-            shares = {key: [] for key in samples}
-            for _ in range(reps):
-                for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
+    probes_of: dict[int, list] = {t: [] for t in threads}
+    groups = _memory_groups(files, vs_llama)
+    if len(groups) > 1 and console:
+        console.print("[yellow]the models do not fit in the available memory together: "
+                      "each file is measured in turn[/yellow]")
+    for group in groups:
+        loaded: dict[int, PylowbitEngine] = {}  # once for every thread count: it is a setting
+        for t in threads:
+            runs = []  # (file index, engines, tests)
+            for i, (label, path, size, per_token, fmt) in group:
+                if i not in loaded:
+                    loaded[i] = PylowbitEngine(path, t, ctx)
+                loaded[i].set_threads(t)
+                engines = [loaded[i]]
+                vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
+                tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
+                if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
+                    engines.append(LlamaCppEngine(path, t, ctx))
+                tests = []
+                if n_prompt > 0:
+                    tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
+                if n_gen > 0:
+                    tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
+                runs.append((i, engines, tests))
+            for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
+                test, n_tok = runs[0][2][k][:2]
+                for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
                     for e in engines:
-                        _reset_peak_rss()
-                        samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
-                        peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
+                        tests[k][2](e)
+                samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
+                peaks = dict.fromkeys(samples, 0)
+                # Generation's roofline is paired run by run: the read bandwidth is probed right before
+                # and after every timed run, and the run's share is its bytes/s over the better of those
+                # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
+                # sides alike.
+                probe = test.startswith("tg")
+                probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
+                shares = {key: [] for key in samples}
+                for _ in range(reps):
+                    for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
+                        for e in engines:
+                            _reset_peak_rss()
+                            samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
+                            peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
+                            if probe:
+                                probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
+                                shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
+                                                         / max(probes[-2:]))
+                if probe:
+                    allp = probes_of[t]
+                    allp += probes
+                    info["bandwidth_bytes_per_s"][t] = statistics.mean(allp)
+                    # how far the machine's bandwidth moved during the runs: on a shared machine the
+                    # better of two probes (each run's reference) sits above their mean by up to half this
+                    info["bandwidth_range_bytes_per_s"][t] = [min(allp), max(allp)]
+                for i, engines, _ in runs:
+                    label, path, size, per_token, fmt = files[i]
+                    ours = None
+                    for e in engines:
+                        sm = samples[i, e.name]
+                        row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
+                                  statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
+                                  peak_rss_bytes=peaks[i, e.name], load_s=e.load_s)
                         if probe:
-                            probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
-                            shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
-                                                     / max(probes[-2:]))
-            if probe:
-                info["bandwidth_bytes_per_s"][t] = statistics.mean(probes)
-                # how far the machine's bandwidth moved during the runs: on a shared machine the
-                # better of two probes (each run's reference) sits above their mean by up to half this
-                info["bandwidth_range_bytes_per_s"][t] = [min(probes), max(probes)]
-            for i, engines, _ in runs:
-                label, path, size, per_token, fmt = files[i]
-                ours = None
-                for e in engines:
-                    sm = samples[i, e.name]
-                    row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
-                              statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
-                              peak_rss_bytes=peaks[i, e.name], load_s=e.load_s)
-                    if probe:
-                        row.roofline_share = statistics.mean(shares[i, e.name])
-                    if e.name == "pylowbit":
-                        ours = row
-                    elif ours is not None:
-                        ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
-                    found[i, t, k, e.name] = row
-        for _, engines, _ in runs:
-            for e in engines[1:]:  # llama.cpp's (its thread count is fixed at load)
-                e.close()
-    for e in loaded.values():
-        e.close()
+                            row.roofline_share = statistics.mean(shares[i, e.name])
+                        if e.name == "pylowbit":
+                            ours = row
+                        elif ours is not None:
+                            ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
+                        found[i, t, k, e.name] = row
+            for _, engines, _ in runs:
+                for e in engines[1:]:  # llama.cpp's (its thread count is fixed at load)
+                    e.close()
+        for e in loaded.values():
+            e.close()
+        loaded.clear()
+        gc.collect()  # the next group's models load into this one's memory
     rows = [found[key] for key in sorted(found, key=lambda key: (key[0], threads.index(key[1]), key[2]))]
     info["weight_bytes_per_token"] = {f[0]: f[3] for f in files}
     return rows, info
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _memory_groups(files: list, vs_llama: bool) -> list[list]:
+    """The files as [(index, file)] groups loaded together: all of them in one group when their
+    models fit in the available memory at once (a model takes about its file's size; llama.cpp's
+    mapping of it as much again), else one file a group, measured in turn.  Two Bonsai 2 27B models
+    (7.2 + 5.9 GB) do not fit a shared 24 GB machine."""
+    indexed = list(enumerate(files))
+    need = sum(f[2] * (2 if vs_llama and (f[4] in LLAMA_CPP_TYPES or f[4] == "other") else 1) for f in files)
+    avail = _available_memory()
+    if avail is None or need <= 0.8 * avail or len(files) == 1:
+        return [indexed]
+    return [[x] for x in indexed]
 
 
 def _file_format(path: Path) -> str:
