@@ -447,11 +447,12 @@ def _memory_groups(files: list, vs_llama: bool) -> list[list]:
     """The files as [(index, file)] groups loaded together: all of them in one group when their
     models fit in the available memory at once (a model takes about its file's size; llama.cpp's
     mapping of it as much again), else one file a group, measured in turn.  Two Bonsai 2 27B models
-    (7.2 + 5.9 GB) do not fit a shared 24 GB machine."""
+    (7.2 + 5.9 GB) do not fit a shared 24 GB machine.  The margin is wide: a repacked model can be
+    larger than its file, and on a shared machine the others' memory grows while ours loads."""
     indexed = list(enumerate(files))
     need = sum(f[2] * (2 if vs_llama and (f[4] in LLAMA_CPP_TYPES or f[4] == "other") else 1) for f in files)
     avail = _available_memory()
-    if avail is None or need <= 0.8 * avail or len(files) == 1:
+    if avail is None or need <= 0.5 * avail or len(files) == 1:
         return [indexed]
     return [[x] for x in indexed]
 
