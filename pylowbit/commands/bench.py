@@ -124,5 +124,6 @@ def print_table(rows, info) -> None:
                 f"better of its two probes, averaged over the repetitions")
     c.print(f"{info['reps']} repetitions, mean ± stdev")
     if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
-        c.print("peak RSS: the whole process's while the row ran, with every model of its thread count "
-                "loaded (files and engines are interleaved repetition by repetition)")
+        c.print("peak RSS: the whole process's while the row ran, with every model measured alongside "
+                "it loaded (files and engines are interleaved repetition by repetition, unless the files "
+                "do not fit in memory together: then each is measured in turn)")
