@@ -15,6 +15,11 @@ static inline float fold16(__m256 lo, __m256 hi) {
 }
 
 #define R 4 /* rows at once: independent add chains */
+/* Prefetch the state PF_ROWS rows (8 KiB at d = 128) ahead, one line per 16 floats: the out-of-order
+ * window spans less than one block of R rows, so without it the loads of the next block wait for the
+ * arithmetic of this one.  Past the head's last row it reads the next head's state (a prefetch
+ * never faults). */
+#define PF_ROWS 16
 
 /* gdn_row on rows s, s + d, .., s + (R - 1) d. */
 static inline void rows16(float *restrict s, const float *restrict k, const float *restrict q,
@@ -26,6 +31,7 @@ static inline void rows16(float *restrict s, const float *restrict k, const floa
         const __m256 k0 = _mm256_loadu_ps(k + i), k1 = _mm256_loadu_ps(k + i + 8);
         for (int r = 0; r < R; r++) {
             float *p = s + r * d + i;
+            _mm_prefetch((const char *)(p + PF_ROWS * d), _MM_HINT_T0);
             const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(p), alpha);
             const __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), alpha);
             _mm256_storeu_ps(p, x0);
