@@ -162,17 +162,31 @@ static inline float gdn_row(float *restrict s, const float *restrict k, const fl
     return o * scale;
 }
 
-/* V head h (K head h % Hk) over all T tokens; its d x d state block is read and written once per
- * token.  alpha = expf(g): libm, the same call in every build. */
+/* Tokens per pass over a head's state in the token-by-token form. */
+#define GDN_TOKEN_BLOCK 64
+
+/* alpha[t] = expf(g) of V head h at tokens t0 .. t0 + n - 1: libm, the same call in every build. */
+static inline void gdn_alphas(const gdn_args *a, int64_t h, int64_t t0, int64_t n, float *alpha) {
+    for (int64_t t = 0; t < n; t++) alpha[t] = expf(a->g[(t0 + t) * a->Hv + h]);
+}
+
+/* V head h (K head h % Hk) over all T tokens.  The rows of S are independent, so the loop runs
+ * over rows outside and tokens inside, in blocks of GDN_TOKEN_BLOCK tokens: each row stays in L1
+ * across a block's tokens, and the d x d state is read and written once per block (once per
+ * token when decoding). */
 static inline void gdn_delta_rule(const gdn_args *a, int64_t h) {
-    const int64_t d = a->d, kh = h % a->Hk;
+    const int64_t d = a->d, kh = h % a->Hk, Hk = a->Hk, Hv = a->Hv;
     float *S = a->state + h * d * d;
-    for (int64_t t = 0; t < a->T; t++) {
-        const float *k = a->k + (t * a->Hk + kh) * d, *q = a->q + (t * a->Hk + kh) * d;
-        const float *v = a->v + (t * a->Hv + h) * d;
-        const float alpha = expf(a->g[t * a->Hv + h]), beta = a->beta[t * a->Hv + h];
-        float *o = a->out + (t * a->Hv + h) * d;
-        for (int64_t j = 0; j < d; j++) o[j] = gdn_row(S + j * d, k, q, alpha, beta, v[j], a->scale, d);
+    float alpha[GDN_TOKEN_BLOCK];
+    for (int64_t t0 = 0; t0 < a->T; t0 += GDN_TOKEN_BLOCK) {
+        const int64_t n = a->T - t0 < GDN_TOKEN_BLOCK ? a->T - t0 : GDN_TOKEN_BLOCK;
+        gdn_alphas(a, h, t0, n, alpha);
+        for (int64_t j = 0; j < d; j++)
+            for (int64_t t = t0; t < t0 + n; t++) {
+                const float *k = a->k + (t * Hk + kh) * d, *q = a->q + (t * Hk + kh) * d;
+                a->out[(t * Hv + h) * d + j] = gdn_row(S + j * d, k, q, alpha[t - t0], a->beta[t * Hv + h],
+                                                       a->v[(t * Hv + h) * d + j], a->scale, d);
+            }
     }
 }
 

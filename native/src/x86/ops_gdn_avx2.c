@@ -21,17 +21,17 @@ static inline float fold16(__m256 lo, __m256 hi) {
  * never faults). */
 #define PF_ROWS 16
 
-/* gdn_row on rows s, s + d, .., s + (R - 1) d. */
+/* gdn_row on rows s, s + d, .., s + (R - 1) d; prefetch: the rows PF_ROWS ahead too. */
 static inline void rows16(float *restrict s, const float *restrict k, const float *restrict q,
                           __m256 alpha, float beta, const float *restrict v, float scale, int64_t d,
-                          float *restrict o) {
+                          float *restrict o, int prefetch) {
     __m256 lo[R], hi[R];
     for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < d; i += 16) {
         const __m256 k0 = _mm256_loadu_ps(k + i), k1 = _mm256_loadu_ps(k + i + 8);
         for (int r = 0; r < R; r++) {
             float *p = s + r * d + i;
-            _mm_prefetch((const char *)(p + PF_ROWS * d), _MM_HINT_T0);
+            if (prefetch) _mm_prefetch((const char *)(p + PF_ROWS * d), _MM_HINT_T0);
             const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(p), alpha);
             const __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), alpha);
             _mm256_storeu_ps(p, x0);
@@ -61,20 +61,26 @@ static inline void rows16(float *restrict s, const float *restrict k, const floa
     for (int r = 0; r < R; r++) o[r] = fold16(lo[r], hi[r]) * scale;
 }
 
+/* gdn_delta_rule's loops (rows outside, blocks of tokens inside) over rows16. */
 static void delta_rule(const gdn_args *a, int64_t h) {
-    const int64_t d = a->d, kh = h % a->Hk;
+    const int64_t d = a->d, kh = h % a->Hk, Hk = a->Hk, Hv = a->Hv;
     if (d % 16 || d % R) {
         gdn_delta_rule(a, h);
         return;
     }
     float *S = a->state + h * d * d;
-    for (int64_t t = 0; t < a->T; t++) {
-        const float *k = a->k + (t * a->Hk + kh) * d, *q = a->q + (t * a->Hk + kh) * d;
-        const float *v = a->v + (t * a->Hv + h) * d;
-        const __m256 alpha = _mm256_set1_ps(expf(a->g[t * a->Hv + h]));
-        const float beta = a->beta[t * a->Hv + h];
-        float *o = a->out + (t * a->Hv + h) * d;
-        for (int64_t j = 0; j < d; j += R) rows16(S + j * d, k, q, alpha, beta, v + j, a->scale, d, o + j);
+    float alpha[GDN_TOKEN_BLOCK], o[R];
+    for (int64_t t0 = 0; t0 < a->T; t0 += GDN_TOKEN_BLOCK) {
+        const int64_t n = a->T - t0 < GDN_TOKEN_BLOCK ? a->T - t0 : GDN_TOKEN_BLOCK;
+        gdn_alphas(a, h, t0, n, alpha);
+        for (int64_t j = 0; j < d; j += R)
+            for (int64_t t = t0; t < t0 + n; t++) {
+                const float *k = a->k + (t * Hk + kh) * d, *q = a->q + (t * Hk + kh) * d;
+                float *out = a->out + (t * Hv + h) * d + j;
+                rows16(S + j * d, k, q, _mm256_set1_ps(alpha[t - t0]), a->beta[t * Hv + h],
+                       a->v + (t * Hv + h) * d + j, a->scale, d, o, t == t0);
+                for (int r = 0; r < R; r++) out[r] = o[r];
+            }
     }
 }
 
