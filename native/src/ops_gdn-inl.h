@@ -26,7 +26,7 @@ typedef struct {
 
 /* Scratch floats of one chunked task (gdn_chunk_floats(d) per thread task). */
 static inline int64_t gdn_chunk_floats(int64_t d) {
-    return 4 * GDN_CHUNK + 2 * GDN_CHUNK * GDN_CHUNK + 5 * GDN_CHUNK * d + 3 * GDN_CHUNK;
+    return 4 * GDN_CHUNK + 2 * GDN_CHUNK * GDN_CHUNK + 5 * GDN_CHUNK * d;
 }
 
 /* One build's loops; ops_gdn.c picks the table of the active ISA. */
@@ -220,7 +220,7 @@ static inline void gdn_delta_rule_chunked(const gdn_args *a, int64_t h, float *s
     float *Wt = W + CS * d;       /* [i][t] */
     float *Qt = Wt + CS * d;      /* [i][t] */
     float *kd = Qt + CS * d;      /* [t][i]: e^(gam_L - gam_t) k_t */
-    float *accW = kd + CS * d, *accQ = accW + CS, *om = accQ + CS;
+    float accW[CS], accQ[CS], om[CS]; /* locals: the compiler may keep them in registers */
     for (int64_t t0 = 0; t0 < a->T; t0 += CS) {
         const int64_t n = a->T - t0 < CS ? a->T - t0 : CS;
 #define GDN_K(t) (a->k + ((t0 + (t)) * Hk + kh) * d)
