@@ -301,3 +301,23 @@ def test_bad_base_files_and_arguments_are_refused(tmp_path, capsys, monkeypatch)
     with pytest.raises(OSError, match="needs 0.00 GB"):
         kld.BaseWriter(tmp_path / "new.bin", N_CTX, VOCAB, tokens, notice=None)
     assert not list(tmp_path.glob("new.bin*"))
+
+
+def test_quantize_report_prints_the_new_files_kld(tmp_path, capsys):
+    from pylowbit.cli import main
+
+    src = write_synthetic_model(tmp_path / "src.gguf", arch="llama", fmt="f32", seed=8)
+    text = tmp_path / "t.txt"
+    text.write_text("A hacker is a person who enjoys exploring the details of programmable systems. " * 30)
+    got = {}
+    for fmt in ("f32", "q8_0", "q2_0"):
+        argv = ["quantize", str(src), str(tmp_path / f"{fmt}.gguf"), "--type", fmt, "-q", "--report", str(text),
+                "--report-ctx", "64", "--report-chunks", "2"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "KL divergence of" in out and "scored tokens" in out and " 62" in out  # 2 x 31 rows
+        got[fmt] = float(out.split("Mean KLD")[1].split("±")[0])
+    assert got["f32"] == 0  # an exact copy scores exactly 0
+    assert 0 < got["q8_0"] < got["q2_0"]
+    assert main(["quantize", str(src), str(tmp_path / "x.gguf"), "--type", "q8_0", "--report", "nope.txt"]) == 1
+    assert "--report text file not found" in capsys.readouterr().err

@@ -142,6 +142,27 @@ def kl_divergence_vs_base(model, base, chunks: int | None = None, bos_id: int | 
     return acc.stats()
 
 
+def kl_divergence_of_models(base_model, model, tokens, ctx: int, chunks: int | None = None,
+                            bos_id: int | None = None, progress=None):
+    """KLDStats of `model` against `base_model` (both pylowbit Models) on chunks of `tokens`, the
+    base kept in memory uncompressed (a model against itself scores exactly 0)."""
+    from ..kld import KLDAccumulator
+
+    if base_model.vocab_size != model.vocab_size:
+        raise ValueError(f"vocabularies differ: {base_model.vocab_size} and {model.vocab_size} tokens")
+    n_chunk = n_chunks(len(tokens), ctx, chunks)
+    acc = KLDAccumulator(model.vocab_size)
+    for i in range(n_chunk):
+        chunk = tokens[i * ctx:(i + 1) * ctx]
+        # the same slices in lockstep, each model scoring into its own buffer
+        for (r0, base, tgt), (_, logits, _) in zip(chunk_logits(base_model, chunk, bos_id),
+                                                    chunk_logits(model, chunk, bos_id)):
+            acc.add(logits, tgt, base_logits=base)
+        if progress is not None:
+            progress(i + 1, n_chunk, acc)
+    return acc.stats()
+
+
 class LlamaCppChunks:
     """llama.cpp's logits of a chunk's scored rows through llama-cpp-python, decoded as
     llama-perplexity decodes a chunk: one batch from an empty cache, outputs for the second half only."""
