@@ -8,6 +8,7 @@ each chunk is scored (every token there has at least ctx/2 tokens of context).
 from __future__ import annotations
 
 import gzip
+import logging
 import math
 import os
 import sys
@@ -164,8 +165,10 @@ def kl_divergence_of_models(base_model, model, tokens, ctx: int, chunks: int | N
 
 
 class LlamaCppChunks:
-    """llama.cpp's logits of a chunk's scored rows through llama-cpp-python, decoded as
-    llama-perplexity decodes a chunk: one batch from an empty cache, outputs for the second half only."""
+    """llama.cpp's logits of a chunk's scored rows through llama-cpp-python's C API, decoded as
+    llama-perplexity decodes a chunk: one batch from an empty cache, outputs for the second half only.
+    Without flash attention (llama-cpp-python's default) and without repacked weight buffers
+    (llama-perplexity -nr): the AMX buffers of a native build fault where the OS grants no AMX tiles."""
 
     KV_TYPES = {"f32": 0, "f16": 1}  # ggml type ids
 
@@ -174,18 +177,34 @@ class LlamaCppChunks:
             import llama_cpp
         except ImportError:
             raise ValueError("--vs llama.cpp needs llama-cpp-python: pip install llama-cpp-python==0.3.36") from None
-        self._lc = llama_cpp
+        self._lc = lc = llama_cpp
+        self._batch = self._ctx = self._model = None
+        logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its log callback's switch
+        lc.llama_backend_init()
+        mp = lc.llama_model_default_params()
+        mp.use_extra_bufts = False
+        self._model = lc.llama_model_load_from_file(os.fsencode(path), mp)
+        if not self._model:
+            raise ValueError(f"llama.cpp could not load {path}")
         t = threads or os.cpu_count() or 1
-        self.llm = llama_cpp.Llama(model_path=os.fspath(path), n_ctx=ctx, n_batch=ctx, n_ubatch=ctx,
-                                   n_threads=t, n_threads_batch=t, type_k=self.KV_TYPES[kv],
-                                   type_v=self.KV_TYPES[kv], verbose=False)
-        self.ctx, self.n_vocab = ctx, self.llm.n_vocab()
-        self._batch = llama_cpp.llama_batch_init(ctx, 0, 1)
+        cp = lc.llama_context_default_params()
+        cp.n_ctx = cp.n_batch = cp.n_ubatch = ctx
+        cp.n_seq_max = 1
+        cp.n_threads = cp.n_threads_batch = t
+        cp.type_k = cp.type_v = self.KV_TYPES[kv]
+        cp.flash_attn_type = 0  # disabled
+        self._ctx = lc.llama_init_from_model(self._model, cp)
+        if not self._ctx:
+            self.close()
+            raise ValueError(f"llama.cpp could not make a context of {ctx} for {path}")
+        self.ctx = ctx
+        self.n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(self._model))
+        self._batch = lc.llama_batch_init(ctx, 0, 1)
 
     def scored_logits(self, chunk, bos_id: int | None = None) -> np.ndarray:
         """(len(chunk) - 1 - len(chunk)//2, vocab) float32: a view of llama.cpp's output buffer,
         valid until the next call."""
-        lc, ctx = self._lc, self.llm.ctx
+        lc, ctx = self._lc, self._ctx
         n = len(chunk)
         if not 2 <= n <= self.ctx:
             raise ValueError(f"chunk of {n} tokens for a context of {self.ctx}")
@@ -206,10 +225,14 @@ class LlamaCppChunks:
         return np.ctypeslib.as_array(ptr, shape=(n - first, self.n_vocab))[: n - 1 - first]
 
     def close(self) -> None:
+        lc = self._lc
         if self._batch is not None:
-            self._lc.llama_batch_free(self._batch)
-            self._batch = None
-        self.llm.close()
+            lc.llama_batch_free(self._batch)
+        if self._ctx:
+            lc.llama_free(self._ctx)
+        if self._model:
+            lc.llama_model_free(self._model)
+        self._batch = self._ctx = self._model = None
 
 
 def kl_divergence_vs_llama_cpp(model, path, tokens, ctx: int, chunks: int | None = None,
