@@ -61,6 +61,18 @@ def _check_logits(logits: np.ndarray, what: str) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=_F)
 
 
+def _expf(x, out=None):
+    """float32 exp rounded from float64: the correctly rounded value glibc's expf gives (numpy's
+    own float32 exp is off by an ulp often enough to move a printed perplexity digit)."""
+    if np.ndim(x) == 0:
+        return _F(math.exp(float(x)))
+    e = np.exp(x, dtype=np.float64)
+    if out is None:
+        return e.astype(_F)
+    out[...] = e
+    return out
+
+
 def _top_and_lse(row: np.ndarray, scratch: np.ndarray):
     """(max, first index of the max, float32 log of the float64 sum of float32 exp(row - max))."""
     imax = int(row.argmax())
@@ -68,7 +80,7 @@ def _top_and_lse(row: np.ndarray, scratch: np.ndarray):
     if not np.isfinite(mx) or not np.isfinite(row.min()):
         raise ValueError("logits contain NaN or infinite values")
     np.subtract(row, mx, out=scratch)
-    np.exp(scratch, out=scratch)
+    _expf(scratch, out=scratch)
     return mx, imax, _F(math.log(scratch.sum(dtype=np.float64)))
 
 
@@ -273,11 +285,11 @@ class KLDAccumulator:
                 lbk = lb
                 np.subtract(row, top, out=s)  # log p, computed as for the base: equal logits, equal values
                 term = np.subtract(lbk, s)
-            term *= np.exp(lbk)
+            term *= _expf(lbk)
             kld[i] = term.sum(dtype=np.float64)
             nll_base[i] = -lb[t]
             same[i] = imax == int(lb.argmax())
-            dp[i] = _F(np.exp(-nll[i]) - np.exp(-nll_base[i]))
+            dp[i] = _F(_expf(-nll[i]) - _expf(-nll_base[i]))
         self._parts.append((kld, dp, nll, nll_base, same))
 
     def _values(self):

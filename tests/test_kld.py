@@ -30,6 +30,11 @@ def _nearest_int(x):
     return (i & 0x007FFFFF) - 0x00400000
 
 
+def _expf(x):
+    """glibc's expf: the float32 rounding of exp."""
+    return F(math.exp(float(x)))
+
+
 def _softmax_top(row):
     mx, imax = row[0], 0
     for i in range(1, len(row)):
@@ -37,7 +42,7 @@ def _softmax_top(row):
             mx, imax = row[i], i
     s = 0.0
     for v in row:
-        s += float(np.exp(F(v - mx)))
+        s += float(_expf(F(v - mx)))
     return mx, imax, F(math.log(s))
 
 
@@ -96,12 +101,12 @@ def ref_kld_text(base_bytes, q_rows):
                 if i == 0 or lb > lb_max:
                     lb_max, imax_b = lb, i
                 if lb > F(-16):
-                    s += float(F(np.exp(lb) * F(F(lb - row[i]) + mx)))
+                    s += float(F(_expf(lb) * F(F(lb - row[i]) + mx)))
             S["kld"] += s
             S["kld2"] += s * s
             count += 1
             same += imax == imax_b
-            dp = F(np.exp(-nll) - np.exp(-nllb))
+            dp = F(_expf(-nll) - _expf(-nllb))
             S["dp"] += float(dp)
             dp2 = float(F(dp * dp))
             S["dp2"] += dp2
@@ -321,3 +326,90 @@ def test_quantize_report_prints_the_new_files_kld(tmp_path, capsys):
     assert 0 < got["q8_0"] < got["q2_0"]
     assert main(["quantize", str(src), str(tmp_path / "x.gguf"), "--type", "q8_0", "--report", "nope.txt"]) == 1
     assert "--report text file not found" in capsys.readouterr().err
+
+
+# ---- against llama-perplexity itself (opt-in) ----------------------------------------------------
+#
+# The tool is llama-perplexity built from the llama.cpp vendored in llama-cpp-python 0.3.36's sdist,
+# linked against that wheel's libllama / libggml, so its logits and llama-cpp-python's are the same
+# bits: LLAMA_PERPLEXITY=/path/to/llama-perplexity pytest -m llama tests/test_kld.py
+# (docs/ACCURACY.md says how to build it).  Both directions: llama-perplexity reads a base pylowbit
+# wrote, pylowbit reads one llama-perplexity wrote; both print the same statistics of the same logits.
+
+LLAMA_FLAGS = ["-c", "128", "-b", "128", "-fa", "off", "-ctk", "f32", "-ctv", "f32", "-nr", "-t", "2"]
+
+
+def _llama_perplexity():
+    import os
+
+    tool = os.environ.get("LLAMA_PERPLEXITY") or shutil.which("llama-perplexity")
+    if not tool:
+        pytest.skip("set LLAMA_PERPLEXITY to a llama-perplexity binary built against llama-cpp-python's libraries")
+    return tool
+
+
+def _stats_block(text):
+    start, end = text.index("====== Perplexity statistics ======"), text.index("Same top p:")
+    return text[start:text.index("\n", end)].strip()
+
+
+def _llama_cpp_stats(model_path, base_path):
+    """pylowbit's statistics of llama.cpp's logits (llama-cpp-python) against a base file."""
+    from pylowbit.commands.perplexity import LlamaCppChunks
+    from pylowbit.model import TextTokenizer
+
+    with GGUFFile(model_path) as f:
+        tok = TextTokenizer(f)
+        bos = tok.bos_id if tok.add_bos else None
+    with kld.BaseFile(base_path) as base:
+        peer = LlamaCppChunks(model_path, base.n_ctx, "f32", threads=2)
+        acc = kld.KLDAccumulator(base.n_vocab)
+        try:
+            for c in range(base.n_chunk):
+                acc.add(peer.scored_logits(base.tokens[c], bos), base.tokens[c][base.n_ctx // 2 + 1:],
+                        base_codes=base.rows(c))
+        finally:
+            peer.close()
+    return acc.stats()
+
+
+@pytest.mark.llama
+def test_statistics_equal_llama_perplexitys_both_ways(tmp_path, capsys):
+    import subprocess
+
+    from pylowbit.cli import main
+    from pylowbit.commands.perplexity import read_text
+
+    pytest.importorskip("llama_cpp")
+    tool = _llama_perplexity()
+    a = write_synthetic_model(tmp_path / "a.gguf", arch="llama", fmt="q2_0", seed=21)
+    b = write_synthetic_model(tmp_path / "b.gguf", arch="llama", fmt="tq2_0", seed=22)
+    text = tmp_path / "jargon.txt"
+    text.write_text(read_text("/usr/share/doc/jargon-text/jargon.txt.gz")[:20000])
+
+    def llama(*argv):
+        # its asynchronous logger sometimes loses the last lines at exit: run again then
+        for _ in range(5):
+            r = subprocess.run([tool, *argv, *LLAMA_FLAGS], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr[-2000:]
+            if "--kl-divergence" not in argv or "Same top p:" in r.stdout:
+                return r.stdout
+        raise AssertionError(f"llama-perplexity printed no statistics: {r.stdout[-1000:]}")
+
+    # llama-perplexity reads the base pylowbit wrote
+    ours = tmp_path / "pylowbit.kld"
+    assert main(["perplexity", "-m", str(a), "-f", str(text), "-c", "128", "--chunks", "4",
+                 "--kl-divergence-base", str(ours)]) == 0
+    capsys.readouterr()
+    printed = _stats_block(llama("-m", str(b), "--kl-divergence-base", str(ours), "--kl-divergence"))
+    assert _llama_cpp_stats(b, ours).format() == printed
+    # pylowbit reads the base llama-perplexity wrote: the same token ids as pylowbit's tokenizer
+    theirs = tmp_path / "llama.kld"
+    llama("-m", str(a), "-f", str(text), "--chunks", "4", "--kl-divergence-base", str(theirs))
+    with kld.BaseFile(theirs) as t, kld.BaseFile(ours) as o:
+        assert np.array_equal(t.tokens, o.tokens) and (t.n_ctx, t.n_vocab) == (o.n_ctx, o.n_vocab)
+    printed = _stats_block(llama("-m", str(b), "--kl-divergence-base", str(theirs), "--kl-divergence"))
+    assert _llama_cpp_stats(b, theirs).format() == printed
+    # and pylowbit's own run of b against llama.cpp's base of a prints those statistics too
+    assert main(["perplexity", "-m", str(b), "--kl-divergence-base", str(theirs), "--kl-divergence"]) == 0
+    assert "Mean    KLD:" in capsys.readouterr().out

@@ -3,6 +3,12 @@
 The text is tokenized once (with BOS), cut into non-overlapping chunks of ctx tokens; each chunk
 starts with BOS (replacing its first token) and runs from an empty cache; only the second half of
 each chunk is scored (every token there has at least ctx/2 tokens of context).
+
+KL divergence, as llama-perplexity computes it: --kl-divergence-base FILE writes the scored tokens'
+log-probabilities (llama-perplexity's own file format, so either program reads the other's);
+--kl-divergence-base FILE --kl-divergence scores another model or runtime against them on the
+file's token ids.  --vs llama.cpp runs llama.cpp (llama-cpp-python) on the same file and ids as the
+base, in this process, and prints pylowbit's statistics beside llama.cpp's own f16-KV-cache floor.
 """
 
 from __future__ import annotations
