@@ -37,7 +37,7 @@ MAGIC = b"_logits_"
 HEADER_BYTES = len(MAGIC) + 3 * 4
 LOG_PROB_RANGE = 16  # log-probs kept below the top; the rest are code 0 / left out of the sum
 _F = np.float32
-_CODE_STEPS = _F(65535)
+_CODE_STEPS = _F(65535)  # uint16 codes 0..65535 span [top - LOG_PROB_RANGE, top]
 
 
 def row_width(n_vocab: int) -> int:
@@ -401,7 +401,8 @@ class BaseWriter:
     def __init__(self, path, n_ctx: int, n_vocab: int, tokens, notice=print):
         tokens = np.ascontiguousarray(tokens, dtype=np.int32).reshape(-1)
         if n_ctx < 2 or len(tokens) < n_ctx or len(tokens) % n_ctx:
-            raise ValueError(f"a base file holds whole chunks of n_ctx >= 2 tokens: {len(tokens)} tokens, n_ctx {n_ctx}")
+            raise ValueError(f"a base file holds whole chunks of n_ctx >= 2 tokens: {len(tokens)} tokens, "
+                             f"n_ctx {n_ctx}")
         self.path, self.n_ctx, self.n_vocab = os.fspath(path), n_ctx, n_vocab
         self.n_chunk = len(tokens) // n_ctx
         self.size = base_file_size(n_ctx, n_vocab, self.n_chunk)
