@@ -67,6 +67,16 @@ static uint64_t xgetbv0(void) {
 }
 #endif
 
+int lowbit_cpu_is_intel(void) {
+#ifdef LOWBIT_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+#else
+    return 0;
+#endif
+}
+
 static unsigned detect_supported(void) {
     unsigned m = 1u << LOWBIT_ISA_SCALAR;
 #ifdef LOWBIT_X86

@@ -280,6 +280,9 @@ void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
+/* 1 on an x86 CPU whose vendor is Intel (CPUID leaf 0), else 0: kernels whose best software
+ * prefetch differs between Intel and AMD cores pick it at registration (dispatch.c). */
+int lowbit_cpu_is_intel(void);
 /* The AVX2 packed GEMV (x86/kernels_avx2.c), for what the avx512vnni variant does not speed up. */
 void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y);
