@@ -75,7 +75,15 @@ def main(args) -> int:
         paths = [(path.name, path)]
     else:
         types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
-        paths = [(f"{args.preset} {t}", B.synthetic_model(args.preset, t, console=err)) for t in types]
+        # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
+        plain = {t: bool(args.vs) and t in B.LLAMA_CPP_TYPES for t in types}
+        specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]
+        B.ensure_disk_space(specs)  # all of them, before the first is written
+        paths = []
+        for t, spec in zip(types, specs):
+            path = B.synthetic_model(args.preset, t, console=err, plain=plain[t])
+            label = f"{args.preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
+            paths.append((label, path))
     with err.status("measuring (memory bandwidth, then each test)..."):
         rows, info = B.run(paths, threads, args.n_prompt, args.n_gen, args.repetitions,
                            bool(args.vs), console=err)
@@ -95,14 +103,15 @@ def print_table(rows, info) -> None:
     t = Table(title="pylowbit bench", title_justify="left")
     for col, just in [("model", "left"), ("format", "left"), ("size", "right"), ("engine", "left"),
                       ("threads", "right"), ("test", "left"), ("t/s", "right"),
-                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right")]:
+                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right"),
+                      ("load", "right")]:
         t.add_column(col, justify=just)
     for r in rows:
         t.add_row(r.model, r.format, f"{r.size_bytes / 2**30:.2f} GiB", r.engine, str(r.threads),
                   r.test, f"{r.tokens_per_s:.2f} ± {r.stdev:.2f}",
                   "-" if r.roofline_share is None else f"{100 * r.roofline_share:.0f} %",
                   "-" if r.vs_llama_cpp is None else f"{r.vs_llama_cpp:.2f}x",
-                  f"{r.peak_rss_bytes / 2**30:.2f} GiB")
+                  f"{r.peak_rss_bytes / 2**30:.2f} GiB", f"{r.load_s:.1f} s")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
     spread = info["bandwidth_range_bytes_per_s"]  # set with the mean, thread count by thread count
