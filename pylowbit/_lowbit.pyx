@@ -441,8 +441,12 @@ def threads_for_topology(sys_root, allowed_cpus=None):
     cdef char why[256]
     cdef bytes root_b = None if sys_root is None else os.fsencode(sys_root)
     cdef bytes allowed_b = None if allowed_cpus is None else str(allowed_cpus).encode()
-    cdef const char *root_p = NULL if root_b is None else <const char *>root_b
-    cdef const char *allowed_p = NULL if allowed_b is None else <const char *>allowed_b
+    cdef const char *root_p = NULL
+    cdef const char *allowed_p = NULL
+    if root_b is not None:
+        root_p = root_b
+    if allowed_b is not None:
+        allowed_p = allowed_b
     cdef int n = lowbit_threads_for_topology(root_p, allowed_p, why, sizeof(why))
     if n < 0:
         raise ValueError(f"allowed_cpus: {why.decode()} (expected a CPU list such as '0-3,8')")

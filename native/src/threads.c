@@ -210,7 +210,7 @@ static void *worker_main(void *arg) {
 
 /* The default thread count and how it was chosen, settled once (first use) unless set. */
 static pthread_mutex_t g_threads_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_threads_origin[320];
+static char g_threads_origin[400]; /* a reason (< 256) and a note on a bad PYLOWBIT_THREADS */
 
 int lowbit_get_threads(void) {
     int t = atomic_load(&g_default_threads);
