@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "internal.h" /* LOWBIT_LINUX */
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define LOWBIT_X86 1
 #include <cpuid.h>
 #endif
-#if defined(__aarch64__) && defined(__linux__)
+#if defined(__aarch64__) && defined(LOWBIT_LINUX)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1 << 1)
@@ -98,14 +98,14 @@ static unsigned detect_supported(void) {
         m |= 1u << LOWBIT_ISA_AVX512VNNI;
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
-#if defined(__linux__)
+#if defined(LOWBIT_LINUX)
     if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) m |= 1u << LOWBIT_ISA_DOTPROD;
 #elif defined(__APPLE__)
     int v = 0;
     size_t len = sizeof v;
     if (sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v)
         m |= 1u << LOWBIT_ISA_DOTPROD;
-#endif
+#endif /* elsewhere (or a LOWBIT_PORTABLE build): NEON only, dotprod is not assumed */
 #endif
     return m;
 }

@@ -8,6 +8,16 @@
 
 #include "lowbit/lowbit.h"
 
+/* Linux-only facilities (sysfs topology, sched_getaffinity, getauxval, madvise huge pages) are used
+ * only under LOWBIT_LINUX.  A LOWBIT_PORTABLE build leaves it undefined, so that the fallbacks the
+ * other systems take are built and tested on Linux too. */
+#if defined(__linux__) && !defined(LOWBIT_PORTABLE)
+#define LOWBIT_LINUX 1
+#endif
+
+/* The machine's default thread count (topology.c); writes how it was chosen into why. */
+int lowbit_detect_threads(char *why, size_t why_len);
+
 /* ---- fp16 <-> fp32 (IEEE binary16, round to nearest even), no hardware assumption ------------ */
 
 static inline float lowbit_fp16_to_fp32(uint16_t h) {
