@@ -303,6 +303,20 @@ def test_elementwise_ops_work_in_place():
     np.testing.assert_array_equal(x, want)
 
 
+def test_zero_tokens_leave_every_state_unchanged():
+    inputs = gdn_inputs(1, 2, 4, 8)
+    q, k, v, g, beta = (f32(a[:0]) for a in inputs[:5])
+    state = inputs[5]
+    before = state.copy()
+    out = ops.gated_delta_rule(q, k, v, g, beta, state, threads=0)
+    assert out.shape == (0, 4, 8)
+    np.testing.assert_array_equal(state, before)
+    conv_state = f32(rng(12).standard_normal((5, 3)))
+    kept = conv_state.copy()
+    assert ops.ssm_conv(np.zeros((0, 5), np.float32), f32(np.ones((5, 4))), conv_state).shape == (0, 5)
+    np.testing.assert_array_equal(conv_state, kept)
+
+
 # ---- input checks ---------------------------------------------------------------------------
 
 def test_bad_inputs_raise_naming_the_argument():

@@ -26,7 +26,7 @@ typedef struct {
 
 /* Scratch floats of one chunked task (gdn_chunk_floats(d) per thread task). */
 static inline int64_t gdn_chunk_floats(int64_t d) {
-    return 4 * GDN_CHUNK + 2 * GDN_CHUNK * GDN_CHUNK + 5 * GDN_CHUNK * d + 3 * GDN_CHUNK;
+    return 4 * GDN_CHUNK + 2 * GDN_CHUNK * GDN_CHUNK + 5 * GDN_CHUNK * d;
 }
 
 /* One build's loops; ops_gdn.c picks the table of the active ISA. */
@@ -162,17 +162,32 @@ static inline float gdn_row(float *restrict s, const float *restrict k, const fl
     return o * scale;
 }
 
-/* V head h (K head h % Hk) over all T tokens; its d x d state block is read and written once per
- * token.  alpha = expf(g): libm, the same call in every build. */
+/* Tokens per pass over a head's state in the token-by-token form: their keys and queries (16 KiB
+ * at d = 128) stay in L1 beside the rows while every row of the head goes through them. */
+#define GDN_TOKEN_BLOCK 16
+
+/* alpha[t] = expf(g) of V head h at tokens t0 .. t0 + n - 1: libm, the same call in every build. */
+static inline void gdn_alphas(const gdn_args *a, int64_t h, int64_t t0, int64_t n, float *alpha) {
+    for (int64_t t = 0; t < n; t++) alpha[t] = expf(a->g[(t0 + t) * a->Hv + h]);
+}
+
+/* V head h (K head h % Hk) over all T tokens.  The rows of S are independent, so the loop runs
+ * over rows outside and tokens inside, in blocks of GDN_TOKEN_BLOCK tokens: each row stays in L1
+ * across a block's tokens, and the d x d state is read and written once per block (once per
+ * token when decoding). */
 static inline void gdn_delta_rule(const gdn_args *a, int64_t h) {
-    const int64_t d = a->d, kh = h % a->Hk;
+    const int64_t d = a->d, kh = h % a->Hk, Hk = a->Hk, Hv = a->Hv;
     float *S = a->state + h * d * d;
-    for (int64_t t = 0; t < a->T; t++) {
-        const float *k = a->k + (t * a->Hk + kh) * d, *q = a->q + (t * a->Hk + kh) * d;
-        const float *v = a->v + (t * a->Hv + h) * d;
-        const float alpha = expf(a->g[t * a->Hv + h]), beta = a->beta[t * a->Hv + h];
-        float *o = a->out + (t * a->Hv + h) * d;
-        for (int64_t j = 0; j < d; j++) o[j] = gdn_row(S + j * d, k, q, alpha, beta, v[j], a->scale, d);
+    float alpha[GDN_TOKEN_BLOCK];
+    for (int64_t t0 = 0; t0 < a->T; t0 += GDN_TOKEN_BLOCK) {
+        const int64_t n = a->T - t0 < GDN_TOKEN_BLOCK ? a->T - t0 : GDN_TOKEN_BLOCK;
+        gdn_alphas(a, h, t0, n, alpha);
+        for (int64_t j = 0; j < d; j++)
+            for (int64_t t = t0; t < t0 + n; t++) {
+                const float *k = a->k + (t * Hk + kh) * d, *q = a->q + (t * Hk + kh) * d;
+                a->out[(t * Hv + h) * d + j] = gdn_row(S + j * d, k, q, alpha[t - t0], a->beta[t * Hv + h],
+                                                       a->v[(t * Hv + h) * d + j], a->scale, d);
+            }
     }
 }
 
@@ -205,7 +220,7 @@ static inline void gdn_delta_rule_chunked(const gdn_args *a, int64_t h, float *s
     float *Wt = W + CS * d;       /* [i][t] */
     float *Qt = Wt + CS * d;      /* [i][t] */
     float *kd = Qt + CS * d;      /* [t][i]: e^(gam_L - gam_t) k_t */
-    float *accW = kd + CS * d, *accQ = accW + CS, *om = accQ + CS;
+    float accW[CS], accQ[CS], om[CS]; /* locals: the compiler may keep them in registers */
     for (int64_t t0 = 0; t0 < a->T; t0 += CS) {
         const int64_t n = a->T - t0 < CS ? a->T - t0 : CS;
 #define GDN_K(t) (a->k + ((t0 + (t)) * Hk + kh) * d)
@@ -273,6 +288,7 @@ static inline void gdn_delta_rule_chunked(const gdn_args *a, int64_t h, float *s
     }
 }
 
+/* The table of the baseline build (ops_gdn.c); the x86 builds swap in their own delta_rule. */
 #define GDN_KERNELS                                                                               \
     {gdn_ssm_conv, gdn_l2_norm, gdn_delta_rule, gdn_delta_rule_chunked, gdn_gated_rms_norm_silu,  \
      gdn_sigmoid_mul}

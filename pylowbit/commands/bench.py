@@ -3,7 +3,6 @@ with the share of the memory-bandwidth roofline and, with --vs llama.cpp, the ra
 measured in the same run on the same file."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -30,9 +29,11 @@ def add_parser(sub):
     p.add_argument("--type", default="tq2_0", metavar="LIST",
                    help=f"comma-separated weight formats of synthetic models ({', '.join(BENCH_TYPES)}); "
                         "default tq2_0")
-    ncpu = os.cpu_count() or 1
-    p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(ncpu)}, key=int)),
-                   metavar="LIST", help="comma-separated thread counts (default: 1 and all cores)")
+    from pylowbit import get_threads
+
+    p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(get_threads())}, key=int)),
+                   metavar="LIST", help="comma-separated thread counts (default: 1 and the library's "
+                   "default, one per physical performance core; see pylowbit info)")
     p.add_argument("-p", "--n-prompt", type=int, default=64, metavar="N",
                    help="prompt test: N tokens in one batch (0 skips it; default 64)")
     p.add_argument("-n", "--n-gen", type=int, default=16, metavar="N",
