@@ -48,6 +48,14 @@ if command -v file >/dev/null; then file -L "$BUILD/liblowbit.so"; fi
 run_tests "$BUILD" max neon,dotprod
 run_tests "$BUILD" cortex-a53 neon
 
+# Without getauxval (a LOWBIT_PORTABLE build: the path of systems lacking it) dotprod must not be
+# assumed even on a CPU that has it.
+cmake -S "$ROOT" -B "$BUILD-portable" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DCMAKE_BUILD_TYPE=Release \
+  -DLOWBIT_BUILD_TESTS=ON -DLOWBIT_PYTHON=OFF -DLOWBIT_PORTABLE=ON >/dev/null
+cmake --build "$BUILD-portable" -j "$JOBS" --target test_threads >/dev/null
+echo "== qemu-aarch64 -cpu max test_threads (LOWBIT_PORTABLE)"
+QEMU_CPU=max qemu-aarch64 -L "$SYSROOT" "$BUILD-portable/test_threads"
+
 if [ "${LOWBIT_ARM_SANITIZE:-0}" = 1 ]; then
   # LeakSanitizer cannot run under qemu-user (ptrace-like environment): leaks are off.
   build "$BUILD-san" -DLOWBIT_SANITIZE=ON

@@ -145,25 +145,36 @@ static lowbit_fwht_kernels g_fwht[LOWBIT_ISA_COUNT];
 static unsigned g_fwht_built; /* bit i: g_fwht[i] filled */
 static pthread_once_t g_fwht_once = PTHREAD_ONCE_INIT;
 
-/* Every compiled table is built once; lowbit_active_fwht() then indexes by the active ISA on each
- * call, so lowbit_set_isa() takes effect immediately without rebuilding anything. */
+/* Every table this CPU can run is built once; lowbit_active_fwht() then indexes by the active ISA
+ * on each call, so lowbit_set_isa() takes effect immediately without rebuilding anything.  A fill
+ * function is compiled with its variant's flags and may itself use them (a vector store of the
+ * table): it is called only when the CPU supports that variant. */
 static void fwht_init(void) {
+    const unsigned ok = lowbit_isa_supported();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++) lowbit_fill_fwht_scalar(&g_fwht[i]);
     g_fwht_built = 1u << LOWBIT_ISA_SCALAR;
 #ifdef LOWBIT_HAVE_AVX2
-    lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX2]);
-    g_fwht_built |= 1u << LOWBIT_ISA_AVX2;
+    if (ok & (1u << LOWBIT_ISA_AVX2)) {
+        lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX2]);
+        g_fwht_built |= 1u << LOWBIT_ISA_AVX2;
+    }
 #endif
 #ifdef LOWBIT_HAVE_AVX512VNNI
-    lowbit_fill_fwht_avx512(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
-    g_fwht_built |= 1u << LOWBIT_ISA_AVX512VNNI;
+    if (ok & (1u << LOWBIT_ISA_AVX512VNNI)) {
+        lowbit_fill_fwht_avx512(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
+        g_fwht_built |= 1u << LOWBIT_ISA_AVX512VNNI;
+    }
 #endif
 #ifdef LOWBIT_HAVE_NEON
-    lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_NEON]);
-    g_fwht_built |= 1u << LOWBIT_ISA_NEON;
+    if (ok & (1u << LOWBIT_ISA_NEON)) {
+        lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_NEON]);
+        g_fwht_built |= 1u << LOWBIT_ISA_NEON;
+    }
 #ifdef LOWBIT_HAVE_DOTPROD
-    lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_DOTPROD]); /* dotprod adds nothing to the FWHT */
-    g_fwht_built |= 1u << LOWBIT_ISA_DOTPROD;
+    if (ok & (1u << LOWBIT_ISA_DOTPROD)) {
+        lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_DOTPROD]); /* dotprod adds nothing to the FWHT */
+        g_fwht_built |= 1u << LOWBIT_ISA_DOTPROD;
+    }
 #endif
 #endif
 }
