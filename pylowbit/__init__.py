@@ -22,6 +22,7 @@ isa_active = _lowbit.isa_active
 set_isa = _lowbit.set_isa
 get_threads = _lowbit.get_threads
 set_threads = _lowbit.set_threads
+set_i2s_act_scale = _lowbit.set_i2s_act_scale
 
 try:  # the Walsh-Hadamard transform lives in its own extension module
     from pylowbit._fwht import fwht, fwht_quantize_act  # noqa: F401

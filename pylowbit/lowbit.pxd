@@ -70,3 +70,4 @@ cdef extern from "lowbit/lowbit.h" nogil:
 
     int lowbit_get_threads()
     int lowbit_set_threads(int threads)
+    int lowbit_set_i2s_act_scale(int mode)

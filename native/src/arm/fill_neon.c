@@ -27,15 +27,15 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
         return;
     }
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
-    const float vmax = rule == LOWBIT_ACT_P2 ? amax__neon(x, n) : 0.0f; /* P2: one scale per vector */
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
+    const float vmax = whole ? amax__neon(x, n) : 0.0f;
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         int8_t *qg = q + g * group;
-        const float amax = rule == LOWBIT_ACT_P2 ? vmax : amax__neon(xg, group);
+        const float amax = whole ? vmax : amax__neon(xg, group);
         float dg, id;
-        if (rule == LOWBIT_ACT_P2) { /* d = 2^k: id = 2^-k exactly */
-            dg = lowbit_act_p2_scale(amax);
-            id = dg ? 1.0f / dg : 0.0f;
+        if (whole) {
+            lowbit_act_vector_scale(rule, amax, &dg, &id);
         } else if (rule == LOWBIT_ACT_Q8_K) {
             float smax = 0.0f; /* the first element with |x| = amax carries the sign */
             for (int64_t j = 0; amax && j < group; j++)
@@ -57,7 +57,7 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
             for (int i = 0; i < 4; i++) {
                 float32x4_t p = vmulq_f32(vld1q_f32(xg + j + 4 * i), vid);
                 p = vminq_f32(vmaxnmq_f32(p, lo), hi);
-                v[i] = rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
+                v[i] = rule == LOWBIT_ACT_A8 || whole ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
                 sum = vaddq_s32(sum, v[i]);
             }
             const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));

@@ -21,8 +21,9 @@ void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 /* The A8 spec (formats.h), rule LOWBIT_ACT_* (internal.h). */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                              float *d, int32_t *s) {
-    float vmax = 0.0f; /* P2: max|x| of the whole vector */
-    if (rule == LOWBIT_ACT_P2)
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
+    float vmax = 0.0f; /* max|x| of the whole vector */
+    if (whole)
         for (int64_t j = 0; j < n; j++)
             if (fabsf(x[j]) > vmax) vmax = fabsf(x[j]);
     for (int64_t g = 0; g < n / group; g++) {
@@ -31,9 +32,8 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule,
         for (int64_t j = 0; j < group; j++)
             if (fabsf(xg[j]) > amax) amax = fabsf(xg[j]), smax = xg[j]; /* NaN never wins */
         float id, dg;
-        if (rule == LOWBIT_ACT_P2) { /* d = 2^k, id = 2^-k (exact: k in [-126, 123]) */
-            dg = lowbit_act_p2_scale(vmax);
-            id = dg ? 1.0f / dg : 0.0f;
+        if (whole) {
+            lowbit_act_vector_scale(rule, vmax, &dg, &id);
         } else if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
             id = amax ? -127.0f / smax : 0.0f;
             dg = amax ? 1.0f / id : 0.0f;
@@ -45,7 +45,7 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule,
         int32_t sum = 0;
         for (int64_t j = 0; j < group; j++) {
             float v = lowbit_act_clamp(xg[j] * id);
-            int c = (int)(rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? roundf(v) : rintf(v));
+            int c = (int)(rule == LOWBIT_ACT_A8 || whole ? roundf(v) : rintf(v));
             q[g * group + j] = (int8_t)c;
             sum += c;
         }

@@ -1098,8 +1098,8 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
         if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, rule, q + g * G, d + g, s + g);
 }
 
-/* P2 (I2_S, group 128): one power-of-two scale for the whole vector (internal.h). */
-static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
+/* P2 / S8 (I2_S, group 128): one scale for the whole vector (internal.h). */
+static void quantize_vector_avx2(const float *x, int64_t n, int rule, int8_t *q, float *d, int32_t *s) {
     __m256 P, N;
     group_max_min(x, n, &P, &N);
     P = _mm256_max_ps(N, P);
@@ -1107,10 +1107,11 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     if (!(amax <= 3.4028235e38f)) { /* inf: the reference's clamp decides the codes */
-        lowbit_quantize_act_ref(x, n, 128, LOWBIT_ACT_P2, q, d, s);
+        lowbit_quantize_act_ref(x, n, 128, rule, q, d, s);
         return;
     }
-    const float dg = lowbit_act_p2_scale(amax), id = dg ? 1.0f / dg : 0.0f;
+    float dg, id;
+    lowbit_act_vector_scale(rule, amax, &dg, &id);
     const int64_t ng = n / 128;
     for (int64_t g0 = 0; g0 < ng; g0 += 8) {
         const int k = ng - g0 < 8 ? (int)(ng - g0) : 8;
@@ -1126,11 +1127,12 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
 
 static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                               float *d, int32_t *s) {
-    if (rule == LOWBIT_ACT_P2 && group == 128) {
-        quantize_p2_avx2(x, n, q, d, s);
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8;
+    if (whole && group == 128) {
+        quantize_vector_avx2(x, n, rule, q, d, s);
         return;
     }
-    if (group % 32 || rule == LOWBIT_ACT_P2) {
+    if (group % 32 || whole) {
         lowbit_quantize_act_ref(x, n, group, rule, q, d, s);
         return;
     }
