@@ -33,7 +33,21 @@ PRESETS = {
     "bonsai2-27b": ("qwen35", "bonsai2-27b", {}),
 }
 BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
-LLAMA_CPP_TYPES = ("tq1_0", "tq2_0", "q2_0")  # what upstream llama.cpp reads of BENCH_TYPES
+NOT_LLAMA_CPP_TYPES = ("i2_s", "pq2_0", "ptq1_0")  # tensor types upstream llama.cpp does not read
+# general.file_type (llama_ftype) -> llama.cpp's name for the file's type mix (llama_model_ftype_name,
+# what llama-bench prints); 40 is Q1_0 upstream but bitnet.cpp's I2_S in its files (I2_S matrices)
+FILE_TYPE_NAMES = {
+    0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
+    11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
+    16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 19: "IQ2_XXS - 2.0625 bpw", 20: "IQ2_XS - 2.3125 bpw",
+    21: "Q2_K - Small", 22: "IQ3_XS - 3.3 bpw", 23: "IQ3_XXS - 3.0625 bpw", 24: "IQ1_S - 1.5625 bpw",
+    25: "IQ4_NL - 4.5 bpw", 26: "IQ3_S - 3.4375 bpw", 27: "IQ3_S mix - 3.66 bpw", 28: "IQ2_S - 2.5 bpw",
+    29: "IQ2_M - 2.7 bpw", 30: "IQ4_XS - 4.25 bpw", 31: "IQ1_M - 1.75 bpw", 32: "BF16",
+    36: "TQ1_0 - 1.69 bpw ternary", 37: "TQ2_0 - 2.06 bpw ternary", 38: "MXFP4 MoE", 39: "NVFP4",
+    40: "Q1_0", 41: "Q2_0",
+}
+BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
+LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
 
@@ -241,12 +255,15 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
     probe_buf = probe_buffer(512 << 20) if n_gen > 0 else None
     probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
-    files = []
+    files, llama_reads = [], set()  # llama_reads: indices of the files llama.cpp reads
     for label, path in paths:
-        fmt = _file_format(path)
+        fmt, foreign = _file_format(path)
+        if not foreign:
+            llama_reads.add(len(files))
         files.append((label, path, path.stat().st_size, weight_bytes_per_token(path), fmt))
-        if vs_llama and fmt not in LLAMA_CPP_TYPES and fmt != "other" and console:
-            console.print(f"[yellow]llama.cpp does not read {fmt}: no comparison for {label}[/yellow]")
+        if vs_llama and foreign and console:
+            console.print(f"[yellow]llama.cpp does not read {', '.join(foreign)}: no comparison for "
+                          f"{label}[/yellow]")
     found: dict[tuple, Row] = {}
     for t in threads:
         runs = []  # (file index, engines, tests)
@@ -254,7 +271,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
             engines = [PylowbitEngine(path, t, ctx)]
             vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
             tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
-            if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
+            if vs_llama and i in llama_reads:
                 engines.append(LlamaCppEngine(path, t, ctx))
             tests = []
             if n_prompt > 0:
@@ -314,23 +331,30 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     return rows, info
 
 
-def _file_format(path: Path) -> str:
-    """The dominant matrix format of a file (by bytes), for the table."""
-    from pylowbit.core import format_info
-    from pylowbit.gguf import GGUFFile
+def _file_format(path: Path) -> tuple[str, list[str]]:
+    """(the table's format: llama.cpp's name of the file's general.file_type, as llama-bench
+    prints it, else the dominant matrix type by bytes; the file's tensor types upstream llama.cpp
+    does not read)."""
+    from pylowbit.gguf import TYPES, GGUFFile
 
     by_type: dict[int, int] = {}
     with GGUFFile(path) as f:
         for t in f.tensors.values():
             if len(t.shape) == 2 and t.name != "token_embd.weight":
                 by_type[t.type_id] = by_type.get(t.type_id, 0) + t.nbytes
-    if not by_type:
-        return "other"
-    tid = max(by_type, key=by_type.get)
-    try:
-        return format_info(tid).name
-    except ValueError:
-        return f"type{tid}"
+        names = {TYPES[t.type_id].name if t.type_id in TYPES else f"type{t.type_id}" for t in f.tensors.values()}
+        ftype = f.metadata.get("general.file_type")
+    foreign = sorted(n for n in names if n in NOT_LLAMA_CPP_TYPES)
+    top = max(by_type, key=by_type.get) if by_type else None
+    top_name = TYPES[top].name if top in TYPES else ("other" if top is None else f"type{top}")
+    if isinstance(ftype, int) and not isinstance(ftype, bool):
+        guessed = " (guessed)" if ftype & LLAMA_FTYPE_GUESSED else ""
+        ftype &= ~LLAMA_FTYPE_GUESSED
+        if ftype == 40 and top_name == "i2_s":
+            return BITNET_CPP_I2_S_FILE_TYPE + guessed, foreign
+        if ftype in FILE_TYPE_NAMES:
+            return FILE_TYPE_NAMES[ftype] + guessed, foreign
+    return top_name, foreign
 
 
 def to_json(rows: list[Row], info: dict) -> str:
