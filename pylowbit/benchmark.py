@@ -21,6 +21,9 @@ import numpy as np
 # that architecture, so `--vs llama.cpp` runs the very same file).
 PRESETS = {
     "bitnet-2b": ("llama", "bitnet-2b", {}),
+    # the published 2B4T file's own layout: bitnet-b1.58, sub-norms, the F16 embedding tied as the
+    # head (656 MB of the ~1.2 GB read per token), so the F16 GEMV is in every run
+    "bitnet-2b-f16": ("bitnet-b1.58", "bitnet-2b", {}),
     "bonsai-1.7b": ("qwen3", "bitnet-2b", dict(n_layer=28, d_model=2048, n_ff=6144, n_head=16,
                                                n_head_kv=8, head_dim=128, vocab_size=151936,
                                                rope_base=1e6, eps=1e-6)),
@@ -49,6 +52,7 @@ FILE_TYPE_NAMES = {
 BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
 LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
+PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
 
 
@@ -85,7 +89,8 @@ def synthetic_model(preset: str, fmt: str, console=None) -> Path:
         def progress(done, total, name):
             bar.update(task, completed=done, total=total)
 
-        write_synthetic_model(path, arch=arch, fmt=fmt, preset=base, embed_fmt=EMBED_TYPE,
+        write_synthetic_model(path, arch=arch, fmt=fmt, preset=base,
+                              embed_fmt=PRESET_EMBED_TYPES.get(preset, EMBED_TYPE),
                               progress=progress, **overrides)
     return path
 

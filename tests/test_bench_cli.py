@@ -257,3 +257,17 @@ def test_vs_llama_cpp_runs_every_file_llama_cpp_reads(cache, monkeypatch):
     assert [p for e, p in opened if e == "llama.cpp"] == [gemma]
     assert {(r.model, r.engine) for r in rows} == {("gemma", "pylowbit"), ("gemma", "llama.cpp"),
                                                     ("tiny i2_s", "pylowbit")}
+
+
+def test_bitnet_2b_f16_preset_is_shaped_like_the_published_2b4t_file():
+    """bitnet.cpp's 2B4T file: bitnet-b1.58, 332 tensors, 210 I2_S matrices, the F16 embedding
+    (128256 x 2560) tied as the head; checked from the layout, without writing its 1.2 GB."""
+    import pylowbit.benchmark as B
+    from pylowbit.model.synthetic import synthetic_layout
+
+    arch, base, overrides = B.PRESETS["bitnet-2b-f16"]
+    lay = synthetic_layout(arch, base, "i2_s", embed_fmt=B.PRESET_EMBED_TYPES["bitnet-2b-f16"], **overrides)
+    assert arch == "bitnet-b1.58" and len(lay) == 332 and "output.weight" not in lay
+    assert sum(t == "i2_s" for t, _ in lay.values()) == 210
+    assert lay["token_embd.weight"] == ("f16", (128256, 2560))
+    assert "blk.0.attn_sub_norm.weight" in lay and "blk.29.ffn_sub_norm.weight" in lay
