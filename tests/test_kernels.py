@@ -6,7 +6,8 @@ import pylowbit as lb
 from pylowbit import _lowbit
 
 KERNEL_FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0"]
-ALL_FORMATS = KERNEL_FORMATS + ["f16", "f32"]
+ALL_FORMATS = KERNEL_FORMATS + ["f16", "bf16", "f32"]
+FLOAT_FORMATS = ("f16", "bf16", "f32")
 VARIANTS = lb.isa_supported()
 
 
@@ -129,7 +130,7 @@ def test_gemv_matches_float64_reference(fmt):
         x = rng.standard_normal(cols).astype(np.float32)
         wd = w.dequantize().astype(np.float64)
         y = w.gemv(x)
-        if fmt in ("f16", "f32"):
+        if fmt in FLOAT_FORMATS:
             xa = x.astype(np.float64)
         else:
             xa, _, _ = emulate_for(x, fmt)
@@ -292,7 +293,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             p = w.pack()
             assert p.shape == w.shape and p.fmt == w.fmt
             assert (p.data is None) == p.is_packed  # repacked: the file bytes are let go
-            packs = fmt not in ("q8_0", "q1_0", "f16", "f32")
+            packs = fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS)
             assert p.is_packed == packs
             if packs:
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4); fp16 scales
@@ -302,7 +303,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
                 assert p.packed_nbytes == rows4 * (-(-cols // 128)) * 32 + scales
             for threads in (1, 2):
                 yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)
-                if (packs or fmt in ("f16", "f32")) and variant in BIT_EXACT_VARIANTS:
+                if (packs or fmt in FLOAT_FORMATS) and variant in BIT_EXACT_VARIANTS:
                     np.testing.assert_array_equal(yv, ref_v)
                     np.testing.assert_array_equal(ym, ref_m)
                 else:

@@ -45,7 +45,7 @@ typedef struct {
     const lowbit_matrix *m; /* packed matrix, or NULL for the file layout */
     int64_t rows, cols, row_bytes;
     const lowbit_act *a; /* quantized activations (batch of them) */
-    const float *x;      /* float activations (F32/F16 weights) */
+    const float *x;      /* float activations (F32/F16/BF16 weights) */
     int64_t batch;
     float *y;
     float row_scale; /* I2_S per-tensor scale, else 1 */
@@ -82,6 +82,8 @@ static void run_chunk(void *ctx, int64_t t) {
                 J->k->gemv_f32((const float *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
             else if (J->type == LOWBIT_TYPE_F16)
                 J->k->gemv_f16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
+            else if (J->type == LOWBIT_TYPE_BF16)
+                J->k->gemv_bf16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
         }
         return;
     }
@@ -256,7 +258,8 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
+    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f,
+             0, 0, 0, NULL, NULL};
     return run_job(&J, threads);
 }
 
@@ -270,7 +273,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL};
+        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -279,7 +282,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
+    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
     st = run_job(&J, threads);
     free(mem);
     return st;
@@ -300,7 +303,7 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
     job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0, 0, NULL};
+             batch, y, 1.0f, 0, 0, 0, NULL, NULL};
     return run_job(&J, threads);
 }
 
@@ -381,7 +384,7 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
         const lowbit_matrix *m = ms[j];
         job *J = &M->part[j];
         *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, m->cols, 0, NULL, NULL,
-                   batch, NULL, 1.0f, 0, 0, 0, NULL};
+                   batch, NULL, 1.0f, 0, 0, 0, NULL, NULL};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, m->cols);
         job_prepare(J);
     }

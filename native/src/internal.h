@@ -36,6 +36,22 @@ static inline float lowbit_fp16_to_fp32(uint16_t h) {
     return f;
 }
 
+/* BF16 is float32's upper half: widening is exact. */
+static inline float lowbit_bf16_to_fp32(uint16_t h) {
+    const uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* float32 to BF16, round to nearest even (NaN stays a quiet NaN), as ggml rounds it. */
+static inline uint16_t lowbit_fp32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000u) return (uint16_t)((x >> 16) | 64);
+    return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+}
+
 static inline uint16_t lowbit_fp32_to_fp16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -254,10 +270,12 @@ typedef struct lowbit_kernels {
     lowbit_gemv_fn gemv[LOWBIT_K_COUNT];
     lowbit_gemm_fn gemm[LOWBIT_K_COUNT];
     lowbit_quantize_act_fn quantize_act;
-    /* float GEMV for F32 / F16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
+    /* float GEMV for F32 / F16 / BF16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
     void (*gemv_f32)(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y);
     void (*gemv_f16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                      float *y);
+    void (*gemv_bf16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                      float *y);
     /* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
      * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows
      * past m->rows are never written. */

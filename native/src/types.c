@@ -12,6 +12,7 @@ typedef struct {
 static const type_row TYPES[] = {
     {LOWBIT_TYPE_F32, "f32", 1, 4, -1},
     {LOWBIT_TYPE_F16, "f16", 1, 2, -1},
+    {LOWBIT_TYPE_BF16, "bf16", 1, 2, -1},
     {LOWBIT_TYPE_Q8_0, "q8_0", LOWBIT_QK_Q8_0, sizeof(lowbit_block_q8_0), LOWBIT_K_Q8_0},
     {LOWBIT_TYPE_Q5_0, "q5_0", LOWBIT_QK_Q5_0, sizeof(lowbit_block_q5_0), LOWBIT_K_Q5_0},
     {LOWBIT_TYPE_Q4_K, "q4_k", LOWBIT_QK_Q4_K, sizeof(lowbit_block_q4_k), LOWBIT_K_Q4_K},

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* GGUF tensor type ids.  6/12/14/34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is
+/* GGUF tensor type ids.  6/12/14/30/34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is
  * upstream Q2_0 (group 64); 142/143 are PrismML's PQ2_0 / PTQ1_0. */
 typedef enum lowbit_type {
     LOWBIT_TYPE_F32 = 0,
@@ -23,6 +23,7 @@ typedef enum lowbit_type {
     LOWBIT_TYPE_Q4_K = 12,
     LOWBIT_TYPE_Q6_K = 14,
     LOWBIT_TYPE_Q8_K = 15,
+    LOWBIT_TYPE_BF16 = 30,
     LOWBIT_TYPE_TQ1_0 = 34,
     LOWBIT_TYPE_TQ2_0 = 35,
     LOWBIT_TYPE_I2_S = 36,

@@ -69,7 +69,7 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
     }
 }
 
-/* ---- float GEMV (F32 / F16 weights: the tied-embedding LM head) ---------------------------- */
+/* ---- float GEMV (F32 / F16 / BF16 weights: the tied-embedding LM head) ---------------------------- */
 
 /* In the reference's order (ref/dot.c): the 16 fused lane sums are four registers (lanes 0-3,
  * 4-7, 8-11, 12-15, vfma), folded l + 8 (registers 0 + 2, 1 + 3), l + 4, l + 2, l + 1, then the
@@ -78,6 +78,9 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
 static inline float32x4_t load4_f32(const float *p) { return vld1q_f32(p); }
 static inline float32x4_t load4_f16(const uint16_t *p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+static inline float32x4_t load4_bf16(const uint16_t *p) { /* BF16: a float32's upper half */
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
 }
 static inline float f32_value(float v) { return v; }
 
@@ -104,6 +107,7 @@ static inline float fold16__neon(const float32x4_t a[4]) {
     }
 DEFINE_FLOAT_GEMV_NEON(gemv_f32__neon, float, load4_f32, f32_value)
 DEFINE_FLOAT_GEMV_NEON(gemv_f16__neon, uint16_t, load4_f16, lowbit_fp16_to_fp32)
+DEFINE_FLOAT_GEMV_NEON(gemv_bf16__neon, uint16_t, load4_bf16, lowbit_bf16_to_fp32)
 
 void lowbit_register_kquant_neon(lowbit_kernels *k); /* kquant_neon.c: Q5_0, Q4_K, Q6_K */
 
@@ -113,4 +117,5 @@ void lowbit_fill_kernels_neon(lowbit_kernels *k) {
     k->quantize_act = quantize_act_a8__neon;
     k->gemv_f32 = gemv_f32__neon;
     k->gemv_f16 = gemv_f16__neon;
+    k->gemv_bf16 = gemv_bf16__neon;
 }

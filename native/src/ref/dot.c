@@ -153,7 +153,7 @@ void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, 
     }
 LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMM_REF)
 
-/* Float weights (F32, F16: the tied-embedding LM head) take float activations.  The spec every
+/* Float weights (F32, F16, BF16: the tied-embedding LM head) take float activations.  The spec every
  * variant keeps, bit for bit: 16 lane sums, lane l taking w[j] * x[j] for the j = l mod 16 of the
  * first cols - cols % 16 values in order, fused (fmaf: one rounding, as SIMD FMA), folded as
  * lane l + lane l + 8, then l + 4, l + 2, l + 1 (the order of a SIMD reduction of 16 lanes held in
@@ -173,6 +173,7 @@ LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMM_REF)
 #define F32_VALUE(v) (v)
 DEFINE_FLOAT_DOT(dot_f32, float, F32_VALUE)
 DEFINE_FLOAT_DOT(dot_f16, uint16_t, lowbit_fp16_to_fp32)
+DEFINE_FLOAT_DOT(dot_bf16, uint16_t, lowbit_bf16_to_fp32)
 
 static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
@@ -182,6 +183,11 @@ static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, c
 static void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
     for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_f16(w + r * cols, x, cols);
+}
+
+static void gemv_bf16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                          float *y) {
+    for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_bf16(w + r * cols, x, cols);
 }
 
 /* The bandwidth probe's loop: one cache line per step, 8 independent sums (vectorized by -O3),
@@ -207,6 +213,7 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->quantize_act = lowbit_quantize_act_ref;
     k->gemv_f32 = gemv_f32_ref;
     k->gemv_f16 = gemv_f16_ref;
+    k->gemv_bf16 = gemv_bf16_ref;
     k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
     k->packed_gemm = lowbit_packed_gemm_ref;
     k->read_bytes = read_bytes_ref;

@@ -1,4 +1,4 @@
-/* F32 / F16 GEMV (the tied-embedding LM head) with AVX2 + F16C, in the reference's order (ref/dot.c,
+/* F32 / F16 / BF16 GEMV (the tied-embedding LM head) with AVX2 + F16C, in the reference's order (ref/dot.c,
  * DEFINE_FLOAT_DOT): 16 fused lane sums, lane l taking w[j] * x[j] for j = l mod 16, folded as
  * l + 8, l + 4, l + 2, l + 1, then the last cols % 16 products fused in order.  Here lanes 0-7 are
  * one register and 8-15 another, so the first fold is one add; four rows at a time share each x
@@ -10,6 +10,10 @@
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
 static inline __m256 load_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+static inline __m256 load_bf16(const uint16_t *p) { /* BF16: the upper half of a float32 */
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 static inline float to_f32(float v) { return v; }
 
@@ -57,8 +61,10 @@ static inline float fold8(__m256 t8) {
 
 static DEFINE_GEMV(gemv_f32_avx2, float, load_f32, to_f32)
 static DEFINE_GEMV(gemv_f16_avx2, uint16_t, load_f16, _cvtsh_ss)
+static DEFINE_GEMV(gemv_bf16_avx2, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 
 void lowbit_register_float_gemv_avx2(lowbit_kernels *k) {
     k->gemv_f32 = gemv_f32_avx2;
     k->gemv_f16 = gemv_f16_avx2;
+    k->gemv_bf16 = gemv_bf16_avx2;
 }

@@ -1,4 +1,4 @@
-/* F32 / F16 GEMV with AVX-512, in the reference's order (ref/dot.c, DEFINE_FLOAT_DOT; see
+/* F32 / F16 / BF16 GEMV with AVX-512, in the reference's order (ref/dot.c, DEFINE_FLOAT_DOT; see
  * float_gemv_avx2.c): the 16 lane sums are one register, the first fold its two halves. */
 #include <immintrin.h>
 
@@ -7,6 +7,10 @@
 static inline __m512 load_f32(const float *p) { return _mm512_loadu_ps(p); }
 static inline __m512 load_f16(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+static inline __m512 load_bf16(const uint16_t *p) { /* BF16: the upper half of a float32 */
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 static inline float to_f32(float v) { return v; }
 
@@ -49,8 +53,10 @@ static inline float fold16(__m512 a) {
 
 static DEFINE_GEMV(gemv_f32_avx512, float, load_f32, to_f32)
 static DEFINE_GEMV(gemv_f16_avx512, uint16_t, load_f16, _cvtsh_ss)
+static DEFINE_GEMV(gemv_bf16_avx512, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 
 void lowbit_register_float_gemv_avx512(lowbit_kernels *k) {
     k->gemv_f32 = gemv_f32_avx512;
     k->gemv_f16 = gemv_f16_avx512;
+    k->gemv_bf16 = gemv_bf16_avx512;
 }
