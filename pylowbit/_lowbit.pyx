@@ -1,6 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Thin wrappers over liblowbit: check arrays, release the GIL, call C, turn status codes into
 exceptions.  Friendlier objects (QTensor, format names) live in pylowbit/core.py."""
+import os
+
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
@@ -441,3 +443,23 @@ def set_i2s_act_scale(mode):
     if mode not in I2S_ACT_SCALES:
         raise ValueError(f"I2_S activation scale must be one of {I2S_ACT_SCALES}, got {mode!r}")
     return I2S_ACT_SCALES[lowbit_set_i2s_act_scale(I2S_ACT_SCALES.index(mode))]
+
+
+def threads_origin():
+    return lowbit_threads_origin().decode()
+
+
+def threads_for_topology(sys_root, allowed_cpus=None):
+    cdef char why[256]
+    cdef bytes root_b = None if sys_root is None else os.fsencode(sys_root)
+    cdef bytes allowed_b = None if allowed_cpus is None else str(allowed_cpus).encode()
+    cdef const char *root_p = NULL
+    cdef const char *allowed_p = NULL
+    if root_b is not None:
+        root_p = root_b
+    if allowed_b is not None:
+        allowed_p = allowed_b
+    cdef int n = lowbit_threads_for_topology(root_p, allowed_p, why, sizeof(why))
+    if n < 0:
+        raise ValueError(f"allowed_cpus: {why.decode()} (expected a CPU list such as '0-3,8')")
+    return n, why.decode()

@@ -6,11 +6,13 @@ that drift on a shared machine hits both engines alike.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,16 @@ LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
 PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
+# Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
+# output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
+# not hours of float32 passes), and the prism.hadamard metadata (explicit signs) on the types the
+# release is rotated in.  Without --vs the PQ2_0 / PTQ1_0 files hold the release's exact tensor
+# bytes.  qwen35-tiny takes the same path, so CI tests it without writing gigabytes.
+RELEASE_RECIPES = {
+    "qwen35-tiny": dict(rotation_block=256, rotated=("q2_0", "pq2_0", "ptq1_0")),
+    "bonsai2-27b": dict(rotation_block=1024, rotated=("q2_0", "pq2_0", "ptq1_0")),
+}
+HEADER_ALLOWANCE = 64 << 20  # bytes beyond the tensors a synthetic file may need (tokenizer, signs)
 
 
 class BenchError(RuntimeError):
@@ -66,32 +78,110 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def synthetic_model(preset: str, fmt: str, console=None) -> Path:
-    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar."""
-    from pylowbit.model.synthetic import write_synthetic_model
+@dataclass(frozen=True)
+class SyntheticFile:
+    """One cached synthetic model: what write_synthetic_model is given, and where it goes."""
+    preset: str
+    fmt: str
+    rotation_block: int | None
+    path: Path
+    kwargs: dict
 
+    def tensor_bytes(self) -> int:
+        """The tensors' bytes (the file less its header), from the layout: nothing is written."""
+        from pylowbit.gguf import tensor_nbytes, type_id
+        from pylowbit.model.synthetic import synthetic_layout
+
+        lay = synthetic_layout(**{k: v for k, v in self.kwargs.items()
+                                  if k not in ("random_codes", "rotation_block")})
+        return sum(tensor_nbytes(type_id(t), shape) for t, shape in lay.values())
+
+
+def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
+    """The cached synthetic GGUF of (preset, fmt).  plain: no rotation even on a type the preset's
+    release rotates (llama.cpp has no prism.hadamard: a rotated file would run there as noise)."""
     if preset not in PRESETS:
         raise BenchError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
     if fmt not in BENCH_TYPES:
         raise BenchError(f"unknown type {fmt!r} (known: {', '.join(BENCH_TYPES)})")
     arch, base, overrides = PRESETS[preset]
-    path = cache_dir() / f"synthetic-{preset}-{fmt}-v{GENERATOR_VERSION}.gguf"
+    kwargs = dict(arch=arch, fmt=fmt, preset=base, **overrides)
+    recipe = RELEASE_RECIPES.get(preset)
+    if recipe is None:
+        kwargs["embed_fmt"] = PRESET_EMBED_TYPES.get(preset, EMBED_TYPE)
+        rot, name = None, f"synthetic-{preset}-{fmt}"
+    else:
+        rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None
+        kwargs.update(embed_fmt=fmt, random_codes=True, rotation_block=rot)
+        name = f"synthetic-{preset}-{fmt}-codes" + (f"-hadamard{rot}" if rot else "")
+    return SyntheticFile(preset, fmt, rot, cache_dir() / f"{name}-v{GENERATOR_VERSION}.gguf", kwargs)
+
+
+def ensure_disk_space(files: list[SyntheticFile]) -> None:
+    """Before writing anything: the files not yet cached must fit the cache's file system together
+    (one clear error naming the need and what is free, rather than a full disk half way)."""
+    from pylowbit.gguf import check_disk_space
+
+    missing = [f for f in files if not f.path.exists()]
+    if missing:
+        need = sum(f.tensor_bytes() + HEADER_ALLOWANCE for f in missing)
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        check_disk_space(directory, need, ", ".join(f.path.name for f in missing))
+
+
+@contextmanager
+def _file_lock(path: Path):
+    """An exclusive lock named after `path`, for one process at a time (others wait); the lock file
+    is removed when released.  A waiter that wakes on a lock file already unlinked by its holder
+    opens the new one: the inode check makes sure the lock held is the one at the name."""
+    import fcntl
+
+    name = path.parent / f".{path.name}.lock"
+    while True:
+        fh = open(name, "a")
+        fcntl.flock(fh, fcntl.LOCK_EX)  # also released if the process dies
+        try:
+            if os.fstat(fh.fileno()).st_ino == os.stat(name).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        fh.close()
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(name)
+        finally:
+            fh.close()
+
+
+def synthetic_model(preset: str, fmt: str, console=None, plain: bool = False) -> Path:
+    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar.  The
+    write is atomic and holds a lock, so a second process asking for the same file (another bench
+    on a shared machine) waits for it and reuses it instead of writing its own copy."""
+    from pylowbit.model.synthetic import write_synthetic_model
+
+    spec = synthetic_file(preset, fmt, plain)
+    path = spec.path
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    with _file_lock(path):
+        if path.exists():  # written by whoever held the lock before us
+            return path
+        ensure_disk_space([spec])
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("writing {task.description}"), BarColumn(),
-                  TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task(path.name, total=1)
+        with Progress(TextColumn("writing {task.description}"), BarColumn(), DownloadColumn(),
+                      TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(path.name, total=None)
 
-        def progress(done, total, name):
-            bar.update(task, completed=done, total=total)
+            def progress(done, total, name):
+                bar.update(task, completed=done, total=total)
 
-        write_synthetic_model(path, arch=arch, fmt=fmt, preset=base,
-                              embed_fmt=PRESET_EMBED_TYPES.get(preset, EMBED_TYPE),
-                              progress=progress, **overrides)
+            write_synthetic_model(path, progress=progress, **spec.kwargs)
     return path
 
 
@@ -160,7 +250,13 @@ class PylowbitEngine:
     def __init__(self, path: Path, threads: int, ctx: int):
         from pylowbit.model import load_model
 
+        t0 = time.perf_counter()
         self.model = load_model(path, ctx=ctx, threads=threads)
+        self.load_s = time.perf_counter() - t0
+
+    def set_threads(self, threads: int) -> None:
+        """The same loaded model on another thread count (a 27B file takes minutes to load)."""
+        self.model.threads = threads
 
     def prompt(self, tokens) -> None:
         self.model.reset()
@@ -184,8 +280,10 @@ class LlamaCppEngine:
         except ImportError:
             raise BenchError("--vs llama.cpp needs llama-cpp-python: pip install "
                              "llama-cpp-python==0.3.36") from None
+        t0 = time.perf_counter()
         self.llm = Llama(model_path=str(path), n_ctx=ctx, n_batch=ctx, n_ubatch=ctx,
                          n_threads=threads, n_threads_batch=threads, verbose=False)
+        self.load_s = time.perf_counter() - t0
 
     def prompt(self, tokens) -> None:
         self.llm.reset()
@@ -238,6 +336,7 @@ class Row:
     roofline_share: float | None = None  # generation only
     vs_llama_cpp: float | None = None  # pylowbit t/s / llama.cpp t/s, same file, same run
     peak_rss_bytes: int = 0
+    load_s: float = 0.0  # the engine's load of the file (pylowbit: once, for every thread count)
 
 
 def _timed(fn, *args) -> float:
@@ -251,8 +350,10 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
     thread count all files are loaded at once and each repetition runs every (file, engine) in
     turn, so that the ratios between formats, not only between engines, are side by side (run one
-    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  Peak RSS is the
-    process's, with all of the thread count's models loaded."""
+    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  pylowbit loads each
+    file once for all thread counts.  Files whose models do not fit in memory together are
+    measured one after the other instead (_memory_groups).  Peak RSS is the process's, with all
+    models of the file's group loaded."""
     info = {"bandwidth_bytes_per_s": {}, "bandwidth_range_bytes_per_s": {}, "n_prompt": n_prompt,
             "n_gen": n_gen, "reps": reps}
     ctx = max(n_prompt, 1) + n_gen + 16
@@ -270,70 +371,112 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
             console.print(f"[yellow]llama.cpp does not read {', '.join(foreign)}: no comparison for "
                           f"{label}[/yellow]")
     found: dict[tuple, Row] = {}
-    for t in threads:
-        runs = []  # (file index, engines, tests)
-        for i, (label, path, size, per_token, fmt) in enumerate(files):
-            engines = [PylowbitEngine(path, t, ctx)]
-            vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
-            tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
-            if vs_llama and i in llama_reads:
-                engines.append(LlamaCppEngine(path, t, ctx))
-            tests = []
-            if n_prompt > 0:
-                tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
-            if n_gen > 0:
-                tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
-            runs.append((i, engines, tests))
-        for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
-            test, n_tok = runs[0][2][k][:2]
-            for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
-                for e in engines:
-                    tests[k][2](e)
-            samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
-            peaks = dict.fromkeys(samples, 0)
-            # Generation's roofline is paired run by run: the read bandwidth is probed right before
-            # and after every timed run, and the run's share is its bytes/s over the better of those
-            # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
-            # sides alike.
-            probe = test.startswith("tg")
-            probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
-            shares = {key: [] for key in samples}
-            for _ in range(reps):
-                for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
+    probes_of: dict[int, list] = {t: [] for t in threads}
+    groups = _memory_groups(files, llama_reads if vs_llama else set())
+    if len(groups) > 1 and console:
+        console.print("[yellow]the models do not fit in the available memory together: "
+                      "each file is measured in turn[/yellow]")
+    for group in groups:
+        loaded: dict[int, PylowbitEngine] = {}  # once for every thread count: it is a setting
+        for t in threads:
+            runs = []  # (file index, engines, tests)
+            for i, (label, path, size, per_token, fmt) in group:
+                if i not in loaded:
+                    loaded[i] = PylowbitEngine(path, t, ctx)
+                loaded[i].set_threads(t)
+                engines = [loaded[i]]
+                vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
+                tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
+                if vs_llama and i in llama_reads:
+                    engines.append(LlamaCppEngine(path, t, ctx))
+                tests = []
+                if n_prompt > 0:
+                    tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
+                if n_gen > 0:
+                    tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
+                runs.append((i, engines, tests))
+            for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
+                test, n_tok = runs[0][2][k][:2]
+                for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
                     for e in engines:
-                        _reset_peak_rss()
-                        samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
-                        peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
+                        tests[k][2](e)
+                samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
+                peaks = dict.fromkeys(samples, 0)
+                # Generation's roofline is paired run by run: the read bandwidth is probed right before
+                # and after every timed run, and the run's share is its bytes/s over the better of those
+                # two (a dip in one probe can't inflate it), so drift on a shared machine moves both
+                # sides alike.
+                probe = test.startswith("tg")
+                probes = [read_bandwidth(t, reps=2, buf=probe_buf)] if probe else []
+                shares = {key: [] for key in samples}
+                for _ in range(reps):
+                    for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
+                        for e in engines:
+                            _reset_peak_rss()
+                            samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
+                            peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
+                            if probe:
+                                probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
+                                shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
+                                                         / max(probes[-2:]))
+                if probe:
+                    allp = probes_of[t]
+                    allp += probes
+                    info["bandwidth_bytes_per_s"][t] = statistics.mean(allp)
+                    # how far the machine's bandwidth moved during the runs: on a shared machine the
+                    # better of two probes (each run's reference) sits above their mean by up to half this
+                    info["bandwidth_range_bytes_per_s"][t] = [min(allp), max(allp)]
+                for i, engines, _ in runs:
+                    label, path, size, per_token, fmt = files[i]
+                    ours = None
+                    for e in engines:
+                        sm = samples[i, e.name]
+                        row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
+                                  statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
+                                  peak_rss_bytes=peaks[i, e.name], load_s=e.load_s)
                         if probe:
-                            probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
-                            shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
-                                                     / max(probes[-2:]))
-            if probe:
-                info["bandwidth_bytes_per_s"][t] = statistics.mean(probes)
-                # how far the machine's bandwidth moved during the runs: on a shared machine the
-                # better of two probes (each run's reference) sits above their mean by up to half this
-                info["bandwidth_range_bytes_per_s"][t] = [min(probes), max(probes)]
-            for i, engines, _ in runs:
-                label, path, size, per_token, fmt = files[i]
-                ours = None
-                for e in engines:
-                    sm = samples[i, e.name]
-                    row = Row(label, fmt, size, e.name, t, test, statistics.mean(sm),
-                              statistics.stdev(sm) if len(sm) > 1 else 0.0, sm,
-                              peak_rss_bytes=peaks[i, e.name])
-                    if probe:
-                        row.roofline_share = statistics.mean(shares[i, e.name])
-                    if e.name == "pylowbit":
-                        ours = row
-                    elif ours is not None:
-                        ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
-                    found[i, t, k, e.name] = row
-        for _, engines, _ in runs:
-            for e in engines:
-                e.close()
+                            row.roofline_share = statistics.mean(shares[i, e.name])
+                        if e.name == "pylowbit":
+                            ours = row
+                        elif ours is not None:
+                            ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
+                        found[i, t, k, e.name] = row
+            for _, engines, _ in runs:
+                for e in engines[1:]:  # llama.cpp's (its thread count is fixed at load)
+                    e.close()
+        for e in loaded.values():
+            e.close()
+        loaded.clear()
+        gc.collect()  # the next group's models load into this one's memory
     rows = [found[key] for key in sorted(found, key=lambda key: (key[0], threads.index(key[1]), key[2]))]
     info["weight_bytes_per_token"] = {f[0]: f[3] for f in files}
     return rows, info
+
+
+def _available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _memory_groups(files: list, compared: set) -> list[list]:
+    """The files as [(index, file)] groups loaded together: all of them in one group when their
+    models fit in the available memory at once (a model takes about its file's size; llama.cpp's
+    mapping of it as much again), else one file a group, measured in turn.  Two Bonsai 2 27B models
+    (7.2 + 5.9 GB) do not fit a shared 24 GB machine.  The margin is wide: a repacked model can be
+    larger than its file, and on a shared machine the others' memory grows while ours loads."""
+    indexed = list(enumerate(files))
+    need = sum(f[2] * (2 if i in compared else 1) for i, f in enumerate(files))
+    avail = _available_memory()
+    if avail is None or need <= 0.5 * avail or len(files) == 1:
+        return [indexed]
+    return [[x] for x in indexed]
 
 
 def _file_format(path: Path) -> tuple[str, list[str]]:

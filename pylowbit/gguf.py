@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import shutil
 import struct
 import tempfile
 from array import array
@@ -35,6 +36,8 @@ __all__ = [
     "type_name",
     "tensor_nbytes",
     "write_gguf",
+    "check_disk_space",
+    "DiskSpaceError",
     "gguf_header",
     "atomic_file",
     "open_gguf",
@@ -55,6 +58,10 @@ LAZY_STRING_ARRAY = 4096
 
 class GGUFError(ValueError):
     """A GGUF file (or data given to the writer) is malformed; the message names the problem."""
+
+
+class DiskSpaceError(OSError):
+    """Not enough free disk space for a file about to be written (nothing was written)."""
 
 
 class ValueType(IntEnum):
@@ -751,17 +758,28 @@ def atomic_file(path: str | os.PathLike):
                 pass
 
 
+def check_disk_space(directory: str | os.PathLike, nbytes: int, what: str) -> None:
+    """DiskSpaceError naming the need and what is free unless `directory`'s file system has nbytes
+    free (a full disk found mid-write would cost the time of writing and leave the disk full)."""
+    free = shutil.disk_usage(directory).free
+    if free < nbytes:
+        raise DiskSpaceError(f"not enough disk space for {what}: it needs {nbytes / 1e9:.2f} GB, "
+                             f"{free / 1e9:.2f} GB are free in {directory}")
+
+
 def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: Iterable[TensorSpec],
                alignment: int = DEFAULT_ALIGNMENT, version: int = 3,
                progress: Callable[[int, int, str], None] | None = None) -> Path:
     """Write a GGUF file atomically (`atomic_file`): the header from `gguf_header`, then each tensor's
     data, produced only when its turn comes (callables and generators stream).  A tensor whose data
-    is not exactly the size its type and shape need is refused and nothing is written.
-    progress(file bytes written, file size, tensor name) is called after each tensor."""
+    is not exactly the size its type and shape need is refused and nothing is written, as when the
+    file system has less free space than the file's size (DiskSpaceError, checked before writing).
+    progress(file bytes written, file size, tensor name) is called after each chunk of a tensor."""
     path = Path(path)
     tensors = list(tensors)
     header, spans = gguf_header(metadata, tensors, alignment, version)
     total = len(header) + (_align(spans[-1][0] + spans[-1][1], alignment) if spans else 0)
+    check_disk_space(path.parent, total, path.name)
     with atomic_file(path) as f:
         f.write(header)
         for t, (o, nb) in zip(tensors, spans):
@@ -775,6 +793,8 @@ def write_gguf(path: str | os.PathLike, metadata: Mapping[str, Any], tensors: It
                     break
                 f.write(mv)
                 del mv, chunk
+                if progress is not None and written < nb:
+                    progress(len(header) + o + written, total, t.name)
             if written != nb:
                 raise GGUFError(f"tensor {t.name!r}: got {'more than ' if written > nb else ''}{written} bytes, "
                                 f"type {type_name(t.type_id)} shape {tuple(t.shape)} needs {nb}")

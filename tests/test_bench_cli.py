@@ -146,9 +146,14 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
 
     class Recorder:
         name = "pylowbit"
+        load_s = 0.0
 
         def __init__(self, path, threads, ctx):
             self.path, self.model = path, SimpleNamespace(vocab_size=100)
+            calls.append(("load", path.name))
+
+        def set_threads(self, threads):
+            calls.append(("threads", threads))
 
         def prompt(self, tokens):
             calls.append(("pp", self.path.name))
@@ -165,6 +170,8 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
     names = [p.name for _, p in paths]
     for test in ("pp", "tg"):
         assert [c[1] for c in calls if c[0] == test] == names * 4 * 2  # (warm-up + 3) x 2 threads
+    assert [c[1] for c in calls if c[0] == "load"] == names  # once, for both thread counts
+    assert [c[1] for c in calls if c[0] == "threads"] == [1] * len(names) + [2] * len(names)
     assert [(r.model, r.threads, r.test) for r in rows] == [
         (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
     assert all(len(r.samples) == 3 for r in rows)
@@ -195,6 +202,55 @@ def test_roofline_share_paired_with_probes_around_each_run(cache, monkeypatch):
     assert abs(row.roofline_share - want) < 1e-12 * want
     assert info["bandwidth_bytes_per_s"][1] == statistics.mean(bandwidths)
     assert info["bandwidth_range_bytes_per_s"][1] == [10e9, 40e9]
+
+
+@pytest.mark.parametrize("avail", [1 << 40, 1 << 10])
+def test_files_too_large_together_are_measured_in_turn(cache, monkeypatch, avail):
+    """When the models do not fit in the available memory at once (two 27B files on 24 GB), each
+    file is loaded, measured on every thread count and closed before the next one loads."""
+    from types import SimpleNamespace
+
+    import pylowbit.benchmark as B
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    paths = [(f"tiny {f}", B.synthetic_model("tiny", f)) for f in ("tq2_0", "i2_s")]
+    calls = []
+
+    class Recorder:
+        name = "pylowbit"
+        load_s = 0.0
+
+        def __init__(self, path, threads, ctx):
+            self.path, self.model = path, SimpleNamespace(vocab_size=100)
+            calls.append(("load", path.name))
+
+        def set_threads(self, threads):
+            calls.append(("threads", threads))
+
+        def prompt(self, tokens):
+            pass
+
+        def generate(self, first, n):
+            calls.append(("tg", self.path.name))
+
+        def close(self):
+            calls.append(("close", self.path.name))
+
+    monkeypatch.setattr(B, "PylowbitEngine", Recorder)
+    monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
+    monkeypatch.setattr(B, "_available_memory", lambda: avail)
+    rows, info = B.run(paths, [1, 2], 4, 2, 2, False)
+    a, b = (p.name for _, p in paths)
+    order = [c for c in calls if c[0] in ("load", "close")]
+    if avail > 1 << 30:  # both at once
+        assert order == [("load", a), ("load", b), ("close", a), ("close", b)]
+    else:
+        assert order == [("load", a), ("close", a), ("load", b), ("close", b)]
+        assert calls.index(("close", a)) < calls.index(("tg", b))
+    assert [(r.model, r.threads, r.test) for r in rows] == [
+        (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
+    assert all(r.roofline_share > 0 for r in rows if r.test == "tg2")
+    assert set(info["bandwidth_bytes_per_s"]) == {1, 2}
 
 
 def test_format_column_names_the_file_type_as_llama_bench_does(tmp_path, cache, monkeypatch):
@@ -237,9 +293,14 @@ def test_vs_llama_cpp_runs_every_file_llama_cpp_reads(cache, monkeypatch):
         class Recorder:
             name = engine
 
+            load_s = 0.0
+
             def __init__(self, path, threads, ctx):
                 opened.append((engine, path))
                 self.model = SimpleNamespace(vocab_size=100)
+
+            def set_threads(self, threads):
+                pass
 
             def prompt(self, tokens):
                 pass

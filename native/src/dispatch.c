@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "internal.h" /* LOWBIT_LINUX */
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define LOWBIT_X86 1
 #include <cpuid.h>
 #endif
-#if defined(__aarch64__) && defined(__linux__)
+#if defined(__aarch64__) && defined(LOWBIT_LINUX)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1 << 1)
@@ -67,6 +67,16 @@ static uint64_t xgetbv0(void) {
 }
 #endif
 
+int lowbit_cpu_is_intel(void) {
+#ifdef LOWBIT_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+#else
+    return 0;
+#endif
+}
+
 static unsigned detect_supported(void) {
     unsigned m = 1u << LOWBIT_ISA_SCALAR;
 #ifdef LOWBIT_X86
@@ -88,14 +98,14 @@ static unsigned detect_supported(void) {
         m |= 1u << LOWBIT_ISA_AVX512VNNI;
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
-#if defined(__linux__)
+#if defined(LOWBIT_LINUX)
     if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) m |= 1u << LOWBIT_ISA_DOTPROD;
 #elif defined(__APPLE__)
     int v = 0;
     size_t len = sizeof v;
     if (sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v)
         m |= 1u << LOWBIT_ISA_DOTPROD;
-#endif
+#endif /* elsewhere (or a LOWBIT_PORTABLE build): NEON only, dotprod is not assumed */
 #endif
     return m;
 }

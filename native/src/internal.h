@@ -8,6 +8,16 @@
 
 #include "lowbit/lowbit.h"
 
+/* Linux-only facilities (sysfs topology, sched_getaffinity, getauxval, madvise huge pages) are used
+ * only under LOWBIT_LINUX.  A LOWBIT_PORTABLE build leaves it undefined, so that the fallbacks the
+ * other systems take are built and tested on Linux too. */
+#if defined(__linux__) && !defined(LOWBIT_PORTABLE)
+#define LOWBIT_LINUX 1
+#endif
+
+/* The machine's default thread count (topology.c); writes how it was chosen into why. */
+int lowbit_detect_threads(char *why, size_t why_len);
+
 /* ---- fp16 <-> fp32 (IEEE binary16, round to nearest even), no hardware assumption ------------ */
 
 static inline float lowbit_fp16_to_fp32(uint16_t h) {
@@ -319,6 +329,9 @@ void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
+/* 1 on an x86 CPU whose vendor is Intel (CPUID leaf 0), else 0: kernels whose best software
+ * prefetch differs between Intel and AMD cores pick it at registration (dispatch.c). */
+int lowbit_cpu_is_intel(void);
 /* The AVX2 packed GEMV (x86/kernels_avx2.c), for what the avx512vnni variant does not speed up. */
 void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y);

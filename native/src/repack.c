@@ -7,11 +7,11 @@
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #endif
 #include <stdlib.h>
-#if defined(__linux__)
+
+#include "internal.h" /* LOWBIT_LINUX */
+#if defined(LOWBIT_LINUX)
 #include <sys/mman.h>
 #endif
-
-#include "internal.h"
 
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
@@ -152,7 +152,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#if defined(LOWBIT_LINUX) && defined(MADV_HUGEPAGE)
     if (total >= huge) (void)madvise(mem, total, MADV_HUGEPAGE); /* a hint: refused is fine */
 #endif
     m->codes = (uint8_t *)mem;

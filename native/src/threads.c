@@ -27,12 +27,10 @@
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
  * the GEMVs of a layer; longer spins measured worse on an oversubscribed 2-core machine (tg at 2
  * threads, spin 300: 4.2 / 4.7 t/s, spin 50: 8.1 / 4.8, spin 0: 6.6 / 9.8, same runs). */
-#if defined(__linux__) && !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* sched_getaffinity */
-#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -210,28 +208,51 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* The default thread count and how it was chosen, settled once (first use) unless set. */
+static pthread_mutex_t g_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_threads_origin[400]; /* a reason (< 256) and a note on a bad PYLOWBIT_THREADS */
+
 int lowbit_get_threads(void) {
     int t = atomic_load(&g_default_threads);
     if (t > 0) return t;
-    const char *env = getenv("PYLOWBIT_THREADS");
-    if (env && atoi(env) > 0) {
-        t = atoi(env);
-    } else {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef __linux__
-        cpu_set_t set; /* the CPUs this process may run on (taskset, cgroups cpusets) */
-        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
-#endif
-        t = n > 0 ? (int)n : 1;
+    pthread_mutex_lock(&g_threads_lock);
+    t = atomic_load(&g_default_threads);
+    if (t == 0) {
+        const char *env = getenv("PYLOWBIT_THREADS");
+        char *end = NULL;
+        long v = env && *env ? strtol(env, &end, 10) : 0;
+        if (env && *env && *end == 0 && v > 0 && v <= MAX_THREADS) {
+            t = (int)v;
+            snprintf(g_threads_origin, sizeof g_threads_origin, "PYLOWBIT_THREADS=%s", env);
+        } else {
+            char why[256];
+            t = lowbit_detect_threads(why, sizeof why);
+            if (t > MAX_THREADS) t = MAX_THREADS;
+            if (t < 1) t = 1;
+            if (env && *env)
+                snprintf(g_threads_origin, sizeof g_threads_origin,
+                         "%s; PYLOWBIT_THREADS=%.32s ignored (not an integer in 1..%d)", why, env,
+                         MAX_THREADS);
+            else
+                snprintf(g_threads_origin, sizeof g_threads_origin, "%s", why);
+        }
+        atomic_store(&g_default_threads, t);
     }
-    if (t > MAX_THREADS) t = MAX_THREADS;
-    atomic_store(&g_default_threads, t);
+    pthread_mutex_unlock(&g_threads_lock);
     return t;
+}
+
+const char *lowbit_threads_origin(void) {
+    (void)lowbit_get_threads();
+    return g_threads_origin;
 }
 
 int lowbit_set_threads(int threads) {
     if (threads <= 0 || threads > MAX_THREADS) return LOWBIT_EINVAL;
+    pthread_mutex_lock(&g_threads_lock);
     atomic_store(&g_default_threads, threads);
+    snprintf(g_threads_origin, sizeof g_threads_origin, "set_threads(%d)", threads);
+    pthread_mutex_unlock(&g_threads_lock);
     return LOWBIT_OK;
 }
 

@@ -459,7 +459,7 @@ static void test_quantize_act_for(void) {
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_F16, x, N, q, d, s) == LOWBIT_ETYPE, "f16");
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_Q8_K, x, N, q, d, s) == LOWBIT_ETYPE, "q8_k");
     CHECK(lowbit_quantize_act_for(9999, x, N, q, d, s) == LOWBIT_ETYPE, "unknown type");
-    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, 96, q, d, s) == LOWBIT_ESIZE, "n % 128");
+    CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, 96, q, d, s) == LOWBIT_ESIZE, "n %% 128");
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, NULL, N, q, d, s) == LOWBIT_EINVAL, "null x");
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, -128, q, d, s) == LOWBIT_EINVAL, "n < 0");
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_PQ2_0, x, 0, q, d, s) == LOWBIT_OK, "n = 0");

@@ -3,7 +3,6 @@ with the share of the memory-bandwidth roofline and, with --vs llama.cpp, the ra
 measured in the same run on the same file."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -30,9 +29,11 @@ def add_parser(sub):
     p.add_argument("--type", default="tq2_0", metavar="LIST",
                    help=f"comma-separated weight formats of synthetic models ({', '.join(BENCH_TYPES)}); "
                         "default tq2_0")
-    ncpu = os.cpu_count() or 1
-    p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(ncpu)}, key=int)),
-                   metavar="LIST", help="comma-separated thread counts (default: 1 and all cores)")
+    from pylowbit import get_threads
+
+    p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(get_threads())}, key=int)),
+                   metavar="LIST", help="comma-separated thread counts (default: 1 and the library's "
+                   "default, one per physical performance core; see pylowbit info)")
     p.add_argument("-p", "--n-prompt", type=int, default=64, metavar="N",
                    help="prompt test: N tokens in one batch (0 skips it; default 64)")
     p.add_argument("-n", "--n-gen", type=int, default=16, metavar="N",
@@ -75,7 +76,15 @@ def main(args) -> int:
         paths = [(path.name, path)]
     else:
         types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
-        paths = [(f"{args.preset} {t}", B.synthetic_model(args.preset, t, console=err)) for t in types]
+        # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
+        plain = {t: bool(args.vs) and t not in B.NOT_LLAMA_CPP_TYPES for t in types}
+        specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]
+        B.ensure_disk_space(specs)  # all of them, before the first is written
+        paths = []
+        for t, spec in zip(types, specs):
+            path = B.synthetic_model(args.preset, t, console=err, plain=plain[t])
+            label = f"{args.preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
+            paths.append((label, path))
     with err.status("measuring (memory bandwidth, then each test)..."):
         rows, info = B.run(paths, threads, args.n_prompt, args.n_gen, args.repetitions,
                            bool(args.vs), console=err)
@@ -95,14 +104,15 @@ def print_table(rows, info) -> None:
     t = Table(title="pylowbit bench", title_justify="left")
     for col, just in [("model", "left"), ("format", "left"), ("size", "right"), ("engine", "left"),
                       ("threads", "right"), ("test", "left"), ("t/s", "right"),
-                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right")]:
+                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right"),
+                      ("load", "right")]:
         t.add_column(col, justify=just)
     for r in rows:
         t.add_row(r.model, r.format, f"{r.size_bytes / 2**30:.2f} GiB", r.engine, str(r.threads),
                   r.test, f"{r.tokens_per_s:.2f} ± {r.stdev:.2f}",
                   "-" if r.roofline_share is None else f"{100 * r.roofline_share:.0f} %",
                   "-" if r.vs_llama_cpp is None else f"{r.vs_llama_cpp:.2f}x",
-                  f"{r.peak_rss_bytes / 2**30:.2f} GiB")
+                  f"{r.peak_rss_bytes / 2**30:.2f} GiB", f"{r.load_s:.1f} s")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
     spread = info["bandwidth_range_bytes_per_s"]  # set with the mean, thread count by thread count

@@ -13,6 +13,7 @@ def main(args) -> int:
     import pylowbit as lb
 
     lb.show_runtime()
+    print(f"{'threads_origin':16s} {lb.threads_origin()}")
     print("formats          " + ", ".join(
         f"{f.name}({f.type_id}, {f.bits_per_weight:.4g} bpw)" for f in lb.FORMATS.values()))
     if getattr(args, "model", None):

@@ -12,6 +12,9 @@ when complete; the input is never written.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import time
 
 
 def add_parser(sub):
@@ -42,16 +45,55 @@ def add_parser(sub):
     p.add_argument("--absmax", dest="method", action="store_const", const="absmax",
                    help="same as --method absmax")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument("--report", metavar="TEXT", default=None,
+                   help="then print the new file's KL divergence against the input on a sample of "
+                        "TEXT (llama-perplexity's statistics; .gz is decompressed)")
+    p.add_argument("--report-ctx", type=int, default=512, metavar="N", help="--report chunk length (default 512)")
+    p.add_argument("--report-chunks", type=int, default=4, metavar="N",
+                   help="--report chunks from the start of TEXT (default 4: 1020 scored tokens at -c 512)")
+    p.add_argument("--threads", type=int, default=None, help="--report kernel threads")
     return p
+
+
+def report(args) -> None:
+    """The new file's KL divergence against its input on the first --report-chunks chunks of TEXT."""
+    from ..kld import side_by_side
+    from ..model import Model
+    from .perplexity import kl_divergence_of_models, tokenize_in_child
+
+    ctx, chunks = args.report_ctx, args.report_chunks
+    tokens, bos = tokenize_in_child(args.input, args.report, ctx * chunks * 16)
+    tokens = tokens[: ctx * chunks]
+    src = Model(args.input, ctx=ctx, threads=args.threads, notice=None)
+    new = Model(args.output, ctx=ctx, threads=args.threads, notice=None)
+    t0 = time.perf_counter()
+
+    def progress(i, n, acc):
+        print(f"[{i}/{n}] {acc.running()}  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+
+    stats = kl_divergence_of_models(src, new, tokens, ctx, chunks, bos, progress)
+    print(f"KL divergence of {args.output} against {args.input} ({args.report}, ctx {ctx}):")
+    print(side_by_side({"new vs input": stats}))
 
 
 def main(args) -> int:
     from ..convert import convert
 
+    if args.report is not None:
+        from .run import check_threads_ctx
+
+        check_threads_ctx(args.threads, args.report_ctx, min_ctx=4)
+        if args.report_chunks < 1:
+            raise ValueError(f"--report-chunks must be >= 1, got {args.report_chunks}")
+        if not os.path.isfile(args.report):
+            raise FileNotFoundError(f"--report text file not found: {args.report}")
+
     kw = dict(rotate=args.rotate, keep=args.keep, allow_lossy=args.allow_lossy, seed=args.seed,
               method=args.method, only=args.only)
     if args.quiet:
         convert(args.input, args.output, args.type, **kw)
+        if args.report is not None:
+            report(args)
         return 0
     from rich.console import Console
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -77,4 +119,6 @@ def main(args) -> int:
         err.print(f"  rotation: block {result['block']}, seed {result['seed']}, "
                   f"{len(result['rotated'])} tensors folded (prism.hadamard.* written)", highlight=False)
     err.print(f"wrote {args.output} ({result['bytes'] / 1e6:.1f} MB)", highlight=False)
+    if args.report is not None:
+        report(args)
     return 0

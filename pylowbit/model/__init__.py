@@ -1,4 +1,4 @@
-"""A minimal decoder for GGUF models: llama, qwen3, bitnet-b1.58 and gemma3."""
+"""A minimal decoder for GGUF models: llama, qwen3, bitnet-b1.58, gemma3 and qwen35."""
 
 from .config import ARCHS, Config, ModelError
 from .forward import KVCache, Model, load_model

@@ -1,4 +1,6 @@
-"""The decoder: one forward pass for llama / qwen3 / bitnet-b1.58 / gemma3, switched by Config.
+"""The decoder: one forward pass for llama / qwen3 / bitnet-b1.58 / gemma3 / qwen35, switched by
+Config.  A layer is an attention block or (qwen35) a Gated-DeltaNet block, each followed by the
+shared feed-forward block.
 
 Shapes: T = tokens in this call, S = cached positions so far + T, d = d_model, H/Hkv = query/KV
 heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV (T = 1).  Everything

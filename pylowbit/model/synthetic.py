@@ -165,17 +165,70 @@ def random_matrix(seed: int, name: str, rows: int, cols: int, ternary: bool) -> 
     return rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(1.0 / np.sqrt(cols))
 
 
-def pack_i2_s_ternary(seed: int, name: str, rows: int, cols: int) -> np.ndarray:
-    """Random ternary I2_S tensor built from codes directly (FORMATS.md x86 layout): byte p of each
-    128-weight group holds weights p, p+32, p+64, p+96 at shifts 6, 4, 2, 0; then the fp32 scale
-    padded to 32 bytes."""
+# Random ternary codes straight to packed bytes, for files too large for a float32 pass (a 27B
+# model is ~27 G weights).  A random byte indexes a table of valid code bytes: 2-bit formats get 4
+# base-3 digits (of the byte mod 81) as codes 0..2 (3 never appears); base-3 formats the byte
+# ceil(q * 256 / 243) of 5 trits (q = byte mod 243) or, in a 4-trit qh byte, of 4 trits then * 3.
+# The byte-to-weight order does not matter for uniformly random codes.
+def _code_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    b = np.arange(256)
+    q4 = b % 81
+    digits = [(q4 // 3 ** n) % 3 for n in range(4)]
+    two_bit = sum(d << (2 * n) for n, d in enumerate(digits)).astype(np.uint8)
+    trit5 = (((b % 243) * 256 + 242) // 243).astype(np.uint8)
+    trit4 = ((q4 * 3 * 256 + 242) // 243).astype(np.uint8)
+    return two_bit, trit5, trit4
+
+
+_TWO_BIT, _TRIT5, _TRIT4 = _code_tables()
+# fmt -> (weights a block, bytes a block, fp16 scale offset, (start, end) of 4-trit qh bytes or None);
+# every other byte of a block is a code byte of the format's kind (FORMATS.md layouts)
+_BLOCKS = {
+    "q2_0": (64, 18, 0, None), "pq2_0": (128, 34, 0, None), "tq2_0": (256, 66, 64, None),
+    "tq1_0": (256, 54, 52, (48, 52)), "ptq1_0": (128, 28, 26, (24, 26)),
+}
+CODE_CHUNK_BYTES = 1 << 24  # bytes generated at a time: memory stays ~3x this
+
+
+def ternary_scale(cols: int) -> np.float16:
+    """The one scale of a random-code tensor: keeps a product's output ~ its input in size."""
+    return np.float16(1.5 / np.sqrt(cols))
+
+
+def random_ternary_bytes(seed: int, name: str, rows: int, cols: int, fmt: str):
+    """Yields a random ternary (rows, cols) tensor's GGUF bytes in fmt, a chunk of rows at a time:
+    uniform codes in {-1, 0, +1}, every block scaled by ternary_scale(cols)."""
     rng = _rng(seed, name)
-    codes = rng.integers(0, 3, size=(rows * cols // 128, 4, 32), dtype=np.uint8)  # 0,1,2 = -1,0,+1
-    packed = (codes[:, 0] << 6) | (codes[:, 1] << 4) | (codes[:, 2] << 2) | codes[:, 3]
-    scale = np.float32(np.float16(1.5 / np.sqrt(cols)))
-    tail = np.zeros(32, np.uint8)
-    tail[:4] = np.frombuffer(np.array([scale], "<f4").tobytes(), np.uint8)
-    return np.concatenate([packed.reshape(-1), tail])
+    scale = np.frombuffer(np.array([ternary_scale(cols)], "<f2").tobytes(), np.uint8)
+    if fmt == "i2_s":  # codes of the whole tensor, then the fp32 scale padded to 32 bytes
+        total = rows * cols // 4
+        for o in range(0, total, CODE_CHUNK_BYTES):
+            yield _TWO_BIT[np.frombuffer(rng.bytes(min(CODE_CHUNK_BYTES, total - o)), np.uint8)]
+        tail = np.zeros(32, np.uint8)
+        tail[:4] = np.frombuffer(np.array([np.float32(ternary_scale(cols))], "<f4").tobytes(), np.uint8)
+        yield tail
+        return
+    if fmt not in _BLOCKS:
+        raise ValueError(f"no random-code writer for {fmt!r} (known: i2_s, {', '.join(_BLOCKS)})")
+    per_block, nbytes, at, qh = _BLOCKS[fmt]
+    if cols % per_block:
+        raise ValueError(f"{name}: width {cols} is not a multiple of the {fmt} block of {per_block} weights")
+    row_blocks = cols // per_block
+    step = max(1, CODE_CHUNK_BYTES // (row_blocks * nbytes))
+    lut = _TWO_BIT if qh is None else _TRIT5
+    for r0 in range(0, rows, step):
+        n = min(step, rows - r0) * row_blocks
+        raw = np.frombuffer(rng.bytes(n * nbytes), np.uint8).reshape(n, nbytes)
+        out = lut[raw]
+        if qh is not None:
+            out[:, qh[0]:qh[1]] = _TRIT4[raw[:, qh[0]:qh[1]]]
+        out[:, at:at + 2] = scale
+        yield out
+
+
+def pack_i2_s_ternary(seed: int, name: str, rows: int, cols: int) -> np.ndarray:
+    """A random ternary I2_S tensor built from codes directly, as one array."""
+    return np.concatenate(list(random_ternary_bytes(seed, name, rows, cols, "i2_s")))
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -386,15 +439,21 @@ def _check_widths(mats, fmt: str, embed_fmt: str, preset: str) -> None:
 
 def write_synthetic_model(path, arch: str | None = None, fmt: str = "tq2_0", preset: str | None = None,
                           seed: int = 0, rotation_block: int | None = None, sign_mode: str = "explicit",
-                          embed_fmt: str | None = None, gdn_v_grouped: bool = True,
+                          embed_fmt: str | None = None, gdn_v_grouped: bool = True, random_codes: bool = False,
                           progress: Callable[[int, int, str], None] | None = None, **overrides) -> Path:
     """Write a runnable GGUF model with random weights.  arch defaults to the preset's (llama for
     the dense presets, qwen35 for qwen35-tiny / bonsai2-27b) and preset to the arch's tiny one.
     rotation_block folds a Hadamard rotation of that block size into every foldable weight (and the
     embedding, inversely) and writes the prism.hadamard.* keys; for qwen35 gdn_v_grouped says
-    whether ssm_out was folded in grouped V-head order (written as prism.hadamard.gdn_v_grouped)."""
+    whether ssm_out was folded in grouped V-head order (written as prism.hadamard.gdn_v_grouped).
+    random_codes writes every ternary matrix (the embedding too, when ternary) as random codes
+    straight to packed bytes (random_ternary_bytes), with no float32 pass: fast enough for a 27B
+    file.  The codes are random in the stored basis, so a rotation is only declared (metadata and
+    signs), not folded, and files of different formats hold unrelated weights."""
     if fmt not in WEIGHT_FORMATS:
         raise ValueError(f"unknown weight format {fmt!r} (known: {', '.join(WEIGHT_FORMATS)})")
+    if random_codes and fmt not in TERNARY:
+        raise ValueError(f"random_codes needs a ternary format ({', '.join(TERNARY)}), got {fmt!r}")
     arch, preset = _arch_and_preset(arch, preset)
     s = synthetic_spec(arch, preset, **overrides)
     meta, mats, vecs, others = _qwen35_layout(s) if arch == "qwen35" else _dense_layout(arch, s)
@@ -437,6 +496,9 @@ def write_synthetic_model(path, arch: str | None = None, fmt: str = "tq2_0", pre
         """Yields the tensor's bytes in row blocks, so a 128k-row embedding never exists as float32 whole."""
         is_embd = name == "token_embd.weight"
         f = embed_fmt if is_embd else fmt
+        if random_codes and f in TERNARY:
+            yield from random_ternary_bytes(seed, name, rows, cols, f)
+            return
         if not is_embd and fmt == "i2_s" and not rotation_block:
             yield pack_i2_s_ternary(seed, name, rows, cols)  # codes straight to bytes: no float pass
             return

@@ -205,10 +205,18 @@ LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was f
 
 /* ---- threads -------------------------------------------------------------------------------- */
 
-/* Default thread count for calls that pass threads <= 0 (initially PYLOWBIT_THREADS, else the
- * number of online CPUs). */
+/* Default thread count for calls that pass threads <= 0: lowbit_set_threads' value, else
+ * PYLOWBIT_THREADS, else one per physical performance core the process may run on (SMT siblings
+ * once, efficiency cores of a hybrid CPU left out, within the CPU affinity mask). */
 LOWBIT_API int lowbit_get_threads(void);
 LOWBIT_API int lowbit_set_threads(int threads);
+/* How the default was chosen, in words (valid until the next lowbit_set_threads). */
+LOWBIT_API const char *lowbit_threads_origin(void);
+/* The default the topology rule gives for a Linux sysfs tree at sys_root ("/sys"; NULL: none) and
+ * the CPUs in allowed_cpus, a kernel CPU list such as "0-3,8" (NULL: the tree's online CPUs).
+ * Writes the reason into why; returns the count, or LOWBIT_EINVAL for a malformed CPU list. */
+LOWBIT_API int lowbit_threads_for_topology(const char *sys_root, const char *allowed_cpus, char *why,
+                                           size_t why_len);
 
 #ifdef __cplusplus
 }

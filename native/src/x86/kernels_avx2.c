@@ -1151,23 +1151,40 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-/* The bandwidth probe's loop (internal.h): 32-byte loads into four sums, no software prefetch.
- * Measured here against the portable loop with a 2 KB prefetch (the probe before), alternated:
- * 1.1-1.25x at one and at two threads; a prefetch at any distance made it slower.  (The GEMV kernels, whose
- * compute competes with the loads, need theirs: without it they run ~0.8x.) */
-static uint64_t read_bytes_avx2(const uint8_t *p, int64_t n) {
+/* The bandwidth probe's loop (internal.h): 32-byte loads into four sums.  On Zen 3, against the
+ * portable loop with a 2 KB prefetch (the probe before), alternated: 1.1-1.25x at one and at two
+ * threads without software prefetch; a prefetch at any distance made it slower.  On Intel cores a
+ * plain load loop reads DRAM well below what the core can with both lines of each 128 bytes
+ * prefetched into L2 (prefetcht1), and the packed GEMV kernels that prefetch so beat it: there the
+ * probe prefetches too (PF, chosen by CPU vendor at registration), or the roofline would be the
+ * loop's, not the memory's (docs/PERFORMANCE.md, the Intel section).  (The GEMV kernels, whose
+ * compute competes with the loads, need their prefetch everywhere but on Zen 4.) */
+AI uint64_t read_loop(const int PF, const uint8_t *p, int64_t n) {
     __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                     _mm256_setzero_si256()};
     int64_t i = 0;
-    for (; i + 128 <= n; i += 128)
+    for (; i + 128 <= n; i += 128) {
+        if (PF) { /* a hint past the end of the buffer never faults */
+            _mm_prefetch((const char *)(p + i + PF), _MM_HINT_T1);
+            _mm_prefetch((const char *)(p + i + PF + 64), _MM_HINT_T1);
+        }
         for (int j = 0; j < 4; j++)
             s[j] = _mm256_add_epi64(s[j], _mm256_loadu_si256((const __m256i *)(p + i + 32 * j)));
+    }
     for (; i < n; i += 64) /* the last 64 bytes */
         for (int j = 0; j < 2; j++)
             s[j] = _mm256_add_epi64(s[j], _mm256_loadu_si256((const __m256i *)(p + i + 32 * j)));
     const __m256i t = _mm256_add_epi64(_mm256_add_epi64(s[0], s[1]), _mm256_add_epi64(s[2], s[3]));
     return (uint64_t)_mm256_extract_epi64(t, 0) + (uint64_t)_mm256_extract_epi64(t, 1) +
            (uint64_t)_mm256_extract_epi64(t, 2) + (uint64_t)_mm256_extract_epi64(t, 3);
+}
+
+#ifndef LOWBIT_PF_READ_INTEL
+#define LOWBIT_PF_READ_INTEL 16384
+#endif
+static uint64_t read_bytes_avx2(const uint8_t *p, int64_t n) { return read_loop(0, p, n); }
+static uint64_t read_bytes_avx2_l2pf(const uint8_t *p, int64_t n) {
+    return read_loop(LOWBIT_PF_READ_INTEL, p, n);
 }
 
 void lowbit_register_avx2_kernels(lowbit_kernels *k) {
@@ -1179,5 +1196,5 @@ void lowbit_register_avx2_kernels(lowbit_kernels *k) {
     k->quantize_act = quantize_act_avx2;
     k->packed_gemv = packed_gemv_avx2;
     k->packed_gemv_pair = packed_gemv_pair_avx2;
-    k->read_bytes = read_bytes_avx2;
+    k->read_bytes = lowbit_cpu_is_intel() ? read_bytes_avx2_l2pf : read_bytes_avx2;
 }

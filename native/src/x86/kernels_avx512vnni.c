@@ -32,19 +32,24 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Software prefetch of both lines of each 128-byte tile `dist` bytes ahead.  On this Zen 4 (DRAM
- * regime, bench/stream_ceiling.c) the 8-row kernels stream best with none: 16 KB ahead (the AVX2
- * kernels' distance, measured on Zen 3) gave 0.61 of the read loop for TQ2_0 on one thread against
- * 0.82 without (4 KB 0.76, 32 KB 0.60), I2_S 0.62 against 0.87; the hardware prefetchers follow
- * the two runs alone.  The group-32 kernel prefetches its own way (LOWBIT_PF_Q32_SETS). */
-#ifndef LOWBIT_PF_ROWS8
-#define LOWBIT_PF_ROWS8 0
+/* Software prefetch of the 8-row kernels: both lines of each 128-byte tile `dist` bytes ahead in
+ * its run, into L2 (prefetcht1), chosen by CPU vendor at registration (pf_rows8).  On Zen 4 (DRAM
+ * regime, bench/stream_ceiling.c) they stream best with none: the hardware prefetchers follow the
+ * two runs alone, and 16 KB ahead gave 0.61 of the read loop for TQ2_0 on one thread against 0.82
+ * without (prefetcht0; 4 KB 0.76, 32 KB 0.60; prefetcht1 16 KB 0.78 against 0.87), I2_S 0.62
+ * against 0.87.  Intel cores are the other way round: without it these kernels read DRAM well
+ * below the speed of the group-32 kernel, which prefetches its own way on every CPU
+ * (LOWBIT_PF_Q32_SETS); one prefetch per tile instead of two is slower there too
+ * (docs/PERFORMANCE.md, the Intel section). */
+#ifndef LOWBIT_PF_ROWS8_INTEL
+#define LOWBIT_PF_ROWS8_INTEL 16384
 #endif
+static int pf_rows8; /* the distance for this CPU: 0 or LOWBIT_PF_ROWS8_INTEL */
 
 AI void pf_tile(const uint8_t *tile, const int dist) {
     if (dist) {
-        _mm_prefetch((const char *)(tile + dist), _MM_HINT_T0);
-        _mm_prefetch((const char *)(tile + dist + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(tile + dist), _MM_HINT_T1);
+        _mm_prefetch((const char *)(tile + dist + 64), _MM_HINT_T1);
     }
 }
 
@@ -78,14 +83,14 @@ AI __m256i rows8_sums(const __m512i P[4]) {
 }
 
 /* Accumulate chunks [c0, c1) of the 8 rows of row groups at base_a, base_b: acc[0] rows 0-3,
- * acc[1] rows 4-7, as tile_dp. */
-AI void chunks8_acc(const uint8_t *base_a, const uint8_t *base_b, const int8_t *q, int64_t c0,
-                    int64_t c1, __m512i acc[2][4]) {
+ * acc[1] rows 4-7, as tile_dp; PF: the prefetch distance (pf_tile), a constant in each instance. */
+AI void chunks8_acc(const int PF, const uint8_t *base_a, const uint8_t *base_b, const int8_t *q,
+                    int64_t c0, int64_t c1, __m512i acc[2][4]) {
     for (int i = 0; i < 4; i++) acc[0][i] = acc[1][i] = _mm512_setzero_si512();
     for (int64_t c = c0; c < c1; c++) {
         const int64_t off = c * 128;
-        pf_tile(base_a + off, LOWBIT_PF_ROWS8);
-        pf_tile(base_b + off, LOWBIT_PF_ROWS8);
+        pf_tile(base_a + off, PF);
+        pf_tile(base_b + off, PF);
         __m512i A[4];
         for (int k = 0; k < 4; k++)
             A[k] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(q + off + 32 * k)));
@@ -95,10 +100,10 @@ AI void chunks8_acc(const uint8_t *base_a, const uint8_t *base_b, const int8_t *
 }
 
 /* I2_S: int sums of all chunks of the 8 rows (lane = row) */
-AI __m256i rows8_all_sums(const uint8_t *base_a, const uint8_t *base_b, const int8_t *q,
-                          int64_t nch) {
+AI __m256i rows8_all_sums(const int PF, const uint8_t *base_a, const uint8_t *base_b,
+                          const int8_t *q, int64_t nch) {
     __m512i acc[2][4], P[4];
-    chunks8_acc(base_a, base_b, q, 0, nch, acc);
+    chunks8_acc(PF, base_a, base_b, q, 0, nch, acc);
     for (int j = 0; j < 4; j++) /* exact: the odd planes' sums are multiples of 4 */
         P[j] = _mm512_add_epi32(acc[j / 2][j % 2], _mm512_srai_epi32(acc[j / 2][2 + j % 2], 2));
     return rows8_sums(P);
@@ -112,10 +117,10 @@ AI __m256i rows8_all_sums(const uint8_t *base_a, const uint8_t *base_b, const in
  * One chunk (PQ2_0 / PTQ1_0), o + 4e is 4 x a lane's 16 products, <= 4 x 16 x 3 x 128 = 24576
  * < 2^15: a pack (not saturating here) and a vpmaddwd by 1 sum the dword pairs of two vectors,
  * 2 ops where unpacks take 3 (1.02x for PQ2_0 in L3). */
-AI __m512i group8_quarters(const int TPG, const uint8_t *base_a, const uint8_t *base_b,
-                           const int8_t *q, int64_t c0) {
+AI __m512i group8_quarters(const int TPG, const int PF, const uint8_t *base_a,
+                           const uint8_t *base_b, const int8_t *q, int64_t c0) {
     __m512i acc[2][4], P[4];
-    chunks8_acc(base_a, base_b, q, c0, c0 + TPG, acc);
+    chunks8_acc(PF, base_a, base_b, q, c0, c0 + TPG, acc);
     const __m512i four = _mm512_set1_epi32(4);
     for (int j = 0; j < 4; j++)
         P[j] = _mm512_dpwssd_epi32(acc[j / 2][2 + j % 2], acc[j / 2][j % 2], four);
@@ -167,12 +172,12 @@ AI __m256 float_step(const lowbit_matrix *m, int64_t ga, int64_t gb, const lowbi
  * (lowbit_pair_rows_ok: TQ2_0 / TQ1_0 TPG 2, PQ2_0 / PTQ1_0 TPG 1); TPG 0: I2_S row sums (one
  * int sum per row minus the code offset stot, one float step: exact with P2 activations,
  * lowbit_i2s_row_sums_ok). */
-AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int wb,
+AI void rows8(const int TPG, const int PF, const lowbit_matrix *m, int64_t ga, int64_t gb, int wb,
               const lowbit_act *a, int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
     const uint8_t *base_a = m->codes + ga * nch * 128, *base_b = m->codes + gb * nch * 128;
     if (!TPG) {
-        const __m256i isum = _mm256_sub_epi32(rows8_all_sums(base_a, base_b, a->q, nch),
+        const __m256i isum = _mm256_sub_epi32(rows8_all_sums(PF, base_a, base_b, a->q, nch),
                                               _mm256_set1_epi32(stot));
         /* exact: |isum| < 2^24 and d a power of two (or 0) */
         store8(m, ga, gb, wb, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d[0])), y);
@@ -185,9 +190,9 @@ AI void rows8(const int TPG, const lowbit_matrix *m, int64_t ga, int64_t gb, int
      * PTQ1_0 in L3, 1.01x for TQ2_0 / TQ1_0).  Issuing the float steps two groups later, or both
      * in one zmm, measured no better (1.00x, 0.99x). */
     for (int64_t g = 0; g < ng; g += 2) {
-        const __m512i u0 = group8_quarters(TPG, base_a, base_b, a->q, TPG * g);
+        const __m512i u0 = group8_quarters(TPG, PF, base_a, base_b, a->q, TPG * g);
         const __m512i u1 =
-            g + 1 < ng ? group8_quarters(TPG, base_a, base_b, a->q, TPG * (g + 1)) : u0;
+            g + 1 < ng ? group8_quarters(TPG, PF, base_a, base_b, a->q, TPG * (g + 1)) : u0;
         const __m512i sum = _mm512_add_epi32(_mm512_shuffle_i64x2(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
                                              _mm512_shuffle_i64x2(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
         const __m512i isum = _mm512_srai_epi32(sum, 2); /* exact: 4 x the sums */
@@ -470,9 +475,19 @@ static void packed_gemv_pair32_vnni(const lowbit_matrix *m, int64_t a0, int64_t 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 /* rows8 on row groups ga0 + step * k and gb0 + step * k for k < n (wb: B's rows are real) */
-AI void pairs_tpg(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
-                  int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
-    for (int64_t k = 0; k < n; k++) rows8(TPG, m, ga0 + step * k, gb0 + step * k, wb, a, stot, y);
+AI void pairs_tpg(const int TPG, const int PF, const lowbit_matrix *m, int64_t ga0, int64_t gb0,
+                  int64_t step, int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
+    for (int64_t k = 0; k < n; k++)
+        rows8(TPG, PF, m, ga0 + step * k, gb0 + step * k, wb, a, stot, y);
+}
+
+/* pairs_tpg with the prefetch distance of this CPU, a constant in each instance */
+AI void pairs_pf(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
+                 int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
+    if (pf_rows8)
+        pairs_tpg(TPG, LOWBIT_PF_ROWS8_INTEL, m, ga0, gb0, step, n, wb, a, stot, y);
+    else
+        pairs_tpg(TPG, 0, m, ga0, gb0, step, n, wb, a, stot, y);
 }
 
 /* the kind of rows8 a matrix runs: TPG 1 or 2, 0 for I2_S row sums, -1 none */
@@ -486,11 +501,11 @@ static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0
                       int64_t n, int wb, const lowbit_act *a, float *y) {
     /* TPG a constant in each instance */
     if (kind == 2)
-        pairs_tpg(2, m, ga0, gb0, step, n, wb, a, 0, y);
+        pairs_pf(2, m, ga0, gb0, step, n, wb, a, 0, y);
     else if (kind == 1)
-        pairs_tpg(1, m, ga0, gb0, step, n, wb, a, 0, y);
+        pairs_pf(1, m, ga0, gb0, step, n, wb, a, 0, y);
     else
-        pairs_tpg(0, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
+        pairs_pf(0, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
 }
 
 static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
@@ -527,6 +542,7 @@ static void packed_gemv_pair_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1
 }
 
 void lowbit_register_gemv_avx512vnni(lowbit_kernels *k) {
+    pf_rows8 = lowbit_cpu_is_intel() ? LOWBIT_PF_ROWS8_INTEL : 0;
     k->packed_gemv = packed_gemv_vnni;
     k->packed_gemv_pair = packed_gemv_pair_vnni;
     k->packed_gemv_pair32 = packed_gemv_pair32_vnni;

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The Python package on Linux aarch64, on an x86 machine: an arm64 Debian root (mmdebstrap, Debian
+# packages only: python3, its headers, libstdc++), the Python dependencies as aarch64 wheels from
+# PyPI, pylowbit cross-compiled with Debian's gcc-aarch64-linux-gnu (compiling under emulation
+# would take longer than the tests), then a part of the pytest suite run in that root through
+# proot + qemu-user-static, once per emulated CPU:
+#   -cpu max         FEAT_DotProd: the dotprod variant is active, neon and scalar are tested too;
+#   -cpu cortex-a53  ARMv8.0: detection must leave dotprod out; the plain NEON path is active.
+# Usage: .ci/arm_python.sh (run by .ci/run; needs root for apt-get and mmdebstrap's root mode).
+# LOWBIT_ARM_PY_DIR keeps the root, the wheels and the build there (default: a temporary directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+T0=$SECONDS
+
+need=()
+for p in mmdebstrap proot qemu-user-static gcc-aarch64-linux-gnu cmake; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+fi
+
+WORK=${LOWBIT_ARM_PY_DIR:-}
+if [ -z "$WORK" ]; then
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+fi
+FS=$WORK/root                 # the arm64 root
+SITE=/opt/site                # inside it: the dependencies and pylowbit (PYTHONPATH)
+PYVER=3.11                    # Debian bookworm's python3
+
+# --- the root: files of the Debian packages only (no maintainer scripts run: nothing to emulate)
+if [ ! -x "$FS/usr/bin/python3" ]; then
+  rm -rf "$FS"
+  mmdebstrap --quiet --mode=root --variant=extract --architectures=arm64 \
+    --include=python3,libpython$PYVER-dev,libstdc++6 bookworm "$FS"
+fi
+mkdir -p "$FS$SITE" "$FS/tmp"
+
+# --- the dependencies: aarch64 wheels from PyPI, unpacked into the root by the host's pip
+python3 -m pip install -q --disable-pip-version-check --target "$FS$SITE" --upgrade \
+  --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 \
+  --platform manylinux2014_aarch64 --python-version $PYVER --implementation cp \
+  --abi "cp${PYVER/./}" --only-binary=:all: \
+  "numpy>=2" "gguf>=0.19,<0.20" "tokenizers>=0.15" "rich>=13" "jinja2>=3" \
+  pytest hypothesis "scipy>=1.10"
+
+# --- pylowbit, cross-compiled: cython runs on the host, gcc targets aarch64 with the root's
+# Python and numpy headers; installed into the site directory with its Python sources
+BUILD=$WORK/build
+python3 -m pip install -q --disable-pip-version-check "cython>=3.0"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/native/cmake/aarch64-linux-gnu.cmake" \
+  -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
+  -DPython_INCLUDE_DIR="$FS/usr/include/python$PYVER" \
+  -DPython_NumPy_INCLUDE_DIR="$FS$SITE/numpy/_core/include" \
+  -DCMAKE_C_FLAGS="-idirafter $FS/usr/include" >/dev/null
+cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" >"$BUILD/build.log" 2>&1 ||
+  { tail -30 "$BUILD/build.log"; exit 1; }
+rm -rf "$FS$SITE/pylowbit" "$FS/opt/tests"
+cmake --install "$BUILD" --prefix "$FS$SITE" >/dev/null
+(cd "$ROOT" && git ls-files -z pylowbit | grep -z '\.py$' | xargs -0 tar cf -) | tar xf - -C "$FS$SITE"
+cp -r "$ROOT/tests" "$FS/opt/tests"
+file -L "$FS$SITE/pylowbit/liblowbit.so" "$FS$SITE/pylowbit/_lowbit.so" 2>/dev/null || true
+echo "arm-python: root, wheels and build ready in $(((SECONDS - T0) / 60)) min $(((SECONDS - T0) % 60)) s"
+
+guest() { # cpu, command...: run a command of the arm64 root under qemu with that CPU model
+  local cpu=$1
+  shift
+  env -i PATH=/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 PYTHONPATH=$SITE PYTHONDONTWRITEBYTECODE=1 \
+    QEMU_CPU="$cpu" proot -q qemu-aarch64-static -r "$FS" -b /proc -b /dev -b /sys -w /opt "$@"
+}
+
+# The subset: the kernels (every Arm variant against scalar and numpy), the FWHT, the decoder ops,
+# the thread defaults, and the decoder end to end (logits against the float64 reference for two
+# architectures and formats, every variant giving the same logits, `pylowbit run`).
+SUBSET=(tests/test_kernels.py tests/test_fwht.py tests/test_ops.py tests/test_gdn_ops.py
+  tests/test_threads.py
+  "tests/test_model.py::test_logits_match_float64_reference[tq2_0-llama]"
+  "tests/test_model.py::test_logits_match_float64_reference[i2_s-bitnet-b1.58]"
+  tests/test_model.py::test_every_variant_computes_the_same_logits
+  tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
+# On the NEON-only CPU: what depends on the variant (the rest is the same code as above).
+SUBSET_A53=(tests/test_kernels.py tests/test_fwht.py tests/test_gdn_ops.py
+  tests/test_model.py::test_every_variant_computes_the_same_logits
+  tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
+
+run_cpu() { # cpu, active variant it must pick, supported variants, tests...
+  local cpu=$1 active=$2 supported=$3 t=$SECONDS
+  shift 3
+  echo "== qemu-aarch64 -cpu $cpu: pylowbit info"
+  guest "$cpu" /usr/bin/python3 -c "from pylowbit.cli import main; main(['info'])" | tee "$WORK/info.txt"
+  grep -q "^active *$active$" "$WORK/info.txt" || { echo "expected active $active"; exit 1; }
+  grep -q "^supported *$supported$" "$WORK/info.txt" || { echo "expected supported $supported"; exit 1; }
+  echo "== qemu-aarch64 -cpu $cpu: pytest $*"
+  guest "$cpu" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp=/tmp/pytest "$@"
+  echo "arm-python: -cpu $cpu took $(((SECONDS - t) / 60)) min $(((SECONDS - t) % 60)) s"
+}
+
+run_cpu max dotprod "scalar, neon, dotprod" "${SUBSET[@]}"
+run_cpu cortex-a53 neon "scalar, neon" "${SUBSET_A53[@]}"
+echo "arm-python: all passed in $(((SECONDS - T0) / 60)) min $(((SECONDS - T0) % 60)) s"
