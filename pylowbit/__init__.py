@@ -22,6 +22,7 @@ isa_active = _lowbit.isa_active
 set_isa = _lowbit.set_isa
 get_threads = _lowbit.get_threads
 set_threads = _lowbit.set_threads
+set_i2s_act_scale = _lowbit.set_i2s_act_scale
 threads_origin = _lowbit.threads_origin  # how get_threads() was chosen, in words
 threads_for_topology = _lowbit.threads_for_topology  # the rule applied to a given sysfs tree
 

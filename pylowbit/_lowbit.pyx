@@ -433,6 +433,18 @@ def set_threads(int n):
         raise ValueError(f"threads must be between 1 and 256, got {n}")
 
 
+I2S_ACT_SCALES = ("bitnet", "pow2")
+
+
+def set_i2s_act_scale(mode):
+    """I2_S's activation scale, process-wide: "bitnet" (the default: bitnet.cpp's 127 / max|x| per
+    vector) or "pow2" (that step rounded up to a power of two: up to one bit of activation
+    resolution less).  Returns the previous mode."""
+    if mode not in I2S_ACT_SCALES:
+        raise ValueError(f"I2_S activation scale must be one of {I2S_ACT_SCALES}, got {mode!r}")
+    return I2S_ACT_SCALES[lowbit_set_i2s_act_scale(I2S_ACT_SCALES.index(mode))]
+
+
 def threads_origin():
     return lowbit_threads_origin().decode()
 

@@ -23,6 +23,9 @@ import numpy as np
 # that architecture, so `--vs llama.cpp` runs the very same file).
 PRESETS = {
     "bitnet-2b": ("llama", "bitnet-2b", {}),
+    # the published 2B4T file's own layout: bitnet-b1.58, sub-norms, the F16 embedding tied as the
+    # head (656 MB of the ~1.2 GB read per token), so the F16 GEMV is in every run
+    "bitnet-2b-f16": ("bitnet-b1.58", "bitnet-2b", {}),
     "bonsai-1.7b": ("qwen3", "bitnet-2b", dict(n_layer=28, d_model=2048, n_ff=6144, n_head=16,
                                                n_head_kv=8, head_dim=128, vocab_size=151936,
                                                rope_base=1e6, eps=1e-6)),
@@ -35,8 +38,23 @@ PRESETS = {
     "bonsai2-27b": ("qwen35", "bonsai2-27b", {}),
 }
 BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
-LLAMA_CPP_TYPES = ("tq1_0", "tq2_0", "q2_0")  # what upstream llama.cpp reads of BENCH_TYPES
+NOT_LLAMA_CPP_TYPES = ("i2_s", "pq2_0", "ptq1_0")  # tensor types upstream llama.cpp does not read
+# general.file_type (llama_ftype) -> llama.cpp's name for the file's type mix (llama_model_ftype_name,
+# what llama-bench prints); 40 is Q1_0 upstream but bitnet.cpp's I2_S in its files (I2_S matrices)
+FILE_TYPE_NAMES = {
+    0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
+    11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
+    16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 19: "IQ2_XXS - 2.0625 bpw", 20: "IQ2_XS - 2.3125 bpw",
+    21: "Q2_K - Small", 22: "IQ3_XS - 3.3 bpw", 23: "IQ3_XXS - 3.0625 bpw", 24: "IQ1_S - 1.5625 bpw",
+    25: "IQ4_NL - 4.5 bpw", 26: "IQ3_S - 3.4375 bpw", 27: "IQ3_S mix - 3.66 bpw", 28: "IQ2_S - 2.5 bpw",
+    29: "IQ2_M - 2.7 bpw", 30: "IQ4_XS - 4.25 bpw", 31: "IQ1_M - 1.75 bpw", 32: "BF16",
+    36: "TQ1_0 - 1.69 bpw ternary", 37: "TQ2_0 - 2.06 bpw ternary", 38: "MXFP4 MoE", 39: "NVFP4",
+    40: "Q1_0", 41: "Q2_0",
+}
+BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
+LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
+PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
 # Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
 # output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
@@ -90,7 +108,8 @@ def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
     kwargs = dict(arch=arch, fmt=fmt, preset=base, **overrides)
     recipe = RELEASE_RECIPES.get(preset)
     if recipe is None:
-        kwargs["embed_fmt"], rot, name = EMBED_TYPE, None, f"synthetic-{preset}-{fmt}"
+        kwargs["embed_fmt"] = PRESET_EMBED_TYPES.get(preset, EMBED_TYPE)
+        rot, name = None, f"synthetic-{preset}-{fmt}"
     else:
         rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None
         kwargs.update(embed_fmt=fmt, random_codes=True, rotation_block=rot)
@@ -342,15 +361,18 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
     probe_buf = probe_buffer(512 << 20) if n_gen > 0 else None
     probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
-    files = []
+    files, llama_reads = [], set()  # llama_reads: indices of the files llama.cpp reads
     for label, path in paths:
-        fmt = _file_format(path)
+        fmt, foreign = _file_format(path)
+        if not foreign:
+            llama_reads.add(len(files))
         files.append((label, path, path.stat().st_size, weight_bytes_per_token(path), fmt))
-        if vs_llama and fmt not in LLAMA_CPP_TYPES and fmt != "other" and console:
-            console.print(f"[yellow]llama.cpp does not read {fmt}: no comparison for {label}[/yellow]")
+        if vs_llama and foreign and console:
+            console.print(f"[yellow]llama.cpp does not read {', '.join(foreign)}: no comparison for "
+                          f"{label}[/yellow]")
     found: dict[tuple, Row] = {}
     probes_of: dict[int, list] = {t: [] for t in threads}
-    groups = _memory_groups(files, vs_llama)
+    groups = _memory_groups(files, llama_reads if vs_llama else set())
     if len(groups) > 1 and console:
         console.print("[yellow]the models do not fit in the available memory together: "
                       "each file is measured in turn[/yellow]")
@@ -365,7 +387,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                 engines = [loaded[i]]
                 vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
                 tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
-                if vs_llama and (fmt in LLAMA_CPP_TYPES or fmt == "other"):
+                if vs_llama and i in llama_reads:
                     engines.append(LlamaCppEngine(path, t, ctx))
                 tests = []
                 if n_prompt > 0:
@@ -443,37 +465,44 @@ def _available_memory() -> int | None:
     return None
 
 
-def _memory_groups(files: list, vs_llama: bool) -> list[list]:
+def _memory_groups(files: list, compared: set) -> list[list]:
     """The files as [(index, file)] groups loaded together: all of them in one group when their
     models fit in the available memory at once (a model takes about its file's size; llama.cpp's
     mapping of it as much again), else one file a group, measured in turn.  Two Bonsai 2 27B models
     (7.2 + 5.9 GB) do not fit a shared 24 GB machine.  The margin is wide: a repacked model can be
     larger than its file, and on a shared machine the others' memory grows while ours loads."""
     indexed = list(enumerate(files))
-    need = sum(f[2] * (2 if vs_llama and (f[4] in LLAMA_CPP_TYPES or f[4] == "other") else 1) for f in files)
+    need = sum(f[2] * (2 if i in compared else 1) for i, f in enumerate(files))
     avail = _available_memory()
     if avail is None or need <= 0.5 * avail or len(files) == 1:
         return [indexed]
     return [[x] for x in indexed]
 
 
-def _file_format(path: Path) -> str:
-    """The dominant matrix format of a file (by bytes), for the table."""
-    from pylowbit.core import format_info
-    from pylowbit.gguf import GGUFFile
+def _file_format(path: Path) -> tuple[str, list[str]]:
+    """(the table's format: llama.cpp's name of the file's general.file_type, as llama-bench
+    prints it, else the dominant matrix type by bytes; the file's tensor types upstream llama.cpp
+    does not read)."""
+    from pylowbit.gguf import TYPES, GGUFFile
 
     by_type: dict[int, int] = {}
     with GGUFFile(path) as f:
         for t in f.tensors.values():
             if len(t.shape) == 2 and t.name != "token_embd.weight":
                 by_type[t.type_id] = by_type.get(t.type_id, 0) + t.nbytes
-    if not by_type:
-        return "other"
-    tid = max(by_type, key=by_type.get)
-    try:
-        return format_info(tid).name
-    except ValueError:
-        return f"type{tid}"
+        names = {TYPES[t.type_id].name if t.type_id in TYPES else f"type{t.type_id}" for t in f.tensors.values()}
+        ftype = f.metadata.get("general.file_type")
+    foreign = sorted(n for n in names if n in NOT_LLAMA_CPP_TYPES)
+    top = max(by_type, key=by_type.get) if by_type else None
+    top_name = TYPES[top].name if top in TYPES else ("other" if top is None else f"type{top}")
+    if isinstance(ftype, int) and not isinstance(ftype, bool):
+        guessed = " (guessed)" if ftype & LLAMA_FTYPE_GUESSED else ""
+        ftype &= ~LLAMA_FTYPE_GUESSED
+        if ftype == 40 and top_name == "i2_s":
+            return BITNET_CPP_I2_S_FILE_TYPE + guessed, foreign
+        if ftype in FILE_TYPE_NAMES:
+            return FILE_TYPE_NAMES[ftype] + guessed, foreign
+    return top_name, foreign
 
 
 def to_json(rows: list[Row], info: dict) -> str:

@@ -30,7 +30,7 @@ class FormatInfo:
 
 
 # 6 / 12 / 14: ggml's Q5_0, Q4_K, Q6_K (decoded and multiplied in place; quantize refuses them)
-_WEIGHT_TYPE_IDS = (0, 1, 6, 8, 12, 14, 34, 35, 36, 41, 42, 142, 143)
+_WEIGHT_TYPE_IDS = (0, 1, 6, 8, 12, 14, 30, 34, 35, 36, 41, 42, 142, 143)
 FORMATS: dict[str, FormatInfo] = {
     info.name: info for info in (FormatInfo(*_lowbit.type_info(t)) for t in _WEIGHT_TYPE_IDS)
 }

@@ -13,9 +13,10 @@ import numpy as np
 from pylowbit.gguf import GGUFFile
 
 # activation (group, rule) per weight type (lowbit_act_group, lowbit_quantize_act_for): llama.cpp's Q8_K
-# for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_K's rule per 128-group for PQ2_0/PTQ1_0, P2 for I2_S, Q8_0 for the rest
+# for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_K's rule per 128-group for PQ2_0/PTQ1_0, bitnet.cpp's S8 for I2_S
+# (P2 with lb.set_i2s_act_scale("pow2"): Ref(i2s_rule="p2")), Q8_0 for the rest
 _ACT = {"q8_0": (32, "q8_0"), "q2_0": (32, "q8_0"), "q1_0": (32, "q8_0"), "pq2_0": (128, "q8_k"),
-        "ptq1_0": (128, "q8_k"), "tq1_0": (256, "q8_k"), "tq2_0": (256, "q8_k"), "i2_s": (128, "p2"),
+        "ptq1_0": (128, "q8_k"), "tq1_0": (256, "q8_k"), "tq2_0": (256, "q8_k"), "i2_s": (128, "s8"),
         "q5_0": (32, "q8_0"), "q4_k": (256, "q8_k"), "q6_k": (256, "q8_k")}
 
 
@@ -72,7 +73,7 @@ TIE = 1e-3  # code-units distance from a rounding tie below which either roundin
 
 def _codes(x: np.ndarray, group: int, rule: str):
     """The rules of formats.h: q8_k, q8_0 (fp16 d, x86 rounding), p2 (one power-of-two d for the
-    row), else A8."""
+    row), s8 (bitnet.cpp's one 127 / max|x| for the row), else A8."""
     x32 = x.astype(np.float32).reshape(-1, group)
     amax = np.abs(x32).max(axis=1, keepdims=True)
     nz = amax > 0
@@ -82,6 +83,9 @@ def _codes(x: np.ndarray, group: int, rule: str):
             m, e = np.frexp(top / 127)
             d = np.full_like(amax, 0 if top == 0 else np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
             inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), np.float32(0)).astype(np.float32)
+        elif rule == "s8":  # S8 (I2_S, bitnet.cpp's quantize_row_i8_s): 127 / max|x| of the row
+            inv = np.full_like(amax, np.float32(127.0 / max(float(np.abs(x32).max()), 1e-5)))
+            d = (np.float32(1) / inv).astype(np.float32)
         elif rule == "q8_k":
             first = np.argmax(np.abs(x32) == amax, axis=1)[:, None]
             smax = np.take_along_axis(x32, first, axis=1)
@@ -154,13 +158,17 @@ def _softplus(x):
 
 
 class Ref:
-    def __init__(self, path, model_inputs: dict | None = None, gdn_head_map: str = "tiled"):
+    def __init__(self, path, model_inputs: dict | None = None, gdn_head_map: str = "tiled",
+                 act_quant: bool = True, i2s_rule: str = "s8"):
         """model_inputs: weight name -> (T, cols) float32 inputs the model under test gave that
         matmul, used only to break exact rounding ties (see quantize_act); rows are consumed in call
         order, across forward() calls.  gdn_head_map: qwen35's V head h reads K head h % H_k
         ("tiled", the GGUF order) -- "grouped" (h // r) is the wrong model, for tests that show
         the comparison can fail.  BF16 matmuls (qwen35's ssm_alpha / ssm_beta) take
-        bf16-rounded activations, as llama.cpp's CPU backend (vec_dot_type BF16) and the decoder do."""
+        bf16-rounded activations, as llama.cpp's CPU backend (vec_dot_type BF16) and the decoder do.
+        act_quant=False: no activation quantization at all (the float64 forward of the weights as
+        stored); i2s_rule: I2_S's activation rule ("s8" bitnet.cpp's, "p2" the power-of-two one)."""
+        self.act_quant, self.i2s_rule = act_quant, i2s_rule
         self.model_inputs = model_inputs or {}
         self.stats = {}
         self._row = 0  # tokens consumed so far: the first row of model_inputs the next call uses
@@ -245,9 +253,11 @@ class Ref:
         if t.fmt == "bf16":  # llama.cpp's BF16 dot multiplies BF16-rounded activations
             tb = self.model_inputs.get(name)
             x = round_bf16(x.astype(np.float32), None if tb is None else tb[self._row:self._row + len(x)])
-        if t.fmt in _ACT:
+        if t.fmt in _ACT and self.act_quant:
             tb = self.model_inputs.get(name)
-            x = np.stack([quantize_act(r, *_ACT[t.fmt], None if tb is None else tb[self._row + i], self.stats)
+            group, rule = _ACT[t.fmt]
+            rule = self.i2s_rule if t.fmt == "i2_s" else rule
+            x = np.stack([quantize_act(r, group, rule, None if tb is None else tb[self._row + i], self.stats)
                           for i, r in enumerate(x)])
         return x @ self.W(t.name).T
 

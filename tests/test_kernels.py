@@ -6,7 +6,8 @@ import pylowbit as lb
 from pylowbit import _lowbit
 
 KERNEL_FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0"]
-ALL_FORMATS = KERNEL_FORMATS + ["f16", "f32"]
+ALL_FORMATS = KERNEL_FORMATS + ["f16", "bf16", "f32"]
+FLOAT_FORMATS = ("f16", "bf16", "f32")
 VARIANTS = lb.isa_supported()
 
 
@@ -23,10 +24,17 @@ def p2_scale(amax):
     return np.float32(np.ldexp(1.0, max(e - 1 if m == 0.5 else e, -126)))
 
 
+def s8_inv(amax):
+    """I2_S's default inverse activation scale, bitnet.cpp's: 127 / max(amax, 1e-5) in double."""
+    return np.float32(127.0 / max(float(amax), 1e-5))
+
+
 def act_rule(fmt):
     """The rounding rule the library uses for a weight type (lowbit_act_rule_of_type)."""
     if fmt in ("pq2_0", "ptq1_0"):
         return "q8_k"  # Q8_K's rule per 128-group (their weight block)
+    if fmt == "i2_s":
+        return "s8"  # bitnet.cpp's (lb.set_i2s_act_scale("pow2"): "p2")
     return RULE_OF_GROUP.get(act_group(fmt), "a8")
 
 
@@ -40,7 +48,8 @@ def emulate_a8(x, group, rule=None):
     rule (default: the group's, RULE_OF_GROUP): "q8_k" llama.cpp's Q8_K (iscale = -127 / the
     element of largest |x|, round half to even, d = 1 / iscale), "q8_0" Q8_0 as ggml rounds it on
     x86 (127 / amax, half to even, d = amax / 127 rounded to fp16), "p2" (p2_scale of the whole
-    vector, half away from zero), "a8" pylowbit's A8 (127 / amax, half away from zero, fp32
+    vector, half away from zero), "s8" bitnet.cpp's (s8_inv of the whole vector, half away from
+    zero, d = 1 / that), "a8" pylowbit's A8 (127 / amax, half away from zero, fp32
     d = amax / 127)."""
     rule = rule or RULE_OF_GROUP.get(group, "a8")
     xs = x.reshape(-1, group).astype(np.float32)
@@ -51,6 +60,9 @@ def emulate_a8(x, group, rule=None):
         if rule == "p2":  # P2 (I2_S): one power-of-two scale for the whole vector
             d = np.full(len(xs), p2_scale(ax.max()), np.float32)
             inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+        elif rule == "s8":  # S8 (I2_S, bitnet.cpp's): one scale 127 / max|x| for the whole vector
+            inv = np.full(len(xs), s8_inv(ax.max()), np.float32)
+            d = (np.float32(1) / inv).astype(np.float32)
         elif rule == "q8_k":
             smax = xs[np.arange(len(xs)), np.argmax(ax == amax[:, None], axis=1)]
             inv = np.where(nz, np.float32(-127) / np.where(nz, smax, 1), 0).astype(np.float32)
@@ -118,7 +130,7 @@ def test_gemv_matches_float64_reference(fmt):
         x = rng.standard_normal(cols).astype(np.float32)
         wd = w.dequantize().astype(np.float64)
         y = w.gemv(x)
-        if fmt in ("f16", "f32"):
+        if fmt in FLOAT_FORMATS:
             xa = x.astype(np.float64)
         else:
             xa, _, _ = emulate_for(x, fmt)
@@ -281,7 +293,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             p = w.pack()
             assert p.shape == w.shape and p.fmt == w.fmt
             assert (p.data is None) == p.is_packed  # repacked: the file bytes are let go
-            packs = fmt not in ("q8_0", "q1_0", "f16", "f32")
+            packs = fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS)
             assert p.is_packed == packs
             if packs:
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4); fp16 scales
@@ -291,7 +303,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
                 assert p.packed_nbytes == rows4 * (-(-cols // 128)) * 32 + scales
             for threads in (1, 2):
                 yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)
-                if packs and variant in BIT_EXACT_VARIANTS:
+                if (packs or fmt in FLOAT_FORMATS) and variant in BIT_EXACT_VARIANTS:
                     np.testing.assert_array_equal(yv, ref_v)
                     np.testing.assert_array_equal(ym, ref_m)
                 else:

@@ -1,5 +1,6 @@
 /* Public GEMV / GEMM entry points: argument checks, activation quantization, splitting rows over
  * the thread pool, and the per-tensor scale of I2_S. */
+#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -44,7 +45,7 @@ typedef struct {
     const lowbit_matrix *m; /* packed matrix, or NULL for the file layout */
     int64_t rows, cols, row_bytes;
     const lowbit_act *a; /* quantized activations (batch of them) */
-    const float *x;      /* float activations (F32/F16 weights) */
+    const float *x;      /* float activations (F32/F16/BF16 weights) */
     int64_t batch;
     float *y;
     float row_scale; /* I2_S per-tensor scale, else 1 */
@@ -52,6 +53,7 @@ typedef struct {
     int paired;
     /* paired tasks' kernel (pair_kernel) */
     lowbit_pair_fn pair;
+    const float *row_factor; /* I2_S (i2s_exponents): per batch item, in place of row_scale */
 } job;
 
 /* The rows of task t: [r[0], r[1]) and, paired, its twin tile [r[2], r[3]) (empty: r[2] == r[3]). */
@@ -80,6 +82,8 @@ static void run_chunk(void *ctx, int64_t t) {
                 J->k->gemv_f32((const float *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
             else if (J->type == LOWBIT_TYPE_F16)
                 J->k->gemv_f16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
+            else if (J->type == LOWBIT_TYPE_BF16)
+                J->k->gemv_bf16((const uint16_t *)J->w, J->cols, r0, r1, J->x + b * J->cols, yb + r0);
         }
         return;
     }
@@ -96,10 +100,12 @@ static void run_chunk(void *ctx, int64_t t) {
         J->k->gemm[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows,
                             J->rows);
     }
-    if (J->row_scale != 1.0f)
-        for (int64_t b = c0; b < c1; b++)
+    for (int64_t b = c0; b < c1; b++) {
+        const float f = J->row_factor ? J->row_factor[b] : J->row_scale;
+        if (f != 1.0f)
             for (int h = 0; h < 4; h += 2)
-                for (int64_t i = r[h]; i < r[h + 1]; i++) J->y[b * J->rows + i] *= J->row_scale;
+                for (int64_t i = r[h]; i < r[h + 1]; i++) J->y[b * J->rows + i] *= f;
+    }
 }
 
 static int check_matrix(int type, const void *w, int64_t rows, int64_t cols, int64_t *row_bytes) {
@@ -139,6 +145,40 @@ static void job_prepare(job *J) {
     job_set_pairing(J, J->pair != NULL);
 }
 
+/* Bytes i2s_exponents needs for a job, 64 of slack for alignment. */
+static size_t i2s_bytes(const job *J) {
+    return (size_t)J->batch * (sizeof(lowbit_act) + sizeof(float) * (size_t)(J->cols / 128 + 1)) + 64;
+}
+
+/* I2_S activations with one scale d for the whole vector (every group's alike: S8, P2): the
+ * kernels get d's power of two 2^k in every group, which makes their per-group float steps and
+ * their row-sum paths exact alike (isum * 2^k), and the row's one float step takes
+ * m * tensor_scale with m = d / 2^k in [1, 2) instead of the tensor scale: y = (isum * 2^k) *
+ * fl(m * ts) = fl(isum * fl(d * ts)), the formats.h result whatever path a variant takes.  Other
+ * activation vectors keep their scales and the tensor scale.  mem: i2s_bytes(J), 64-aligned. */
+static void i2s_exponents(job *J, uint8_t *mem) {
+    const int64_t ng = J->cols / 128;
+    lowbit_act *acts = (lowbit_act *)mem;
+    float *factor = (float *)(acts + J->batch);
+    float *pow2 = factor + J->batch;
+    for (int64_t b = 0; b < J->batch; b++) {
+        const lowbit_act *a = &J->a[b];
+        acts[b] = *a;
+        factor[b] = J->row_scale;
+        const float d = ng > 0 ? a->d[0] : 0.0f;
+        int uniform = d >= FLT_MIN && d <= FLT_MAX; /* normal: 2^k and m exact */
+        for (int64_t g = 1; uniform && g < ng; g++) uniform = a->d[g] == d;
+        if (!uniform) continue;
+        int e;
+        const float f = frexpf(d, &e); /* d = f * 2^e, f in [0.5, 1) */
+        for (int64_t g = 0; g < ng; g++) pow2[b * ng + g] = ldexpf(1.0f, e - 1);
+        acts[b].d = pow2 + b * ng;
+        factor[b] = (2.0f * f) * J->row_scale;
+    }
+    J->a = acts;
+    J->row_factor = factor;
+}
+
 /* Weight bytes the job reads, times the batch: what decides how many threads pay off. */
 static double job_work(const job *J) {
     const int64_t row_bytes = J->m ? J->m->nbytes / (J->rows > 0 ? J->rows : 1) : J->row_bytes;
@@ -157,11 +197,24 @@ static int64_t plan_tiles(double work, int64_t row_tasks, int64_t batch, int *th
     return (batch + *bt - 1) / *bt;
 }
 
-static void run_job(job *J, int threads) {
+/* i2s_exponents' memory on the stack up to this many bytes (a decode step's), else malloc. */
+#define I2S_STACK_BYTES (4 << 10)
+
+static int run_job(job *J, int threads) {
     job_prepare(J);
-    if (J->batch <= 0 || J->rows <= 0) return;
+    if (J->batch <= 0 || J->rows <= 0) return LOWBIT_OK;
+    _Alignas(64) uint8_t stack[I2S_STACK_BYTES];
+    uint8_t *heap = NULL;
+    if (J->type == LOWBIT_TYPE_I2_S && J->a) {
+        const size_t nb = i2s_bytes(J);
+        uint8_t *mem = nb <= sizeof stack ? stack : (heap = (uint8_t *)malloc(nb));
+        if (!mem) return LOWBIT_ENOMEM;
+        i2s_exponents(J, mem);
+    }
     const int64_t ncol = plan_tiles(job_work(J), J->row_tasks, J->batch, &threads, &J->bt);
     lowbit_parallel_for(J->row_tasks * ncol, run_chunk, J, threads);
+    free(heap);
+    return LOWBIT_OK;
 }
 
 /* Bytes of `batch` quantized activation rows laid out by act_layout, 64 of slack for alignment. */
@@ -205,9 +258,9 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
-    run_job(&J, threads);
-    return LOWBIT_OK;
+    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f,
+             0, 0, 0, NULL, NULL};
+    return run_job(&J, threads);
 }
 
 int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float *x, int64_t batch,
@@ -220,7 +273,7 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL};
+        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -229,10 +282,10 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL};
-    run_job(&J, threads);
+    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    st = run_job(&J, threads);
     free(mem);
-    return LOWBIT_OK;
+    return st;
 }
 
 int lowbit_gemv(int type, const void *w, int64_t rows, int64_t cols, const float *x, float *y,
@@ -250,9 +303,8 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
     job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0, 0, NULL};
-    run_job(&J, threads);
-    return LOWBIT_OK;
+             batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    return run_job(&J, threads);
 }
 
 int lowbit_matrix_gemm(const lowbit_matrix *m, const float *x, int64_t batch, float *y,
@@ -332,7 +384,7 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
         const lowbit_matrix *m = ms[j];
         job *J = &M->part[j];
         *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, m->cols, 0, NULL, NULL,
-                   batch, NULL, 1.0f, 0, 0, 0, NULL};
+                   batch, NULL, 1.0f, 0, 0, 0, NULL, NULL};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, m->cols);
         job_prepare(J);
     }
@@ -383,6 +435,8 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
         }
         gi[j] = g;
     }
+    for (int j = 0; j < n; j++)
+        if (ms[j]->type == LOWBIT_TYPE_I2_S) bytes += i2s_bytes(&M.part[j]);
     const size_t counters = act >= 0 ? (size_t)(M.first[1] + 1) * sizeof(int32_t) : 0;
     _Alignas(64) uint8_t stack[MULTI_STACK_BYTES];
     uint8_t *mem = bytes + counters <= sizeof stack ? stack : (uint8_t *)malloc(bytes + counters);
@@ -398,6 +452,10 @@ static int run_multi(const lowbit_matrix *const *ms, int n, const float *x, int6
         M.part[j].x = x;
         M.part[j].y = ys[j];
         if (gi[j] >= 0) M.part[j].a = acts[gi[j]];
+        if (M.part[j].type == LOWBIT_TYPE_I2_S) {
+            i2s_exponents(&M.part[j], p);
+            p = (uint8_t *)(((uintptr_t)(p + i2s_bytes(&M.part[j]) - 64) + 63) & ~(uintptr_t)63);
+        }
     }
     M.tiles_done = NULL;
     if (act >= 0) {

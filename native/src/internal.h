@@ -46,6 +46,22 @@ static inline float lowbit_fp16_to_fp32(uint16_t h) {
     return f;
 }
 
+/* BF16 is float32's upper half: widening is exact. */
+static inline float lowbit_bf16_to_fp32(uint16_t h) {
+    const uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* float32 to BF16, round to nearest even (NaN stays a quiet NaN), as ggml rounds it. */
+static inline uint16_t lowbit_fp32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000u) return (uint16_t)((x >> 16) | 64);
+    return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+}
+
 static inline uint16_t lowbit_fp32_to_fp16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -93,12 +109,18 @@ static inline uint16_t lowbit_fp32_to_fp16(float f) {
  *        every per-group float step of the dot spec exact (integer * 2^k, < 2^24 in magnitude for
  *        rows of <= 65536 weights), so a kernel may add the int32 sums of the whole row and do a
  *        single float step, bit-exact with the per-group reference (lowbit_act_p2_row_ok).
+ *   S8 (I2_S by default: bitnet.cpp's quantize_row_i8_s), one scale for the whole vector:
+ *        id = (float)(127.0 / max(amax, 1e-5)) with the quotient taken in double, as bitnet.cpp
+ *        does, q = round-half-away(x * id), d = 1 / id (fp32) in every group.  d is no power of
+ *        two, so the I2_S jobs of api.c (i2s_exponents) hand the kernels d's power of two and
+ *        multiply its mantissa into the row's one float step, with the tensor scale: every kernel
+ *        still takes its exact P2 path, and y = (float)sum_row(isum) * (d * tensor_scale).
  *   A8 (pylowbit's own, any other group): q = round-half-away(x * (127 / amax)), d = amax / 127.
  * Products are clamped to [-127, 127] before rounding (NaN -> -127), in every variant.
  * The public lowbit_quantize_act(group) keeps its documented group -> rule mapping
  * (lowbit_act_rule_of_group: 256 Q8_K, 32 Q8_0, 128 P2, else A8); lowbit_quantize_act_for(type)
- * uses the type's pair. */
-enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K, LOWBIT_ACT_P2 };
+ * uses the type's pair (I2_S: S8, or P2 after lowbit_set_i2s_act_rule). */
+enum { LOWBIT_ACT_A8, LOWBIT_ACT_Q8_0, LOWBIT_ACT_Q8_K, LOWBIT_ACT_P2, LOWBIT_ACT_S8 };
 static inline int lowbit_act_rule_of_group(int64_t group) {
     return group == 256 ? LOWBIT_ACT_Q8_K : group == 32 ? LOWBIT_ACT_Q8_0
          : group == 128 ? LOWBIT_ACT_P2 : LOWBIT_ACT_A8;
@@ -116,6 +138,21 @@ static inline float lowbit_act_p2_scale(float amax) {
     float d;
     memcpy(&d, &b, 4);
     return d;
+}
+/* S8's inverse scale id for a vector of largest |x| amax (finite), bitnet.cpp's arithmetic. */
+static inline float lowbit_act_s8_inv(float amax) {
+    const double m = amax > 0.00001 ? (double)amax : 0.00001;
+    return (float)(127.0 / m);
+}
+/* The one (d, id) of a vector-wide rule (P2, S8) for a vector of largest |x| amax (finite). */
+static inline void lowbit_act_vector_scale(int rule, float amax, float *d, float *id) {
+    if (rule == LOWBIT_ACT_S8) {
+        *id = lowbit_act_s8_inv(amax);
+        *d = *id ? 1.0f / *id : 0.0f; /* id = 0: amax = inf */
+    } else {
+        *d = lowbit_act_p2_scale(amax);
+        *id = *d ? 1.0f / *d : 0.0f; /* d = 2^k, id = 2^-k (exact: k in [-126, 123]) */
+    }
 }
 /* 1 if the groups' sums of an activation vector may be added as integers with one float step at
  * the end (times `dw`, itself exact as a power of two or 1): all ng scales equal and 0 or a power
@@ -243,10 +280,12 @@ typedef struct lowbit_kernels {
     lowbit_gemv_fn gemv[LOWBIT_K_COUNT];
     lowbit_gemm_fn gemm[LOWBIT_K_COUNT];
     lowbit_quantize_act_fn quantize_act;
-    /* float GEMV for F32 / F16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
+    /* float GEMV for F32 / F16 / BF16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
     void (*gemv_f32)(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y);
     void (*gemv_f16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                      float *y);
+    void (*gemv_bf16)(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                      float *y);
     /* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
      * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows
      * past m->rows are never written. */

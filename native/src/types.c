@@ -12,6 +12,7 @@ typedef struct {
 static const type_row TYPES[] = {
     {LOWBIT_TYPE_F32, "f32", 1, 4, -1},
     {LOWBIT_TYPE_F16, "f16", 1, 2, -1},
+    {LOWBIT_TYPE_BF16, "bf16", 1, 2, -1},
     {LOWBIT_TYPE_Q8_0, "q8_0", LOWBIT_QK_Q8_0, sizeof(lowbit_block_q8_0), LOWBIT_K_Q8_0},
     {LOWBIT_TYPE_Q5_0, "q5_0", LOWBIT_QK_Q5_0, sizeof(lowbit_block_q5_0), LOWBIT_K_Q5_0},
     {LOWBIT_TYPE_Q4_K, "q4_k", LOWBIT_QK_Q4_K, sizeof(lowbit_block_q4_k), LOWBIT_K_Q4_K},
@@ -83,7 +84,7 @@ int64_t lowbit_act_group(int type) {
     if (bs == 1) return 128; /* float weights take float activations; 128 is harmless */
     /* llama.cpp's activation type for the weight type (Q8_K for TQ1_0/TQ2_0/Q4_K/Q6_K, Q8_0 for
      * Q1_0/Q2_0/Q5_0/Q8_0), except PQ2_0 / PTQ1_0: Q8_K's rule per 128-group, their weight block
-     * (internal.h); I2_S 128 with P2.  The rule: lowbit_act_rule_of_type. */
+     * (internal.h); I2_S 128 with one scale per vector.  The rule: lowbit_act_rule_of_type. */
     if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_TQ2_0 || type == LOWBIT_TYPE_Q4_K ||
         type == LOWBIT_TYPE_Q6_K)
         return 256;
@@ -92,9 +93,19 @@ int64_t lowbit_act_group(int type) {
     return 32;
 }
 
+static int i2s_act_rule = LOWBIT_ACT_S8;
+
+int lowbit_set_i2s_act_scale(int mode) {
+    if (mode != LOWBIT_I2S_ACT_BITNET && mode != LOWBIT_I2S_ACT_POW2) return LOWBIT_EINVAL;
+    const int before = i2s_act_rule == LOWBIT_ACT_P2 ? LOWBIT_I2S_ACT_POW2 : LOWBIT_I2S_ACT_BITNET;
+    i2s_act_rule = mode == LOWBIT_I2S_ACT_POW2 ? LOWBIT_ACT_P2 : LOWBIT_ACT_S8;
+    return before;
+}
+
 int lowbit_act_rule_of_type(int type) {
     if (type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0) return LOWBIT_ACT_Q8_K;
-    return lowbit_act_rule_of_group(lowbit_act_group(type)); /* 256 Q8_K, 32 Q8_0, 128 P2 (I2_S) */
+    if (type == LOWBIT_TYPE_I2_S) return i2s_act_rule;
+    return lowbit_act_rule_of_group(lowbit_act_group(type)); /* 256 Q8_K, 32 Q8_0 */
 }
 
 const char *lowbit_status_str(int status) {

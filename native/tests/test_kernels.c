@@ -9,7 +9,7 @@
  *             file layout: |y - y_ref| <= 1e-6 * sum |w||x| (only the float combination order
  *             may differ; the worst ratio seen is printed);
  *   - quantizer: A8 codes, scales and sums bit-identical to the reference;
- *   - F32/F16 GEMV within recursive-summation rounding;
+ *   - F32/F16/BF16 GEMV bit-identical to scalar, scalar within summation rounding of the exact sum;
  *   - codec round trips (scalar codecs, once).
  * Sizes hit every tail: cols = k * block (k = 1..9), rows 1..70 around the 64-row task chunks,
  * batch 1..9.  Every output buffer has guard words after it that must stay untouched, and every
@@ -425,18 +425,34 @@ static void test_quantize_act_for(void) {
             const int type = TYPES[t];
             const int64_t G = lowbit_act_group(type);
             const int q8k128 = type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
+            /* I2_S: bitnet.cpp's S8 by default, quantize_act(128) is P2 (its option) */
+            const int other = q8k128 || type == LOWBIT_TYPE_I2_S;
             CHECK(lowbit_quantize_act_for(type, x, N, q, d, s) == LOWBIT_OK, "quantize_act_for %s",
                   lowbit_type_name(type));
             CHECK(lowbit_quantize_act(x, N, G, q0, d0, s0) == LOWBIT_OK, "quantize_act");
             const int same = !memcmp(q, q0, N) && !memcmp(d, d0, (size_t)(N / G) * 4) &&
                              !memcmp(s, s0, (size_t)(N / G) * 4);
-            CHECK(same == !q8k128, "%s quantize_act_for %s: %s lowbit_quantize_act(%lld)",
+            CHECK(same == !other, "%s quantize_act_for %s: %s lowbit_quantize_act(%lld)",
                   lowbit_isa_name(isa), lowbit_type_name(type),
                   same ? "equals" : "differs from", (long long)G);
             if (q8k128) /* Q8_K: the largest element (+9 at 5) gets code -127, d = -9 / 127 */
                 for (int64_t g = 0; g < N / G; g++)
                     CHECK(q[g * G + 5] == -127 && d[g] < 0.0f, "%s %s group %lld: not Q8_K's rule",
                           lowbit_isa_name(isa), lowbit_type_name(type), (long long)g);
+            if (type == LOWBIT_TYPE_I2_S) { /* S8: one d = 1 / (float)(127 / max|x|) everywhere */
+                CHECK(lowbit_set_i2s_act_scale(LOWBIT_I2S_ACT_POW2) == LOWBIT_I2S_ACT_BITNET, "i2s mode");
+                CHECK(lowbit_quantize_act_for(type, x, N, q0, d0, s0) == LOWBIT_OK, "pow2 quantize");
+                lowbit_set_i2s_act_scale(LOWBIT_I2S_ACT_BITNET);
+                float amax = 0.0f;
+                for (int i = 0; i < N; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+                const float id = (float)(127.0 / (double)amax);
+                for (int64_t g = 0; g < N / G; g++)
+                    CHECK(d[g] == 1.0f / id, "%s i2_s group %lld: d is not bitnet.cpp's",
+                          lowbit_isa_name(isa), (long long)g);
+                CHECK(q[5] == (int8_t)roundf(x[5] * id), "%s i2_s: code not bitnet.cpp's",
+                      lowbit_isa_name(isa));
+                CHECK(memcmp(d0, d, 4) != 0, "%s i2_s pow2: same d as the default", lowbit_isa_name(isa));
+            }
         }
     }
     CHECK(lowbit_quantize_act_for(LOWBIT_TYPE_F32, x, N, q, d, s) == LOWBIT_ETYPE, "f32");
@@ -455,8 +471,10 @@ static void test_float_weights(void) {
     static const int COLS[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 257, 1000};
     static const int ROWS[] = {1, 2, 5, 63, 64, 65, 70};
     const int NC = (int)(sizeof COLS / sizeof COLS[0]), NR = (int)(sizeof ROWS / sizeof ROWS[0]);
-    for (int f16 = 0; f16 <= 1; f16++) {
-        const int type = f16 ? LOWBIT_TYPE_F16 : LOWBIT_TYPE_F32;
+    static const int FLOAT_TYPES[] = {LOWBIT_TYPE_F32, LOWBIT_TYPE_F16, LOWBIT_TYPE_BF16};
+    for (int ti = 0; ti < 3; ti++) {
+        const int type = FLOAT_TYPES[ti], f16 = type != LOWBIT_TYPE_F32; /* f16: 2-byte values */
+        const char *tname = lowbit_type_name(type);
         for (int ci = 0; ci < NC; ci++)
             for (int ri = 0; ri < NR; ri++) {
                 const int64_t cols = COLS[ci], rows = ROWS[ri], batch = 1 + (ci + ri) % 3;
@@ -465,9 +483,10 @@ static void test_float_weights(void) {
                 for (int64_t i = 0; i < rows * cols; i++) {
                     float v = rndf(-2.0f, 2.0f);
                     if (f16) {
-                        uint16_t h = lowbit_fp32_to_fp16(v);
+                        const int bf = type == LOWBIT_TYPE_BF16;
+                        uint16_t h = bf ? lowbit_fp32_to_bf16(v) : lowbit_fp32_to_fp16(v);
                         memcpy((uint8_t *)w + 2 * i, &h, 2);
-                        wf[i] = lowbit_fp16_to_fp32(h);
+                        wf[i] = bf ? lowbit_bf16_to_fp32(h) : lowbit_fp16_to_fp32(h);
                     } else {
                         ((float *)w)[i] = wf[i] = v;
                     }
@@ -479,22 +498,29 @@ static void test_float_weights(void) {
                 set_isa(LOWBIT_ISA_SCALAR);
                 int st = lowbit_gemm(type, w, rows, cols, x, batch, ref, 1);
                 const char *why;
-                CHECK(st == 0 && guard_ok(ref, n, &why), "scalar f%d gemv", f16 ? 16 : 32);
-                for (int v = 0; v < g_nvariants; v++) {
+                CHECK(st == 0 && guard_ok(ref, n, &why), "scalar %s gemv", tname);
+                int tol_ok = 1;
+                for (int64_t i = 0; i < n; i++) {
+                    const int64_t b = i / rows, r = i % rows;
+                    double exact = 0, mag = 0;
+                    for (int64_t j = 0; j < cols; j++) {
+                        exact += (double)wf[r * cols + j] * x[b * cols + j];
+                        mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
+                    }
+                    /* the reference's pairwise-then-sequential sum: within cols * eps * mag */
+                    if (!(fabs((double)ref[i] - exact) <= (double)cols * FLT_EPSILON * mag)) tol_ok = 0;
+                }
+                CHECK(tol_ok, "scalar %s gemv rows=%lld cols=%lld: beyond tolerance", tname,
+                      (long long)rows, (long long)cols);
+                for (int v = 0; v < g_nvariants; v++) { /* every variant keeps the reference's order */
                     float *y = guarded(n);
                     set_isa(g_variants[v]);
                     st = lowbit_gemm(type, w, rows, cols, x, batch, y, 2);
-                    int ok = st == 0 && guard_ok(y, n, &why), tol_ok = 1;
-                    for (int64_t i = 0; ok && i < n; i++) {
-                        const int64_t b = i / rows, r = i % rows;
-                        double mag = 0;
-                        for (int64_t j = 0; j < cols; j++) mag += fabs((double)wf[r * cols + j] * x[b * cols + j]);
-                        /* both sides are within n * eps/2 * mag of the exact sum */
-                        if (!(fabs((double)y[i] - ref[i]) <= (double)cols * FLT_EPSILON * mag)) tol_ok = 0;
-                    }
-                    CHECK(ok && tol_ok, "%s f%d gemv rows=%lld cols=%lld batch=%lld: st=%d %s%s",
-                          lowbit_isa_name(g_variants[v]), f16 ? 16 : 32, (long long)rows,
-                          (long long)cols, (long long)batch, st, why, tol_ok ? "" : " beyond tolerance");
+                    const int ok = st == 0 && guard_ok(y, n, &why);
+                    CHECK(ok && !memcmp(y, ref, (size_t)n * sizeof(float)),
+                          "%s %s gemv rows=%lld cols=%lld batch=%lld: st=%d %s%s",
+                          lowbit_isa_name(g_variants[v]), tname, (long long)rows,
+                          (long long)cols, (long long)batch, st, why, ok ? " differs from scalar" : "");
                     free(y);
                 }
                 free(ref);

@@ -77,7 +77,7 @@ def main(args) -> int:
     else:
         types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
         # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
-        plain = {t: bool(args.vs) and t in B.LLAMA_CPP_TYPES for t in types}
+        plain = {t: bool(args.vs) and t not in B.NOT_LLAMA_CPP_TYPES for t in types}
         specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]
         B.ensure_disk_space(specs)  # all of them, before the first is written
         paths = []

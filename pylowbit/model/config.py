@@ -23,6 +23,10 @@ ARCHS = {
     "gemma3":       (True,    True,   False,    True,      "gelu",   True),
     "qwen35":       (True,    True,   False,    False,     "silu",   False),
 }
+# Names other tools write for an architecture above; their keys keep the file's own prefix
+# ("bitnet-25.block_count").  bitnet.cpp's 2B4T converter (utils/convert-ms-to-gguf-bitnet.py)
+# writes bitnet-25, its later files and llama.cpp's own bitnet-b1.58; bitnet.cpp runs both alike.
+ARCH_ALIASES = {"bitnet-25": "bitnet-b1.58"}
 # qwen35 (Gated-DeltaNet + gated attention): layer i is recurrent unless (i + 1) % interval == 0,
 # when the file gives no explicit attention.recurrent_layers.
 QWEN35_ATTENTION_INTERVAL = 4
@@ -105,15 +109,19 @@ class Config:
             arch = f.get("general.architecture", str)
         except GGUFError as e:
             raise ModelError(str(e)) from None
+        prefix = arch  # the metadata keys' prefix is the name the file gives
+        arch = ARCH_ALIASES.get(arch, arch)
         if arch not in ARCHS:
-            raise ModelError(f"unsupported architecture {arch!r} (supported: {', '.join(ARCHS)})")
+            raise ModelError(f"unsupported architecture {prefix!r} (supported: "
+                             f"{', '.join([*ARCHS, *ARCH_ALIASES])})")
         neox, qk_norm, sub_norms, post_norms, act, embed_scale = ARCHS[arch]
 
         def pos_int(key, default=..., lo=1):
             # absurd values are refused here, before anything is sized from them
-            v = default if default is not ... and f"{arch}.{key}" not in f.metadata else f.get(f"{arch}.{key}", int)
+            k = f"{prefix}.{key}"
+            v = default if default is not ... and k not in f.metadata else f.get(k, int)
             if not lo <= v <= 1 << 24:
-                raise ModelError(f"{arch}.{key} = {v} is out of range")
+                raise ModelError(f"{prefix}.{key} = {v} is out of range")
             return v
 
         try:
@@ -123,13 +131,14 @@ class Config:
             head_dim = pos_int("attention.key_length", d // n_head)
             v_head_dim = pos_int("attention.value_length", head_dim)
             rope_dim = pos_int("rope.dimension_count", head_dim)
-            eps = f.get(f"{arch}.attention.layer_norm_rms_epsilon", float, 1e-5)
-            rope_base = f.get(f"{arch}.rope.freq_base", float, 10000.0)
+            eps = f.get(f"{prefix}.attention.layer_norm_rms_epsilon", float, 1e-5)
+            rope_base = f.get(f"{prefix}.rope.freq_base", float, 10000.0)
             rope_scale = 1.0
-            if f.get(f"{arch}.rope.scaling.type", str, "none") == "linear":
-                rope_scale = f.get(f"{arch}.rope.scaling.factor", float, 1.0)
-            elif f.get(f"{arch}.rope.scaling.type", str, "none") not in ("none",):
-                raise ModelError(f"{arch}.rope.scaling.type {f.get(f'{arch}.rope.scaling.type')!r} is not supported")
+            if f.get(f"{prefix}.rope.scaling.type", str, "none") == "linear":
+                rope_scale = f.get(f"{prefix}.rope.scaling.factor", float, 1.0)
+            elif f.get(f"{prefix}.rope.scaling.type", str, "none") not in ("none",):
+                kind = f.get(f"{prefix}.rope.scaling.type")
+                raise ModelError(f"{prefix}.rope.scaling.type {kind!r} is not supported")
             window = pos_int("attention.sliding_window", 0, lo=0)
             cfg = cls(
                 arch=arch,

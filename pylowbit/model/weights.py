@@ -16,7 +16,7 @@ from .config import Config, ModelError
 from .hadamard import Rotation
 
 # Types liblowbit has GEMV/GEMM kernels for: used straight from the mapped file.
-KERNEL_FORMATS = {"f32", "f16", "q8_0", "tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0",
+KERNEL_FORMATS = {"f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0",
                   "q5_0", "q4_k", "q6_k"}
 FOREIGN_POLICIES = ("q8_0", "f16", "f32")
 
@@ -429,10 +429,7 @@ class Weights:
         t = self.f.tensor(name)
         if tuple(t.shape) != tuple(shape):
             raise ModelError(f"{name} has shape {t.shape}, expected {shape}")
-        if t.fmt == "bf16":  # the upper half of an f32: widened exactly, never re-quantized
-            w = lb.QTensor(bf16_to_f32(t.data), "f32", t.shape)
-            self.f.release(t)
-        elif t.fmt in KERNEL_FORMATS:
+        if t.fmt in KERNEL_FORMATS:
             w = lb.QTensor(t.data, t.fmt, t.shape)
             if self.pack and lb.packing_pays_off():
                 # Repack once into the row-interleaved layout decoding streams fastest; the mapped

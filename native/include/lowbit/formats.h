@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* GGUF tensor type ids.  6/12/14/34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is
+/* GGUF tensor type ids.  6/12/14/30/34/35/41 are upstream ggml; 36 is bitnet.cpp's I2_S; 42 is
  * upstream Q2_0 (group 64); 142/143 are PrismML's PQ2_0 / PTQ1_0. */
 typedef enum lowbit_type {
     LOWBIT_TYPE_F32 = 0,
@@ -23,6 +23,7 @@ typedef enum lowbit_type {
     LOWBIT_TYPE_Q4_K = 12,
     LOWBIT_TYPE_Q6_K = 14,
     LOWBIT_TYPE_Q8_K = 15,
+    LOWBIT_TYPE_BF16 = 30,
     LOWBIT_TYPE_TQ1_0 = 34,
     LOWBIT_TYPE_TQ2_0 = 35,
     LOWBIT_TYPE_I2_S = 36,
@@ -167,7 +168,11 @@ LOWBIT_STATIC_ASSERT(sizeof(lowbit_block_q8_k) == 292, "Q8_K block is 292 bytes"
  *   Q8_0, G = 32 (Q1_0, Q2_0, Q5_0, Q8_0), ggml's x86 rounding:
  *           q = rint(x * 127 / amax), d = amax / 127 rounded to fp16 (stored here as the fp32
  *           value of that fp16).
- *   P2, G = 128 (I2_S): one scale for the whole vector (bitnet.cpp has one per row too), the
+ *   S8, G = 128 (I2_S, the default): bitnet.cpp's quantize_row_i8_s, one scale for the whole
+ *           vector: id = (float)(127.0 / max(max|x|, 1e-5)) (quotient in double), q =
+ *           roundf(x * id), d = 1 / id in every group.  An I2_S row's result is then
+ *           (float)(sum of its int sums) * fl(d * tensor scale), one float step (internal.h).
+ *   P2, G = 128 (I2_S on request, lowbit_set_i2s_act_scale): one scale for the whole vector, the
  *           smallest power of two d >= 2^-126 with 127 * d >= max|x| of the vector (0 if that
  *           is 0), in every group; q = roundf(x / d).  Exact per-group float steps: kernels may
  *           add a row's int sums first (internal.h, lowbit_act_p2_row_ok).

@@ -59,9 +59,15 @@ LOWBIT_API int64_t lowbit_row_bytes(int type, int64_t n);
 LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
 /* Activation group size used with this weight type: 256 for TQ1_0/TQ2_0/Q4_K/Q6_K (llama.cpp's
  * Q8_K), 128 for PQ2_0/PTQ1_0 (Q8_K's rule per 128 weights: their weight block) and I2_S (with one
- * power-of-two scale for the whole vector), 32 (Q8_0) for Q1_0/Q2_0/Q5_0/Q8_0.  The rounding rule
- * the library uses for a weight type is lowbit_quantize_act_for's (formats.h). */
+ * scale for the whole vector), 32 (Q8_0) for Q1_0/Q2_0/Q5_0/Q8_0.  The rounding rule the library
+ * uses for a weight type is lowbit_quantize_act_for's (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
+/* I2_S's activation scale, process-wide: LOWBIT_I2S_ACT_BITNET (the default: bitnet.cpp's
+ * 127 / max|x|, formats.h S8) or LOWBIT_I2S_ACT_POW2 (that step rounded up to a power of two,
+ * formats.h P2: up to one bit of activation resolution less).  Returns the previous mode, or
+ * LOWBIT_EINVAL.  Not meant to change while another thread multiplies. */
+enum { LOWBIT_I2S_ACT_BITNET = 0, LOWBIT_I2S_ACT_POW2 = 1 };
+LOWBIT_API int lowbit_set_i2s_act_scale(int mode);
 
 /* ---- codecs (scalar reference; not on the hot path) ----------------------------------------- */
 

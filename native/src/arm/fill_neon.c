@@ -27,15 +27,15 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
         return;
     }
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
-    const float vmax = rule == LOWBIT_ACT_P2 ? amax__neon(x, n) : 0.0f; /* P2: one scale per vector */
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
+    const float vmax = whole ? amax__neon(x, n) : 0.0f;
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         int8_t *qg = q + g * group;
-        const float amax = rule == LOWBIT_ACT_P2 ? vmax : amax__neon(xg, group);
+        const float amax = whole ? vmax : amax__neon(xg, group);
         float dg, id;
-        if (rule == LOWBIT_ACT_P2) { /* d = 2^k: id = 2^-k exactly */
-            dg = lowbit_act_p2_scale(amax);
-            id = dg ? 1.0f / dg : 0.0f;
+        if (whole) {
+            lowbit_act_vector_scale(rule, amax, &dg, &id);
         } else if (rule == LOWBIT_ACT_Q8_K) {
             float smax = 0.0f; /* the first element with |x| = amax carries the sign */
             for (int64_t j = 0; amax && j < group; j++)
@@ -57,7 +57,7 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
             for (int i = 0; i < 4; i++) {
                 float32x4_t p = vmulq_f32(vld1q_f32(xg + j + 4 * i), vid);
                 p = vminq_f32(vmaxnmq_f32(p, lo), hi);
-                v[i] = rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
+                v[i] = rule == LOWBIT_ACT_A8 || whole ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
                 sum = vaddq_s32(sum, v[i]);
             }
             const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));
@@ -69,52 +69,45 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
     }
 }
 
-/* ---- float GEMV (F32 / F16 weights: the tied-embedding LM head) ---------------------------- */
+/* ---- float GEMV (F32 / F16 / BF16 weights: the tied-embedding LM head) ---------------------------- */
 
-/* Four independent accumulators hide the FMA latency; the tail runs in scalar.  The summation
- * order differs from the reference's sequential loop, so results agree within rounding only. */
-static void gemv_f32__neon(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
-                          float *y) {
-    for (int64_t r = r0; r < r1; r++) {
-        const float *row = w + r * cols;
-        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-        int64_t j = 0;
-        for (; j + 16 <= cols; j += 16) {
-            a0 = vfmaq_f32(a0, vld1q_f32(row + j), vld1q_f32(x + j));
-            a1 = vfmaq_f32(a1, vld1q_f32(row + j + 4), vld1q_f32(x + j + 4));
-            a2 = vfmaq_f32(a2, vld1q_f32(row + j + 8), vld1q_f32(x + j + 8));
-            a3 = vfmaq_f32(a3, vld1q_f32(row + j + 12), vld1q_f32(x + j + 12));
-        }
-        for (; j + 4 <= cols; j += 4) a0 = vfmaq_f32(a0, vld1q_f32(row + j), vld1q_f32(x + j));
-        float acc = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-        for (; j < cols; j++) acc += row[j] * x[j];
-        y[r - r0] = acc;
-    }
+/* In the reference's order (ref/dot.c): the 16 fused lane sums are four registers (lanes 0-3,
+ * 4-7, 8-11, 12-15, vfma), folded l + 8 (registers 0 + 2, 1 + 3), l + 4, l + 2, l + 1, then the
+ * last cols % 16 products fused in order.  fp16 -> fp32 by FCVTL (baseline AArch64, exact for
+ * every finite half incl. subnormals). */
+static inline float32x4_t load4_f32(const float *p) { return vld1q_f32(p); }
+static inline float32x4_t load4_f16(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+static inline float32x4_t load4_bf16(const uint16_t *p) { /* BF16: a float32's upper half */
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+static inline float f32_value(float v) { return v; }
+
+static inline float fold16__neon(const float32x4_t a[4]) {
+    const float32x4_t t4 = vaddq_f32(vaddq_f32(a[0], a[2]), vaddq_f32(a[1], a[3]));
+    const float32x2_t t2 = vadd_f32(vget_low_f32(t4), vget_high_f32(t4));
+    return vget_lane_f32(t2, 0) + vget_lane_f32(t2, 1);
 }
 
-/* fp16 -> fp32 by FCVTL (part of baseline AArch64, exact for every finite half incl. subnormals). */
-static void gemv_f16__neon(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
-                          float *y) {
-    for (int64_t r = r0; r < r1; r++) {
-        const uint16_t *row = w + r * cols;
-        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-        int64_t j = 0;
-        for (; j + 16 <= cols; j += 16) {
-            const float16x8_t h0 = vreinterpretq_f16_u16(vld1q_u16(row + j));
-            const float16x8_t h1 = vreinterpretq_f16_u16(vld1q_u16(row + j + 8));
-            a0 = vfmaq_f32(a0, vcvt_f32_f16(vget_low_f16(h0)), vld1q_f32(x + j));
-            a1 = vfmaq_f32(a1, vcvt_high_f32_f16(h0), vld1q_f32(x + j + 4));
-            a2 = vfmaq_f32(a2, vcvt_f32_f16(vget_low_f16(h1)), vld1q_f32(x + j + 8));
-            a3 = vfmaq_f32(a3, vcvt_high_f32_f16(h1), vld1q_f32(x + j + 12));
-        }
-        for (; j + 4 <= cols; j += 4)
-            a0 = vfmaq_f32(a0, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(row + j))),
-                           vld1q_f32(x + j));
-        float acc = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-        for (; j < cols; j++) acc += lowbit_fp16_to_fp32(row[j]) * x[j];
-        y[r - r0] = acc;
+#define DEFINE_FLOAT_GEMV_NEON(name, T, LOAD4, TOF)                                                \
+    static void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) { \
+        const int64_t c16 = cols & ~(int64_t)15;                                                   \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const T *row = w + r * cols;                                                           \
+            float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),           \
+                                vdupq_n_f32(0.0f)};                                                \
+            for (int64_t j = 0; j < c16; j += 16)                                                  \
+                for (int i = 0; i < 4; i++)                                                        \
+                    a[i] = vfmaq_f32(a[i], LOAD4(row + j + 4 * i), vld1q_f32(x + j + 4 * i)); \
+            float s = fold16__neon(a);                                                             \
+            for (int64_t j = c16; j < cols; j++) s = fmaf(TOF(row[j]), x[j], s);                          \
+            y[r - r0] = s;                                                                         \
+        }                                                                                          \
     }
-}
+DEFINE_FLOAT_GEMV_NEON(gemv_f32__neon, float, load4_f32, f32_value)
+DEFINE_FLOAT_GEMV_NEON(gemv_f16__neon, uint16_t, load4_f16, lowbit_fp16_to_fp32)
+DEFINE_FLOAT_GEMV_NEON(gemv_bf16__neon, uint16_t, load4_bf16, lowbit_bf16_to_fp32)
 
 void lowbit_register_kquant_neon(lowbit_kernels *k); /* kquant_neon.c: Q5_0, Q4_K, Q6_K */
 
@@ -124,4 +117,5 @@ void lowbit_fill_kernels_neon(lowbit_kernels *k) {
     k->quantize_act = quantize_act_a8__neon;
     k->gemv_f32 = gemv_f32__neon;
     k->gemv_f16 = gemv_f16__neon;
+    k->gemv_bf16 = gemv_bf16__neon;
 }

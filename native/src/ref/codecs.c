@@ -153,7 +153,8 @@ int lowbit_quantize(int type, const float *x, int64_t n, void *out) {
     if (type == LOWBIT_TYPE_Q5_0 || type == LOWBIT_TYPE_Q4_K || type == LOWBIT_TYPE_Q6_K)
         return LOWBIT_ETYPE;
     /* Float formats store NaN/inf as they are; quantized ones cannot represent them. */
-    if (type != LOWBIT_TYPE_F32 && type != LOWBIT_TYPE_F16 && has_nonfinite(x, n)) return LOWBIT_EINVAL;
+    if (type != LOWBIT_TYPE_F32 && type != LOWBIT_TYPE_F16 && type != LOWBIT_TYPE_BF16 && has_nonfinite(x, n))
+        return LOWBIT_EINVAL;
     uint8_t *o = (uint8_t *)out;
     int64_t nb = n / lowbit_type_block_size(type);
     switch (type) {
@@ -161,8 +162,9 @@ int lowbit_quantize(int type, const float *x, int64_t n, void *out) {
         memcpy(out, x, (size_t)n * 4);
         return LOWBIT_OK;
     case LOWBIT_TYPE_F16:
+    case LOWBIT_TYPE_BF16:
         for (int64_t i = 0; i < n; i++) {
-            uint16_t h = lowbit_fp32_to_fp16(x[i]);
+            uint16_t h = type == LOWBIT_TYPE_F16 ? lowbit_fp32_to_fp16(x[i]) : lowbit_fp32_to_bf16(x[i]);
             memcpy(o + 2 * i, &h, 2);
         }
         return LOWBIT_OK;
@@ -245,10 +247,11 @@ int lowbit_dequantize(int type, const void *w, int64_t n, float *y) {
         memcpy(y, w, (size_t)n * 4);
         return LOWBIT_OK;
     case LOWBIT_TYPE_F16:
+    case LOWBIT_TYPE_BF16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, in + 2 * i, 2);
-            y[i] = lowbit_fp16_to_fp32(h);
+            y[i] = type == LOWBIT_TYPE_F16 ? lowbit_fp16_to_fp32(h) : lowbit_bf16_to_fp32(h);
         }
         return LOWBIT_OK;
     case LOWBIT_TYPE_Q8_0:

@@ -21,8 +21,9 @@ void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 /* The A8 spec (formats.h), rule LOWBIT_ACT_* (internal.h). */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                              float *d, int32_t *s) {
-    float vmax = 0.0f; /* P2: max|x| of the whole vector */
-    if (rule == LOWBIT_ACT_P2)
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
+    float vmax = 0.0f; /* max|x| of the whole vector */
+    if (whole)
         for (int64_t j = 0; j < n; j++)
             if (fabsf(x[j]) > vmax) vmax = fabsf(x[j]);
     for (int64_t g = 0; g < n / group; g++) {
@@ -31,9 +32,8 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule,
         for (int64_t j = 0; j < group; j++)
             if (fabsf(xg[j]) > amax) amax = fabsf(xg[j]), smax = xg[j]; /* NaN never wins */
         float id, dg;
-        if (rule == LOWBIT_ACT_P2) { /* d = 2^k, id = 2^-k (exact: k in [-126, 123]) */
-            dg = lowbit_act_p2_scale(vmax);
-            id = dg ? 1.0f / dg : 0.0f;
+        if (whole) {
+            lowbit_act_vector_scale(rule, vmax, &dg, &id);
         } else if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
             id = amax ? -127.0f / smax : 0.0f;
             dg = amax ? 1.0f / id : 0.0f;
@@ -45,7 +45,7 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule,
         int32_t sum = 0;
         for (int64_t j = 0; j < group; j++) {
             float v = lowbit_act_clamp(xg[j] * id);
-            int c = (int)(rule == LOWBIT_ACT_A8 || rule == LOWBIT_ACT_P2 ? roundf(v) : rintf(v));
+            int c = (int)(rule == LOWBIT_ACT_A8 || whole ? roundf(v) : rintf(v));
             q[g * group + j] = (int8_t)c;
             sum += c;
         }
@@ -153,25 +153,41 @@ void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, 
     }
 LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMM_REF)
 
-/* Float weights (F32, F16: the tied-embedding LM head) take float activations. */
+/* Float weights (F32, F16, BF16: the tied-embedding LM head) take float activations.  The spec every
+ * variant keeps, bit for bit: 16 lane sums, lane l taking w[j] * x[j] for the j = l mod 16 of the
+ * first cols - cols % 16 values in order, fused (fmaf: one rounding, as SIMD FMA), folded as
+ * lane l + lane l + 8, then l + 4, l + 2, l + 1 (the order of a SIMD reduction of 16 lanes held in
+ * 4, 8 or 16 wide registers), then the last cols % 16 products fused in in order. */
+#define DEFINE_FLOAT_DOT(name, T, TOF)                                                             \
+    static float name(const T *row, const float *x, int64_t cols) {                                \
+        const int64_t c16 = cols & ~(int64_t)15;                                                   \
+        float a[16] = {0};                                                                         \
+        for (int64_t j = 0; j < c16; j += 16)                                                      \
+            for (int l = 0; l < 16; l++) a[l] = fmaf(TOF(row[j + l]), x[j + l], a[l]);             \
+        for (int h = 8; h >= 1; h /= 2)                                                            \
+            for (int l = 0; l < h; l++) a[l] += a[l + h];                                          \
+        float s = a[0];                                                                            \
+        for (int64_t j = c16; j < cols; j++) s = fmaf(TOF(row[j]), x[j], s);                       \
+        return s;                                                                                  \
+    }
+#define F32_VALUE(v) (v)
+DEFINE_FLOAT_DOT(dot_f32, float, F32_VALUE)
+DEFINE_FLOAT_DOT(dot_f16, uint16_t, lowbit_fp16_to_fp32)
+DEFINE_FLOAT_DOT(dot_bf16, uint16_t, lowbit_bf16_to_fp32)
+
 static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
-    for (int64_t r = r0; r < r1; r++) {
-        const float *row = w + r * cols;
-        float acc = 0.0f;
-        for (int64_t j = 0; j < cols; j++) acc += row[j] * x[j];
-        y[r - r0] = acc;
-    }
+    for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_f32(w + r * cols, x, cols);
 }
 
 static void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
-    for (int64_t r = r0; r < r1; r++) {
-        const uint16_t *row = w + r * cols;
-        float acc = 0.0f;
-        for (int64_t j = 0; j < cols; j++) acc += lowbit_fp16_to_fp32(row[j]) * x[j];
-        y[r - r0] = acc;
-    }
+    for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_f16(w + r * cols, x, cols);
+}
+
+static void gemv_bf16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+                          float *y) {
+    for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_bf16(w + r * cols, x, cols);
 }
 
 /* The bandwidth probe's loop: one cache line per step, 8 independent sums (vectorized by -O3),
@@ -197,6 +213,7 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->quantize_act = lowbit_quantize_act_ref;
     k->gemv_f32 = gemv_f32_ref;
     k->gemv_f16 = gemv_f16_ref;
+    k->gemv_bf16 = gemv_bf16_ref;
     k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
     k->packed_gemm = lowbit_packed_gemm_ref;
     k->read_bytes = read_bytes_ref;

@@ -7,8 +7,11 @@ void lowbit_register_avx2_kernels(lowbit_kernels *k);
 void lowbit_register_gemm_avx2(lowbit_kernels *k);
 void lowbit_register_kquant_avx2(lowbit_kernels *k);
 
+void lowbit_register_float_gemv_avx2(lowbit_kernels *k); /* float_gemv_*.c: F32 / F16 GEMV */
+
 void lowbit_fill_kernels_avx2(lowbit_kernels *k) {
     lowbit_register_avx2_kernels(k);
     lowbit_register_gemm_avx2(k);
     lowbit_register_kquant_avx2(k);
+    lowbit_register_float_gemv_avx2(k);
 }

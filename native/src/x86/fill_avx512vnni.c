@@ -8,8 +8,11 @@ void lowbit_register_gemv_avx512vnni(lowbit_kernels *k);
 void lowbit_register_gemm_avx512vnni(lowbit_kernels *k);
 void lowbit_register_q8_avx512vnni(lowbit_kernels *k); /* q8_avx512vnni.c: Q8_0 file-layout GEMV */
 
+void lowbit_register_float_gemv_avx512(lowbit_kernels *k); /* float_gemv_*.c: F32 / F16 GEMV */
+
 void lowbit_fill_kernels_avx512vnni(lowbit_kernels *k) {
     lowbit_register_gemv_avx512vnni(k);
     lowbit_register_gemm_avx512vnni(k);
     lowbit_register_q8_avx512vnni(k);
+    lowbit_register_float_gemv_avx512(k);
 }

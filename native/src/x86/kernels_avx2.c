@@ -80,13 +80,6 @@ AI __m256 group_acc8(__m256 acc, __m256i isum, __m256i off, __m256 dw, __m256 da
     return _mm256_add_ps(acc, p);
 }
 
-AI float hsum8_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 AI uint16_t ld16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
@@ -1098,8 +1091,8 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
         if (slow >> g & 1) lowbit_quantize_act_ref(x + g * G, G, G, rule, q + g * G, d + g, s + g);
 }
 
-/* P2 (I2_S, group 128): one power-of-two scale for the whole vector (internal.h). */
-static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
+/* P2 / S8 (I2_S, group 128): one scale for the whole vector (internal.h). */
+static void quantize_vector_avx2(const float *x, int64_t n, int rule, int8_t *q, float *d, int32_t *s) {
     __m256 P, N;
     group_max_min(x, n, &P, &N);
     P = _mm256_max_ps(N, P);
@@ -1107,10 +1100,11 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     if (!(amax <= 3.4028235e38f)) { /* inf: the reference's clamp decides the codes */
-        lowbit_quantize_act_ref(x, n, 128, LOWBIT_ACT_P2, q, d, s);
+        lowbit_quantize_act_ref(x, n, 128, rule, q, d, s);
         return;
     }
-    const float dg = lowbit_act_p2_scale(amax), id = dg ? 1.0f / dg : 0.0f;
+    float dg, id;
+    lowbit_act_vector_scale(rule, amax, &dg, &id);
     const int64_t ng = n / 128;
     for (int64_t g0 = 0; g0 < ng; g0 += 8) {
         const int k = ng - g0 < 8 ? (int)(ng - g0) : 8;
@@ -1126,11 +1120,12 @@ static void quantize_p2_avx2(const float *x, int64_t n, int8_t *q, float *d, int
 
 static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                               float *d, int32_t *s) {
-    if (rule == LOWBIT_ACT_P2 && group == 128) {
-        quantize_p2_avx2(x, n, q, d, s);
+    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8;
+    if (whole && group == 128) {
+        quantize_vector_avx2(x, n, rule, q, d, s);
         return;
     }
-    if (group % 32 || rule == LOWBIT_ACT_P2) {
+    if (group % 32 || whole) {
         lowbit_quantize_act_ref(x, n, group, rule, q, d, s);
         return;
     }
@@ -1153,56 +1148,6 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule
         QGROUPS(group, LOWBIT_ACT_A8);
 #undef QGROUPS
 }
-
-/* ---- float weights (the tied-embedding LM head): 4 rows share each x load -------------------- */
-
-AI __m256 load_w(const float *p) { return _mm256_loadu_ps(p); }
-AI __m256 load_w16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
-#define DEFINE_FLOAT_GEMV(name, T, LOAD, TOF)                                                      \
-    static void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) { \
-        const int64_t c8 = cols & ~(int64_t)15;                                                    \
-        int64_t r = r0;                                                                            \
-        for (; r + 4 <= r1; r += 4) {                                                              \
-            const T *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;         \
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, \
-                   b3 = a0;                                                                        \
-            for (int64_t j = 0; j < c8; j += 16) {                                                 \
-                __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);               \
-                a0 = _mm256_fmadd_ps(LOAD(w0 + j), x0, a0);                                        \
-                a1 = _mm256_fmadd_ps(LOAD(w1 + j), x0, a1);                                        \
-                a2 = _mm256_fmadd_ps(LOAD(w2 + j), x0, a2);                                        \
-                a3 = _mm256_fmadd_ps(LOAD(w3 + j), x0, a3);                                        \
-                b0 = _mm256_fmadd_ps(LOAD(w0 + j + 8), x1, b0);                                    \
-                b1 = _mm256_fmadd_ps(LOAD(w1 + j + 8), x1, b1);                                    \
-                b2 = _mm256_fmadd_ps(LOAD(w2 + j + 8), x1, b2);                                    \
-                b3 = _mm256_fmadd_ps(LOAD(w3 + j + 8), x1, b3);                                    \
-            }                                                                                      \
-            float s0 = hsum8_ps(_mm256_add_ps(a0, b0)), s1 = hsum8_ps(_mm256_add_ps(a1, b1));      \
-            float s2 = hsum8_ps(_mm256_add_ps(a2, b2)), s3 = hsum8_ps(_mm256_add_ps(a3, b3));      \
-            for (int64_t j = c8; j < cols; j++) {                                                  \
-                s0 += TOF(w0[j]) * x[j];                                                           \
-                s1 += TOF(w1[j]) * x[j];                                                           \
-                s2 += TOF(w2[j]) * x[j];                                                           \
-                s3 += TOF(w3[j]) * x[j];                                                           \
-            }                                                                                      \
-            y[r - r0] = s0, y[r + 1 - r0] = s1, y[r + 2 - r0] = s2, y[r + 3 - r0] = s3;            \
-        }                                                                                          \
-        for (; r < r1; r++) {                                                                      \
-            const T *w0 = w + r * cols;                                                            \
-            __m256 a0 = _mm256_setzero_ps(), b0 = a0;                                              \
-            for (int64_t j = 0; j < c8; j += 16) {                                                 \
-                a0 = _mm256_fmadd_ps(LOAD(w0 + j), _mm256_loadu_ps(x + j), a0);                    \
-                b0 = _mm256_fmadd_ps(LOAD(w0 + j + 8), _mm256_loadu_ps(x + j + 8), b0);            \
-            }                                                                                      \
-            float s0 = hsum8_ps(_mm256_add_ps(a0, b0));                                            \
-            for (int64_t j = c8; j < cols; j++) s0 += TOF(w0[j]) * x[j];                           \
-            y[r - r0] = s0;                                                                        \
-        }                                                                                          \
-    }
-#define F32_ID(v) (v)
-DEFINE_FLOAT_GEMV(gemv_f32_avx2, float, load_w, F32_ID)
-DEFINE_FLOAT_GEMV(gemv_f16_avx2, uint16_t, load_w16, _cvtsh_ss)
 
 /* ---- registration --------------------------------------------------------------------------- */
 
@@ -1249,8 +1194,6 @@ void lowbit_register_avx2_kernels(lowbit_kernels *k) {
     LOWBIT_FOR_EACH_QUANT_TYPE(SET)
 #undef SET
     k->quantize_act = quantize_act_avx2;
-    k->gemv_f32 = gemv_f32_avx2;
-    k->gemv_f16 = gemv_f16_avx2;
     k->packed_gemv = packed_gemv_avx2;
     k->packed_gemv_pair = packed_gemv_pair_avx2;
     k->read_bytes = lowbit_cpu_is_intel() ? read_bytes_avx2_l2pf : read_bytes_avx2;
