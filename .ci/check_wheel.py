@@ -2,7 +2,8 @@
 
 - every Python source of the package, the extension modules, liblowbit, every public header, the
   Cython declarations other projects cimport, and the pkg-config file are inside;
-- liblowbit holds every ISA variant of its architecture (the kernel-table fill functions);
+- liblowbit holds every ISA variant of its architecture: an instruction only that variant's code
+  uses appears in its disassembly (the wheel's library is stripped: no symbol names to look for);
 - with SDIST: every file git tracks outside the excluded directories is in the sdist.
 Whether baseline code uses instructions beyond the baseline (-march=native) is checked by running
 the installed wheel under emulated CPUs (.ci/run: qemu-x86_64 -cpu Nehalem / Haswell)."""
@@ -14,7 +15,11 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIANTS = {"x86_64": ["scalar", "avx2", "avx512vnni"], "aarch64": ["scalar", "neon", "dotprod"]}
+# per architecture: objdump to use, and per variant a pattern only its code produces
+VARIANTS = {
+    "x86_64": ("objdump", {"avx2": "%ymm", "avx512 (zmm registers)": "%zmm", "avx512vnni": "vpdpbusd"}),
+    "aarch64": ("aarch64-linux-gnu-objdump", {"neon": ".16b", "dotprod": "sdot"}),
+}
 
 
 def tracked(*paths):
@@ -28,7 +33,7 @@ def check_wheel(path: Path) -> list[str]:
     with zipfile.ZipFile(path) as z:
         names = set(z.namelist())
         want = [p for p in tracked("pylowbit") if p.endswith((".py", ".pxd"))]
-        want += ["pylowbit/" + p.relative_to(ROOT / "native/include").as_posix()
+        want += ["pylowbit/include/" + p.relative_to(ROOT / "native/include").as_posix()
                  for p in (ROOT / "native/include").rglob("*.h")]
         want += ["pylowbit/pkgconfig/lowbit.pc"]
         problems += [f"missing {w}" for w in want if w not in names]
@@ -41,12 +46,14 @@ def check_wheel(path: Path) -> list[str]:
         arch = next((a for a in VARIANTS if a in path.name), None)
         if arch is None:
             return problems + [f"no known architecture in the wheel's name {path.name}"]
+        objdump, patterns = VARIANTS[arch]
         with tempfile.TemporaryDirectory() as tmp:
             lib = Path(z.extract(libs[0], tmp))
-            syms = subprocess.run(["nm", str(lib)], capture_output=True, text=True, check=True).stdout
-        for v in VARIANTS[arch]:
-            if f"lowbit_fill_kernels_{v}" not in syms:
-                problems.append(f"liblowbit lacks the {v} variant (lowbit_fill_kernels_{v})")
+            code = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(lib)], capture_output=True,
+                                  text=True, check=True).stdout
+        for v, pattern in patterns.items():
+            if pattern not in code:
+                problems.append(f"liblowbit lacks the {v} variant (no {pattern!r} in its code)")
         pc = z.read("pylowbit/pkgconfig/lowbit.pc").decode() if "pylowbit/pkgconfig/lowbit.pc" in names else ""
         if pc and ("-llowbit" not in pc or "${pcfiledir}" not in pc):
             problems.append("lowbit.pc does not link -llowbit relative to its own directory")
