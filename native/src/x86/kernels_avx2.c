@@ -1151,14 +1151,9 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-/* The bandwidth probe's loop (internal.h): 32-byte loads into four sums.  On Zen 3, against the
- * portable loop with a 2 KB prefetch (the probe before), alternated: 1.1-1.25x at one and at two
- * threads without software prefetch; a prefetch at any distance made it slower.  On Intel cores a
- * plain load loop reads DRAM well below what the core can with both lines of each 128 bytes
- * prefetched into L2 (prefetcht1), and the packed GEMV kernels that prefetch so beat it: there the
- * probe prefetches too (PF, chosen by CPU vendor at registration), or the roofline would be the
- * loop's, not the memory's (docs/PERFORMANCE.md, the Intel section).  (The GEMV kernels, whose
- * compute competes with the loads, need their prefetch everywhere but on Zen 4.) */
+/* The bandwidth probe's loop (internal.h): 32-byte loads into four sums.  Where the packed GEMV
+ * kernels prefetch (PF, chosen by CPU vendor at registration) the probe prefetches the same way, so
+ * the roofline is the memory's and not the loop's (docs/PERFORMANCE.md has the measurements). */
 AI uint64_t read_loop(const int PF, const uint8_t *p, int64_t n) {
     __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                     _mm256_setzero_si256()};

@@ -33,14 +33,9 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of the 8-row kernels: both lines of each 128-byte tile `dist` bytes ahead in
- * its run, into L2 (prefetcht1), chosen by CPU vendor at registration (pf_rows8).  On Zen 4 (DRAM
- * regime, bench/stream_ceiling.c) they stream best with none: the hardware prefetchers follow the
- * two runs alone, and 16 KB ahead gave 0.61 of the read loop for TQ2_0 on one thread against 0.82
- * without (prefetcht0; 4 KB 0.76, 32 KB 0.60; prefetcht1 16 KB 0.78 against 0.87), I2_S 0.62
- * against 0.87.  Intel cores are the other way round: without it these kernels read DRAM well
- * below the speed of the group-32 kernel, which prefetches its own way on every CPU
- * (LOWBIT_PF_Q32_SETS); one prefetch per tile instead of two is slower there too
- * (docs/PERFORMANCE.md, the Intel section). */
+ * its run, into L2 (prefetcht1), chosen by CPU vendor at registration (pf_rows8): on some cores the
+ * hardware prefetchers follow the two runs best alone, on others the kernels need it to stream
+ * (docs/PERFORMANCE.md has the measurements per CPU). */
 #ifndef LOWBIT_PF_ROWS8_INTEL
 #define LOWBIT_PF_ROWS8_INTEL 16384
 #endif
