@@ -349,8 +349,8 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
         vs_llama: bool, console=None) -> tuple[list[Row], dict]:
     """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
     thread count all files are loaded at once and each repetition runs every (file, engine) in
-    turn, so that the ratios between formats, not only between engines, are side by side (run one
-    after the other, a 2-core machine's drift moved TQ2_0 vs I2_S by 10 %).  pylowbit loads each
+    turn, so that the ratios between formats, not only between engines, are side by side (a
+    machine's drift between runs would otherwise move them).  pylowbit loads each
     file once for all thread counts.  Files whose models do not fit in memory together are
     measured one after the other instead (_memory_groups).  Peak RSS is the process's, with all
     models of the file's group loaded."""
