@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .. import _ops as ops
 from ..gguf import GGUFFile
 from .config import Config, ModelError
 from .hadamard import parse_rotation
-from .weights import GatedFFN, LinearGroup, Weights, anon_array, prep_name
+from .weights import GatedFFN, LinearGroup, Weights, anon_array, prep_name, stderr_notice
 
 DEFAULT_CTX = 4096
 
@@ -85,7 +86,7 @@ class RecurrentState:
 
 class Model:
     def __init__(self, path, ctx: int | None = None, threads: int | None = None, foreign: str = "q8_0",
-                 notice=...):
+                 notice: Callable[[str], None] | None = stderr_notice):
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
             raise ValueError(f"threads must be >= 1, got {threads}")  # (0 is not "default": say None)
         if ctx is not None and int(ctx) <= 0:
@@ -94,8 +95,7 @@ class Model:
         try:
             self.cfg = cfg = Config.from_gguf(self.file)
             self.rot = parse_rotation(self.file, cfg)
-            kw = {} if notice is ... else {"notice": notice}
-            self.w = Weights(self.file, cfg, self.rot, foreign=foreign, **kw)
+            self.w = Weights(self.file, cfg, self.rot, foreign=foreign, notice=notice)
         except BaseException:
             self.file.close()  # a refused file is unmapped now, not at garbage collection
             raise
@@ -137,7 +137,7 @@ class Model:
         """The layers as one _ops.Decoder, made at the first forward and again after a matrix was
         swapped (Weights.on_matrix_change) or the KV cache / recurrent state replaced: it holds
         their pointers."""
-        if self._dec is None or self._dec_for != (self.cache, self.state):
+        if self._dec is None or self._dec_for[0] is not self.cache or self._dec_for[1] is not self.state:
             cfg, s = self.cfg, self.cfg.ssm
             config = dict(d_model=cfg.d_model, n_ff=cfg.n_ff, n_head=cfg.n_head, n_head_kv=cfg.n_head_kv,
                           head_dim=cfg.head_dim, v_head_dim=cfg.v_head_dim, ctx=self.ctx,

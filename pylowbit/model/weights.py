@@ -44,8 +44,8 @@ def _gguf_dequantize(data: np.ndarray, tid: int, shape) -> np.ndarray:
 def anon_array(shape, dtype=np.uint8) -> np.ndarray:
     """Zeroed memory in its own anonymous mapping: pages are paid for once written and go back to
     the system as a whole when freed.  (Long-lived buffers from malloc's heap pin the freed
-    temporaries below them: converting Gemma 3 270M's tensors left ~18 MB of such holes.  And np.zeros asks for
-    transparent huge pages on large arrays, committing 2 MB at the first write.)"""
+    temporaries below them, and np.zeros asks for transparent huge pages on large arrays, committing
+    2 MB at the first write: docs/PERFORMANCE.md#decoder-memory.)"""
     n = int(np.prod(shape, dtype=np.int64))
     nbytes = n * np.dtype(dtype).itemsize
     return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype, count=n).reshape(shape)
@@ -193,7 +193,7 @@ class Linear:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if out is None:
             out = np.empty((x.shape[0], self.rows), dtype=np.float32)
-        if self.m is not None:  # the shortest path to C: ~200 calls a token
+        if self.m is not None:  # the shortest path to C
             _lowbit.gemm_multi((self.m,), x, (out,), threads or 0)
             return out
         return self.w.gemm_into(x, out, threads)
@@ -202,8 +202,7 @@ class Linear:
 class LinearGroup:
     """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
     share their input rotation, one liblowbit call runs them all: one activation quantization and
-    one thread-pool job instead of one of each per matrix (a decode token has ~210 matrices).
-    Otherwise one call each.  Returns one (T, rows) array per linear: the caller's `out` arrays
+    one thread-pool job instead of one of each per matrix.  Otherwise one call each.  Returns one (T, rows) array per linear: the caller's `out` arrays
     if given, else those of a one-token call are reused by the next one-token call (the decoder
     consumes them within the layer)."""
 
@@ -309,7 +308,7 @@ class Embedding:
         return x
 
 
-def _stderr_notice(msg: str) -> None:
+def stderr_notice(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
@@ -320,7 +319,7 @@ class Weights:
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
     def __init__(self, f: GGUFFile, cfg: Config, rot: Rotation | None, foreign: str = "q8_0",
-                 notice: Callable[[str], None] | None = _stderr_notice, pack: bool = True):
+                 notice: Callable[[str], None] | None = stderr_notice, pack: bool = True):
         self.pack = pack
         self.on_matrix_change: Callable[[], None] | None = None  # set by the model: its decoder is stale
         if foreign not in FOREIGN_POLICIES:
