@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Decoder ops over liblowbit (native/src/ops.c): RMSNorm, RoPE, softmax, attention over a KV cache,
-gated activations and residual adds, each one call with the GIL released.
+"""Decoder ops over liblowbit (native/src/ops.c, ops_gdn.c): RMSNorm, RoPE, softmax, attention over a
+KV cache, gated activations, residual adds and the Gated-DeltaNet ops, each one call with the GIL
+released; and the layer loop that strings them together (Decoder, native/src/decoder.c).
 
 Arrays must already be float32 and C-contiguous (the decoder's own buffers are): anything else is
 a TypeError / ValueError naming the argument, never a silent copy.  Outputs are new arrays unless

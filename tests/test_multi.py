@@ -209,7 +209,7 @@ def test_layer_loop_refuses_bad_arguments(tmp_path, monkeypatch):
     dec = m._decoder()
     cfg = m.cfg
     x = np.zeros((1, cfg.d_model), np.float32)
-    cos = [np.ones((1, cfg.rope_dim // 2), np.float32)] * len(m._ropes)
+    cos = [np.ones((1, cfg.rope_dim // 2), np.float32)] * len(m._distinct_ropes)
     with pytest.raises(ValueError, match="rope tables"):
         dec.run(x, 0, [np.ones((1, 3), np.float32)] * len(cos), cos)
     with pytest.raises(ValueError, match="do not fit the cache"):

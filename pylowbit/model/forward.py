@@ -106,10 +106,11 @@ class Model:
         # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
                       for il in range(cfg.n_layer)]
-        self._ropes = list(dict.fromkeys(rope for rope, _ in self._attn))  # distinct RoPEs: a layer's table index
+        # the distinct RoPEs, in layer order: a layer's index of its cos / sin tables in a run
+        self._distinct_ropes = list(dict.fromkeys(rope for rope, _ in self._attn))
         self._dec, self._dec_for = None, None  # the layer loop (_decoder) and the cache / state it writes
         self.w.on_matrix_change = self._forget_decoder
-        self._rope = {}  # RoPE (base, scale) -> cos, sin tables of positions 0.. (_rope_rows)
+        self._rope_tables = {}  # RoPE (base, scale) -> cos, sin tables of positions 0.. (_rope_rows)
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -167,7 +168,7 @@ class Model:
             return spec
         rope, window = self._attn[il]
         spec.update(kind="gated_attention" if cfg.attn_gate else "attention", qkv=_group_spec(L["attn_in"]),
-                    q_norm=L.get("attn_q_norm"), k_norm=L.get("attn_k_norm"), rope=self._ropes.index(rope),
+                    q_norm=L.get("attn_q_norm"), k_norm=L.get("attn_k_norm"), rope=self._distinct_ropes.index(rope),
                     window=window, k_cache=self.cache.k[il], v_cache=self.cache.v[il],
                     attn_sub_norm=L.get("attn_sub_norm"), out=_group_spec(L["attn_output"]))
         return spec
@@ -176,10 +177,10 @@ class Model:
         """cos / sin rows of positions pos..pos+T-1 for RoPE `rope`: views of one table per RoPE,
         grown (doubling, up to the context) as positions are reached, so a decode step computes
         no trigonometry.  Each row is rope_tables' own for its position."""
-        tab = self._rope.get(rope)
+        tab = self._rope_tables.get(rope)
         if tab is None or len(tab[0]) < pos + T:
             n = min(self.ctx, max(pos + T, 2 * (len(tab[0]) if tab is not None else 32)))
-            tab = self._rope[rope] = rope_tables(np.arange(n), self.cfg.rope_dim, *rope, self.cfg.rope_sections)
+            tab = self._rope_tables[rope] = rope_tables(np.arange(n), self.cfg.rope_dim, *rope, self.cfg.rope_sections)
         return tab[0][pos:pos + T], tab[1][pos:pos + T]
 
     def forward(self, tokens, pos: int | None = None, logits: str | int = "last") -> np.ndarray:
@@ -215,7 +216,7 @@ class Model:
         x = w.token_embd(tokens)  # (T, d)
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
-        tables = [self._rope_rows(rope, pos, T) for rope in self._ropes]
+        tables = [self._rope_rows(rope, pos, T) for rope in self._distinct_ropes]
         self._decoder().run(x, pos, [c for c, _ in tables], [s for _, s in tables], th)
         cache.n = S
 

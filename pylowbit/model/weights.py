@@ -202,9 +202,9 @@ class Linear:
 class LinearGroup:
     """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
     share their input rotation, one liblowbit call runs them all: one activation quantization and
-    one thread-pool job instead of one of each per matrix.  Otherwise one call each.  Returns one (T, rows) array per linear: the caller's `out` arrays
-    if given, else those of a one-token call are reused by the next one-token call (the decoder
-    consumes them within the layer)."""
+    one thread-pool job instead of one of each per matrix.  Otherwise one call each.  Returns one
+    (T, rows) array per linear: the caller's `out` arrays if given, else those of a one-token call
+    are reused by the next one-token call (the decoder consumes them within the layer)."""
 
     def __init__(self, *linears: Linear):
         self.linears = linears
@@ -314,7 +314,7 @@ def stderr_notice(msg: str) -> None:
 
 class Weights:
     """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray...,
-    and the groups the decoder calls: 'attn_qkv' (q, k, v) and 'ffn_glu' (act(gate) * up)."""
+    and the groups the decoder calls: 'attn_in' (q, k, v), 'gdn_in' and 'ffn_glu' (act(gate) * up)."""
 
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
