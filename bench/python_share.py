@@ -1,10 +1,9 @@
 """Python's share of a decoded token (issue #5: time outside the C kernels <= 10 % of a token at the
 BitNet b1.58 2B shape).
 
-Every function of pylowbit's C extension modules the decoder calls (_lowbit: the matrix products;
-_ops: norms, RoPE, attention, activations, adds, embedding rows; the one-call layer loop
-_ops.DecoderLayers.run when the model takes it) is wrapped with a timer; a token's
-Python time is the calling thread's CPU time for the token less its CPU time inside those calls
+Every function of pylowbit's C extension modules the decoder calls (_lowbit: the head's product
+and the embedding rows' codec; _ops: the final norm and the layer loop _ops.Decoder.run) is wrapped
+with a timer; a token's Python time is the calling thread's CPU time for the token less its CPU time inside those calls
 (CPU time, not wall time: on a shared machine a descheduled moment would count as Python).  The
 wrappers' own cost (two clock reads and a Python call each, measured here on an empty function) is
 counted as Python, so the share is an upper bound.  Tokens with and without the wrappers alternate;
@@ -46,11 +45,10 @@ class Timers:
     def install_layers(self, model):
         """Times the model's one-call layer loop (a method of an extension type, which can't be
         patched on the type): the model is handed a stand-in whose run is wrapped."""
-        layers = model._layer_loop()
-        if layers is not None:
-            stand_in = type("TimedLayers", (), {"run": staticmethod(self._wrap(layers.run))})()
-            model._layer_loop = lambda: stand_in
-            self.saved.append((model, "_layer_loop", None))
+        layers = model._decoder()
+        stand_in = type("TimedLayers", (), {"run": staticmethod(self._wrap(layers.run))})()
+        model._decoder = lambda: stand_in
+        self.saved.append((model, "_decoder", None))
 
     def uninstall(self):
         for obj, name, fn in self.saved:

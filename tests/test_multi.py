@@ -11,6 +11,9 @@ from pylowbit.model.forward import KVCache
 from pylowbit.model.synthetic import write_synthetic_model
 from pylowbit.model.weights import GatedFFN, LinearGroup
 
+from model_reference import Ref
+from test_model import MAX_REL_ERR, _Recorder, rel_err
+
 FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0", "f16", "f32"]
 VARIANTS = lb.isa_supported()
 
@@ -129,43 +132,73 @@ def test_decoder_groups_equal_separate_linears(tmp_path):
             np.testing.assert_array_equal(fused.forward([t]), plain.forward([t]))
 
 
-@pytest.mark.parametrize("arch, fmt", [("llama", "q2_0"), ("bitnet-b1.58", "i2_s"), ("gemma3", "tq2_0"),
-                                       ("qwen3", "pq2_0"), ("llama", "q8_0")])
+def _all_native(m):
+    """Whether every matrix group of m runs as liblowbit calls inside the C loop (no host call)."""
+    return all(m._layer_spec(il)[k][1] is not None for il in range(m.cfg.n_layer)
+               for k in ("out", "ffn_glu", "ffn_down")) and all(
+        all(g[1] is not None for g in spec["gdn_in"]) if spec["kind"] == "gdn" else spec["qkv"][1] is not None
+        for spec in (m._layer_spec(il) for il in range(m.cfg.n_layer)))
+
+
+def _recorded(path, toks, prompt, threads):
+    """Logits of the C loop with every linear run by the host (recorders in place of the weights),
+    and the inputs each linear was given: the float64 reference breaks its rounding ties by them."""
+    m = load_model(path, ctx=32, threads=threads)
+    sinks = {}
+    for lin in m.w.all_linears():
+        lin.w = _Recorder(lin.w, sinks.setdefault(lin.name, []))
+    out = np.vstack([m.forward(toks[:prompt], logits="all")] + [m.forward([t])[None] for t in toks[prompt:]])
+    inputs = {k: np.concatenate(v) for k, v in sinks.items()}
+    if "output.weight" not in inputs and "token_embd.weight" in inputs:
+        inputs["output.weight"] = inputs["token_embd.weight"]  # tied head
+    return out, inputs
+
+
+@pytest.mark.parametrize("arch, fmt, kw", [
+    ("llama", "q2_0", {}), ("bitnet-b1.58", "i2_s", {}), ("gemma3", "tq2_0", {}), ("qwen3", "pq2_0", {}),
+    ("llama", "q8_0", {}), ("llama", "tq2_0", {"rotation_block": 64}), ("qwen35", "pq2_0", {}),
+    ("qwen35", "q8_0", {"rotation_block": 64}), ("qwen35", "tq2_0", {"rotation_block": 64, "gdn_v_grouped": False})])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_layer_loop_in_one_call_equals_python_loop(tmp_path, monkeypatch, arch, fmt, threads):
-    """_ops.DecoderLayers runs every layer in one call: the logits of the op-by-op Python loop bit
-    for bit, for a prompt (GEMM) and then decode steps (GEMV), with every norm variant (bitnet's sub
-    norms, gemma's post norms, q/k norms, sliding windows).  Packed under every ISA variant (the
-    scalar one would keep the file layout, which the one-call loop does not take)."""
+def test_layer_loop_in_one_call_matches_the_reference(tmp_path, monkeypatch, arch, fmt, kw, threads):
+    """The C layer loop with every product a liblowbit call inside it: the logits of the same loop
+    with every product run from Python (where the float64 reference gets the inputs it breaks ties
+    by) bit for bit, and the reference's, for a prompt (GEMM) and then decode steps (GEMV), with
+    every norm variant (bitnet's sub norms, gemma's post norms, q/k norms, sliding windows), folded
+    rotations and qwen35's gated-attention and Gated-DeltaNet blocks.  Packed under every ISA
+    variant (the scalar one would keep the file layout, which is not a liblowbit matrix)."""
     monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
-    path = write_synthetic_model(tmp_path / "m.gguf", arch, fmt)
-    one, loop = load_model(path, ctx=32, threads=threads), load_model(path, ctx=32, threads=threads)
-    assert one._layer_loop() is not None
-    loop._layer_loop = lambda: None  # the Python loop, op by op
-    toks = [5, 9, 2, 7, 3, 1]
-    np.testing.assert_array_equal(one.forward(toks, logits="all"), loop.forward(toks, logits="all"))
-    for t in (3, 11, 4):
-        np.testing.assert_array_equal(one.forward([t]), loop.forward([t]))
-    np.testing.assert_array_equal(one.cache.k[-1], loop.cache.k[-1])
+    path = write_synthetic_model(tmp_path / "m.gguf", arch, fmt, seed=1, **kw)
+    one = load_model(path, ctx=32, threads=threads)
+    assert _all_native(one)
+    toks = np.random.default_rng(2).integers(0, 512, 9)
+    ours = np.vstack([one.forward(toks[:6], logits="all")] + [one.forward([t])[None] for t in toks[6:]])
+    hosted, inputs = _recorded(path, toks, 6, threads)
+    np.testing.assert_array_equal(ours, hosted)
+    ref = Ref(path, model_inputs=inputs)
+    if arch == "qwen35":  # the reference's recurrent state carries over between calls
+        expect = np.vstack([ref.forward(toks[:6])] + [ref.forward(toks[i:i + 1]) for i in range(6, len(toks))])
+    else:
+        expect = ref.logits(toks)
+    err = rel_err(ours, expect)
+    assert err <= MAX_REL_ERR, f"{arch}/{fmt}: max relative error {err:.2e} (rounding ties broken: {ref.stats})"
 
 
-def test_layer_loop_only_where_it_applies(tmp_path, monkeypatch):
-    """A folded rotation keeps the Python loop; a swapped matrix makes the one-call loop again
-    (tests swap weights for recorders), and no swap is missed."""
+def test_layer_loop_follows_swapped_matrices_and_caches(tmp_path, monkeypatch):
+    """A swapped matrix makes the layer loop again (tests swap weights for recorders), and no swap
+    is missed; so does a new KV cache (the loop must not write into the old one)."""
     monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
-    rotated = load_model(write_synthetic_model(tmp_path / "r.gguf", "llama", "tq2_0", rotation_block=64), ctx=16)
-    assert rotated._layer_loop() is None
     m = load_model(write_synthetic_model(tmp_path / "m.gguf", "llama", "tq2_0"), ctx=16)
-    first = m._layer_loop()
-    assert first is not None and m._layer_loop() is first  # made once
+    first = m._decoder()
+    assert m._decoder() is first  # made once
     lin = m.w.layers[1]["ffn_down"]
     keep, lin.m = lin.m, None
-    assert m._layer_loop() is None
+    hosted = m._decoder()
+    assert hosted is not first and not _all_native(m)
     lin.m = keep
-    second = m._layer_loop()
-    assert second is not None and second is not first
-    m.cache = KVCache(m.cfg, 16)  # a new cache: the loop must not write into the old one
-    assert m._layer_loop() is not second
+    second = m._decoder()
+    assert second is not hosted and _all_native(m)
+    m.cache = KVCache(m.cfg, 16)
+    assert m._decoder() is not second
     m.forward([1, 2])
     assert m.cache.n == 2 and np.any(m.cache.k[0][:, :2])
 
@@ -173,34 +206,54 @@ def test_layer_loop_only_where_it_applies(tmp_path, monkeypatch):
 def test_layer_loop_refuses_bad_arguments(tmp_path, monkeypatch):
     monkeypatch.setattr(lb, "packing_pays_off", lambda: True)
     m = load_model(write_synthetic_model(tmp_path / "m.gguf", "llama", "tq2_0"), ctx=16)
-    layers = m._layer_loop()
+    dec = m._decoder()
     cfg = m.cfg
-    T = 1
-    bufs = (np.empty((T, cfg.d_model), np.float32), *m.w.workspace(T)["attn_in"],
-            np.empty((T, cfg.n_head * cfg.v_head_dim), np.float32), *m.w.workspace(T)["ffn_glu"][:1],
-            *m.w.workspace(T)["ffn_glu"])
-    x = np.zeros((T, cfg.d_model), np.float32)
-    cos = [np.ones((T, cfg.rope_dim // 2), np.float32)] * cfg.n_layer
-    with pytest.raises(ValueError, match=r"bufs\[5\]"):
-        layers.run(x, 0, cos, cos, bufs)
+    x = np.zeros((1, cfg.d_model), np.float32)
+    cos = [np.ones((1, cfg.rope_dim // 2), np.float32)] * len(m._distinct_ropes)
+    with pytest.raises(ValueError, match="rope tables"):
+        dec.run(x, 0, [np.ones((1, 3), np.float32)] * len(cos), cos)
     with pytest.raises(ValueError, match="do not fit the cache"):
-        layers.run(x, 16, cos, cos, bufs)
-    with pytest.raises(ValueError, match="cos / sin"):
-        layers.run(x, 0, cos[:1], cos, bufs)
+        dec.run(x, 16, cos, cos)
+    with pytest.raises(ValueError, match="sin tables"):
+        dec.run(x, 0, cos, cos + cos)
+    with pytest.raises(ValueError, match="needs cos / sin table"):
+        dec.run(x, 0, [], [])
     with pytest.raises(TypeError, match="float32"):
-        layers.run(x.astype(np.float64), 0, cos, cos, bufs)
-    L = m.w.layers[0]
-    mats = tuple(L[k].m for k in _ops.MATRIX_NAMES)
-    norms = tuple(L.get(k) for k in _ops.NORM_NAMES)
-    good = (mats, norms, m.cache.k[0], m.cache.v[0], 0)
-    args = (cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim, cfg.eps, 1.0, False, 0)
-    with pytest.raises(ValueError, match="matrix shapes"):
-        _ops.DecoderLayers([(mats[::-1], *good[1:])], *args)
+        dec.run(x.astype(np.float64), 0, cos, cos)
+    config = dict(d_model=cfg.d_model, n_ff=cfg.n_ff, n_head=cfg.n_head, n_head_kv=cfg.n_head_kv,
+                  head_dim=cfg.head_dim, v_head_dim=cfg.v_head_dim, ctx=16, rope_half=cfg.rope_dim // 2,
+                  rope_neox=0, eps=cfg.eps, attn_scale=1.0, ffn_act=0, ssm_k_heads=0, ssm_v_heads=0,
+                  ssm_state=0, ssm_conv=0)
+    good = m._layer_spec(0)
+    down = good["ffn_down"]
+    with pytest.raises(ValueError, match="ffn_down matrix 0 is not"):
+        _ops.Decoder(config, [dict(good, ffn_down=(down[0], good["out"][1], *down[2:]))])
     with pytest.raises(TypeError, match="PackedMatrix"):
-        _ops.DecoderLayers([((None,) * 7, *good[1:])], *args)
-    with pytest.raises(ValueError, match="attn_norm"):
-        _ops.DecoderLayers([(mats, (np.ones(3, np.float32),) + norms[1:], *good[2:])], *args)
-    with pytest.raises(ValueError, match="caches"):
-        _ops.DecoderLayers([(mats, norms, m.cache.v[0][:1], m.cache.v[0], 0)], *args)
+        _ops.Decoder(config, [dict(good, ffn_down=(down[0], (None,), *down[2:]))])
+    with pytest.raises(ValueError, match="attn_norm has shape"):
+        _ops.Decoder(config, [dict(good, attn_norm=np.ones(3, np.float32))])
+    with pytest.raises(ValueError, match="k_cache has shape"):
+        _ops.Decoder(config, [dict(good, k_cache=m.cache.k[0][:1])])
+    with pytest.raises(ValueError, match="attn_q_norm and attn_k_norm go together"):
+        _ops.Decoder(config, [dict(good, q_norm=np.ones(cfg.head_dim, np.float32))])
+    with pytest.raises(ValueError, match="rotation block 48 does not divide"):
+        _ops.Decoder(config, [dict(good, ffn_down=(*down[:6], 48, None))])
+    with pytest.raises(ValueError, match="lacks 'eps'"):
+        _ops.Decoder({k: v for k, v in config.items() if k != "eps"}, [good])
     with pytest.raises(ValueError, match="at least one layer"):
-        _ops.DecoderLayers([], *args)
+        _ops.Decoder(config, [])
+
+
+def test_host_errors_surface_from_the_layer_loop(tmp_path, monkeypatch):
+    """An exception in a product the C loop hands back to Python is raised by forward()."""
+    m = load_model(write_synthetic_model(tmp_path / "m.gguf", "llama", "tq2_0"), ctx=16)
+
+    class Broken:
+        shape, fmt = m.w.layers[0]["ffn_down"].w.shape, "tq2_0"
+
+        def gemm_into(self, x, out, threads=None):
+            raise RuntimeError("broken product")
+
+    m.w.layers[0]["ffn_down"].w = Broken()
+    with pytest.raises(RuntimeError, match="broken product"):
+        m.forward([1, 2])

@@ -91,8 +91,8 @@ def chunk_logits(model, chunk, bos_id: int | None = None, head_rows: int = 4, ba
     for s0 in range(first, ctx, batch):
         s1 = min(s0 + batch, ctx)
         h[s0 - first:s1 - first] = model.forward(chunk[s0:s1], pos=s0, logits="hidden")
-    # the LM head in slices of head_rows (4 x 262k logits: 4 MB; 4 rows cost ~1.05x the head's
-    # time per token of 8-row slices, 2 rows ~2.4x: the weights are then streamed per 2 tokens)
+    # the LM head in slices of head_rows: a few rows of logits at a time, each slice streaming the
+    # head's weights once (docs/PERFORMANCE.md#perplexity-head-rows)
     for r in range(first, ctx - 1, head_rows):
         r1 = min(r + head_rows, ctx - 1)
         yield r - first, model.head(h[r - first:r1 - first], logits_buf[:r1 - r]), targets[r + 1:r1 + 1]
@@ -272,11 +272,11 @@ def kl_divergence_vs_llama_cpp(model, path, tokens, ctx: int, chunks: int | None
 def tokenize_in_child(model_path: str, text_path: str, max_chars: int | None = None):
     """(int32 token ids of the text file, BOS id if the tokenizer adds one) from a child interpreter.
 
-    Encoding a whole text is one BPE run over it in `tokenizers` (Gemma, 1.6 MB of text: ~150 MB of
-    heap at the peak), and glibc cannot hand most of it back afterwards (it stays fragmented: ~50 MB
-    even with the tokenizer dropped), where the model's weights then stack on top of it.  A child
-    process's heap goes with the child, so the scoring process holds the weights, the KV cache and
-    Python only; the child peaks before the weights are read (both stay within the issue's budget)."""
+    Encoding a whole text is one BPE run over it in `tokenizers`, whose heap glibc cannot hand back
+    afterwards (it stays fragmented even with the tokenizer dropped), where the model's weights would
+    then stack on top of it (docs/PERFORMANCE.md#decoder-memory).  A child process's heap goes with
+    the child, so the scoring process holds the weights, the KV cache and Python only; the child
+    peaks before the weights are read."""
     import json
     import subprocess
 

@@ -116,10 +116,11 @@ class Config:
                              f"{', '.join([*ARCHS, *ARCH_ALIASES])})")
         neox, qk_norm, sub_norms, post_norms, act, embed_scale = ARCHS[arch]
 
-        def pos_int(key, default=..., lo=1):
-            # absurd values are refused here, before anything is sized from them
+        def pos_int(key, default: int | None = None, lo=1):
+            # absurd values are refused here, before anything is sized from them; a key without
+            # a default is required (f.get raises for a missing one)
             k = f"{prefix}.{key}"
-            v = default if default is not ... and k not in f.metadata else f.get(k, int)
+            v = default if default is not None and k not in f.metadata else f.get(k, int)
             if not lo <= v <= 1 << 24:
                 raise ModelError(f"{prefix}.{key} = {v} is out of range")
             return v

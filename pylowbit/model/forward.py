@@ -1,26 +1,19 @@
 """The decoder: one forward pass for llama / qwen3 / bitnet-b1.58 / gemma3 / qwen35, switched by
-Config.  A layer is an attention block or (qwen35) a Gated-DeltaNet block, each followed by the
-shared feed-forward block.
+Config.  A layer is an attention block (qwen35: gated attention) or a Gated-DeltaNet block, each
+followed by the shared feed-forward block.  The layers run in C, one call for all of them
+(native/src/decoder.c through _ops.Decoder, which documents the shapes); this module looks up the
+embedding rows, hands the C loop its weights, caches, states and RoPE tables, and computes the
+head.  The float64 numpy reference these must match is tests/model_reference.py.
 
-Shapes: T = tokens in this call, S = cached positions so far + T, d = d_model, H/Hkv = query/KV
-heads, hd = head dim.  Prompts go through GEMM (T > 1); generation through GEMV (T = 1).  Everything
-between the matrix products (norms, RoPE, attention over the KV cache, activations, residual adds)
-is one liblowbit call each (pylowbit._ops): as numpy, time outside the kernels was ~23 % of a
-decode token at the BitNet 2B shape, ~5-6 % with them in C (bench/python_share.py), ~1 % with the
-layer loop in C too (below).  Matrices that read the same input run as one call
-and one thread-pool job (weights.LinearGroup: q/k/v; GatedFFN: gate/up with the activation applied
-per row tile on every thread): ~120 pool dispatches a token instead of ~210, and four Python calls
-fewer per layer.  When every layer matrix is a liblowbit one and none has a folded rotation, the
-whole layer loop is one call (_ops.DecoderLayers: the same C calls, the same bits), so that a
-2-thread decode step's other thread no longer waits on the interpreter; the Python loop
-(_python_layers) stays the reference and the path of the other models.  The float64 numpy
-reference these must match is tests/model_reference.py.
+Shapes: T = tokens in this call, d = d_model.  Prompts go through GEMM (T > 1); generation through
+GEMV (T = 1).  docs/PERFORMANCE.md#decoder-layer-loop has what the C loop saves.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -28,7 +21,7 @@ from .. import _ops as ops
 from ..gguf import GGUFFile
 from .config import Config, ModelError
 from .hadamard import parse_rotation
-from .weights import Linear, Weights, anon_array
+from .weights import GatedFFN, LinearGroup, Weights, anon_array, prep_name, stderr_notice
 
 DEFAULT_CTX = 4096
 
@@ -93,7 +86,7 @@ class RecurrentState:
 
 class Model:
     def __init__(self, path, ctx: int | None = None, threads: int | None = None, foreign: str = "q8_0",
-                 notice=...):
+                 notice: Callable[[str], None] | None = stderr_notice):
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
             raise ValueError(f"threads must be >= 1, got {threads}")  # (0 is not "default": say None)
         if ctx is not None and int(ctx) <= 0:
@@ -102,8 +95,7 @@ class Model:
         try:
             self.cfg = cfg = Config.from_gguf(self.file)
             self.rot = parse_rotation(self.file, cfg)
-            kw = {} if notice is ... else {"notice": notice}
-            self.w = Weights(self.file, cfg, self.rot, foreign=foreign, **kw)
+            self.w = Weights(self.file, cfg, self.rot, foreign=foreign, notice=notice)
         except BaseException:
             self.file.close()  # a refused file is unmapped now, not at garbage collection
             raise
@@ -114,9 +106,11 @@ class Model:
         # per layer: (RoPE (base, scale), attention window or 0), looked up once, not per token
         self._attn = [(cfg.layer_rope(il), cfg.sliding_window if cfg.is_swa(il) else 0)
                       for il in range(cfg.n_layer)]
-        self._layers, self._layers_key = None, None  # the one-call layer loop (_layer_loop)
-        self._rope = {}  # RoPE (base, scale) -> cos, sin tables of positions 0.. (_rope_rows)
-        self._bufs1 = None  # the layer loop's scratch for one token, reused step to step
+        # the distinct RoPEs, in layer order: a layer's index of its cos / sin tables in a run
+        self._distinct_ropes = list(dict.fromkeys(rope for rope, _ in self._attn))
+        self._dec, self._dec_for = None, None  # the layer loop (_decoder) and the cache / state it writes
+        self.w.on_matrix_change = self._forget_decoder
+        self._rope_tables = {}  # RoPE (base, scale) -> cos, sin tables of positions 0.. (_rope_rows)
         # A model carries its KV cache: two threads stepping it at once would interleave positions.
         # The second caller gets a clear error instead (separate models run concurrently fine).
         self._in_use = threading.Lock()
@@ -140,37 +134,53 @@ class Model:
         if self.state is not None:
             self.state.reset()
 
-    def _layer_loop(self):
-        """The layers as one _ops.DecoderLayers call (the same C calls as _python_layers, so the
-        same bits, without the interpreter between them), or None when a layer needs the Python
-        loop: a folded rotation, or a matrix that is not a liblowbit one.  Remade when a linear's
-        matrix is swapped or the KV cache replaced (it holds their pointers)."""
-        if self.state is not None:  # the one-call loop knows attention layers only
-            return None
-        key = (Linear.generation, self.cache)  # the cache itself (compared by identity), not its id
-        if self._layers_key != key:
-            self._layers, self._layers_key = None, key
-            layers = []
-            for il, L in enumerate(self.w.layers):
-                lins = [L[k] for k in ops.MATRIX_NAMES]
-                if any(lin.m is None or lin.rot is not None for lin in lins):
-                    return None
-                layers.append((tuple(lin.m for lin in lins), tuple(L.get(k) for k in ops.NORM_NAMES),
-                               self.cache.k[il], self.cache.v[il], self._attn[il][1]))
-            cfg = self.cfg
-            self._layers = ops.DecoderLayers(layers, cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim,
-                                             cfg.eps, cfg.attn_scale, cfg.rope_neox,
-                                             ops.ACTIVATIONS[cfg.ffn_act])
-        return self._layers
+    def _decoder(self) -> ops.Decoder:
+        """The layers as one _ops.Decoder, made at the first forward and again after a matrix was
+        swapped (Weights.on_matrix_change) or the KV cache / recurrent state replaced: it holds
+        their pointers."""
+        if self._dec is None or self._dec_for[0] is not self.cache or self._dec_for[1] is not self.state:
+            cfg, s = self.cfg, self.cfg.ssm
+            config = dict(d_model=cfg.d_model, n_ff=cfg.n_ff, n_head=cfg.n_head, n_head_kv=cfg.n_head_kv,
+                          head_dim=cfg.head_dim, v_head_dim=cfg.v_head_dim, ctx=self.ctx,
+                          rope_half=cfg.rope_dim // 2, rope_neox=cfg.rope_neox, eps=cfg.eps,
+                          attn_scale=cfg.attn_scale, ffn_act=ops.ACTIVATIONS[cfg.ffn_act],
+                          ssm_k_heads=s.n_k_heads if s else 0, ssm_v_heads=s.n_v_heads if s else 0,
+                          ssm_state=s.state_size if s else 0, ssm_conv=s.conv_kernel if s else 0)
+            self._dec = ops.Decoder(config, [self._layer_spec(il) for il in range(cfg.n_layer)])
+            self._dec_for = (self.cache, self.state)
+        return self._dec
+
+    def _forget_decoder(self) -> None:
+        self._dec = None
+
+    def _layer_spec(self, il: int) -> dict:
+        """Layer il's weights, norms, cache or state, as _ops.Decoder takes them."""
+        cfg, L = self.cfg, self.w.layers[il]
+        spec = dict(attn_norm=L["attn_norm"], post_attn_norm=L.get("post_attention_norm"), ffn_norm=L["ffn_norm"],
+                    ffn_glu=_group_spec(L["ffn_glu"]), ffn_sub_norm=L.get("ffn_sub_norm"),
+                    ffn_down=_group_spec(L["ffn_down"]), post_ffw_norm=L.get("post_ffw_norm"))
+        if cfg.is_recurrent(il):
+            spec.update(kind="gdn", gdn_in=[_group_spec(g) for g in L["gdn_in"]], conv_w=L["ssm_conv1d"],
+                        conv_state=self.state.conv[il], ssm_a=L["ssm_a"], ssm_dt=L["ssm_dt"],
+                        ssm_state=self.state.ssm[il], ssm_norm=L["ssm_norm"], out=_group_spec(L["ssm_out"]))
+            if cfg.post_norms:
+                raise ModelError("post-norms around a Gated-DeltaNet block are not defined")
+            return spec
+        rope, window = self._attn[il]
+        spec.update(kind="gated_attention" if cfg.attn_gate else "attention", qkv=_group_spec(L["attn_in"]),
+                    q_norm=L.get("attn_q_norm"), k_norm=L.get("attn_k_norm"), rope=self._distinct_ropes.index(rope),
+                    window=window, k_cache=self.cache.k[il], v_cache=self.cache.v[il],
+                    attn_sub_norm=L.get("attn_sub_norm"), out=_group_spec(L["attn_output"]))
+        return spec
 
     def _rope_rows(self, rope, pos: int, T: int):
         """cos / sin rows of positions pos..pos+T-1 for RoPE `rope`: views of one table per RoPE,
         grown (doubling, up to the context) as positions are reached, so a decode step computes
         no trigonometry.  Each row is rope_tables' own for its position."""
-        tab = self._rope.get(rope)
+        tab = self._rope_tables.get(rope)
         if tab is None or len(tab[0]) < pos + T:
             n = min(self.ctx, max(pos + T, 2 * (len(tab[0]) if tab is not None else 32)))
-            tab = self._rope[rope] = rope_tables(np.arange(n), self.cfg.rope_dim, *rope, self.cfg.rope_sections)
+            tab = self._rope_tables[rope] = rope_tables(np.arange(n), self.cfg.rope_dim, *rope, self.cfg.rope_sections)
         return tab[0][pos:pos + T], tab[1][pos:pos + T]
 
     def forward(self, tokens, pos: int | None = None, logits: str | int = "last") -> np.ndarray:
@@ -202,25 +212,12 @@ class Model:
         if pos + T > self.ctx:
             raise ModelError(f"context full: {pos} + {T} tokens exceed the context length {self.ctx}")
         S = pos + T
-        H, Hkv, hd, vd = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim
 
         x = w.token_embd(tokens)  # (T, d)
         if cfg.embed_scale != 1.0:
             x *= np.float32(cfg.embed_scale)
-        layers = self._layer_loop()
-        if layers is not None:
-            tables = {rope: self._rope_rows(rope, pos, T) for rope in {r for r, _ in self._attn}}
-            bufs = self._bufs1 if T == 1 else None
-            if bufs is None:
-                ws = w.workspace(T)
-                bufs = (np.empty((T, cfg.d_model), np.float32), *ws["attn_in"],
-                        np.empty((T, H * vd), np.float32), ws["d_model"], *ws["ffn_glu"])
-                if T == 1:
-                    self._bufs1 = bufs
-            layers.run(x, pos, [tables[r][0] for r, _ in self._attn], [tables[r][1] for r, _ in self._attn],
-                       bufs, th or 0)
-        else:
-            self._python_layers(x, pos)
+        tables = [self._rope_rows(rope, pos, T) for rope in self._distinct_ropes]
+        self._decoder().run(x, pos, [c for c, _ in tables], [s for _, s in tables], th)
         cache.n = S
 
         if logits == "none":
@@ -234,86 +231,21 @@ class Model:
         out = self.head(ops.rms_norm(np.ascontiguousarray(x), w.output_norm, cfg.eps))
         return out[0] if logits == "last" else out
 
-    def _python_layers(self, x, pos):
-        """The layers, op by op from Python: x (T, d) in place.  The reference of _layer_loop, and
-        the path of models it cannot take (folded rotations, recurrent layers)."""
-        cfg, w = self.cfg, self.w
-        T = x.shape[0]
-        ropes = {}
-        ws = w.workspace(T)  # the matrix products' outputs, reused by every layer
-        norm, add, eps = ops.rms_norm, ops.add, cfg.eps
-        for il, (L, (rope, window)) in enumerate(zip(w.layers, self._attn)):
-            h = norm(x, L["attn_norm"], eps)
-            if cfg.is_recurrent(il):
-                o = self._gdn(il, L, h, ws)
-            else:
-                if rope not in ropes:
-                    ropes[rope] = self._rope_rows(rope, pos, T)
-                o = self._attention(il, L, h, pos, ropes[rope], window, ws)
-            add(x, o, x)
-            self._ffn(L, x, ws)
-
-    def _attention(self, il, L, h, pos, rope, window, ws):
-        """Self-attention over the KV cache of layer il: (T, d) normed input -> (T, d) output."""
-        cfg, th = self.cfg, self.threads
-        T, eps, norm = h.shape[0], cfg.eps, ops.rms_norm
-        H, Hkv, hd, vd = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.v_head_dim
-        q, k, v = L["attn_in"](h, th, ws["attn_in"])  # one C call, one thread-pool job for the three
-        gate = None
-        if cfg.attn_gate:  # per head: hd query values, then hd gate values
-            qg = q.reshape(T, H, 2, hd)
-            q, gate = np.ascontiguousarray(qg[:, :, 0]), np.ascontiguousarray(qg[:, :, 1])
-        q, k, v = q.reshape(T, H, hd), k.reshape(T, Hkv, hd), v.reshape(T, Hkv, vd)
-        if cfg.qk_norm:
-            norm(q, L["attn_q_norm"], eps, q)
-            norm(k, L["attn_k_norm"], eps, k)
-        cos, sin = rope
-        ops.rope(q, cos, sin, cfg.rope_neox)
-        ops.rope(k, cos, sin, cfg.rope_neox)
-        # stores k, v at pos.. in the cache, then attends over positions 0..S-1
-        o = ops.attention(q, k, v, self.cache.k[il], self.cache.v[il], pos, window, cfg.attn_scale, None, th or 0)
-        if gate is not None:
-            ops.sigmoid_mul(o, gate, o)
-        o = o.reshape(T, H * vd)
-        if cfg.sub_norms:
-            norm(o, L["attn_sub_norm"], eps, o)
-        o = L["attn_output"](o, th, ws["d_model"])
-        if cfg.post_norms:
-            norm(o, L["post_attention_norm"], eps, o)
-        return o
-
-    def _gdn(self, il, L, h, ws):
-        """Gated-DeltaNet layer il (QWEN35.md 3.4): (T, d) normed input -> (T, d) output, advancing
-        the layer's recurrent state by T tokens."""
-        cfg, th, s = self.cfg, self.threads, self.cfg.ssm
-        T, d = h.shape[0], s.state_size
-        outs = [o for g, wg in zip(L["gdn_in"], ws["gdn_in"]) for o in g(h, th, wg)]
-        qkv, z, b, a = outs
-        y = ops.ssm_conv(qkv, L["ssm_conv1d"], self.state.conv[il])  # (T, C): conv then SiLU
-        dk = s.key_dim
-        q = ops.l2_norm(np.ascontiguousarray(y[:, :dk]).reshape(T, s.n_k_heads, d), cfg.eps)
-        k = ops.l2_norm(np.ascontiguousarray(y[:, dk:2 * dk]).reshape(T, s.n_k_heads, d), cfg.eps)
-        v = np.ascontiguousarray(y[:, 2 * dk:]).reshape(T, s.n_v_heads, d)
-        beta, g = ops.gdn_gates(b, a, L["ssm_a"], L["ssm_dt"])
-        o = ops.gated_delta_rule(q, k, v, g, beta, self.state.ssm[il], threads=th or 0)
-        o = ops.gated_rms_norm_silu(o, L["ssm_norm"], z.reshape(T, s.n_v_heads, d), cfg.eps, o)
-        return L["ssm_out"](o.reshape(T, s.value_dim), th, ws["d_model"])
-
-    def _ffn(self, L, x, ws):
-        """x += the feed-forward block of layer L (its norm, act(gate) * up, down), in place."""
-        cfg, th, eps, norm = self.cfg, self.threads, self.cfg.eps, ops.rms_norm
-        h = norm(x, L["ffn_norm"], eps)
-        m = L["ffn_glu"](h, th, ws["ffn_glu"])  # gate, up and the activation in one C call
-        if cfg.sub_norms:
-            norm(m, L["ffn_sub_norm"], eps, m)
-        o = L["ffn_down"](m, th, ws["d_model"])
-        if cfg.post_norms:
-            norm(o, L["post_ffw_norm"], eps, o)
-        ops.add(x, o, x)
-
     def head(self, h: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Logits (T, vocab) from final normed hidden states (T, d), into `out` (T, vocab) float32 if given."""
         return self.w.output(np.ascontiguousarray(h, dtype=np.float32), self.threads, out)
+
+
+def _group_spec(g) -> tuple:
+    """A Linear / LinearGroup / GatedFFN as _ops.Decoder takes it: (host, matrices or None, rows,
+    cols, glu, input preparation, rotation block, signs).  Matrices None (one is not a liblowbit
+    matrix, or the linears differ in their input transform): the C loop calls g itself."""
+    lins = g.linears if isinstance(g, LinearGroup) else (g,)
+    rot, prep = lins[0].rot, lins[0].prepare
+    native = all(lin.m is not None and lin.rot is rot and lin.prepare is prep for lin in lins)
+    return (g, tuple(lin.m for lin in lins) if native else None, tuple(lin.rows for lin in lins), lins[0].cols,
+            isinstance(g, GatedFFN), prep_name(prep), rot.block if rot is not None else 0,
+            rot.signs_for(lins[0].cols) if rot is not None else None)
 
 
 def load_model(path: str | os.PathLike, **kw) -> Model:

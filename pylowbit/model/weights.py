@@ -44,8 +44,8 @@ def _gguf_dequantize(data: np.ndarray, tid: int, shape) -> np.ndarray:
 def anon_array(shape, dtype=np.uint8) -> np.ndarray:
     """Zeroed memory in its own anonymous mapping: pages are paid for once written and go back to
     the system as a whole when freed.  (Long-lived buffers from malloc's heap pin the freed
-    temporaries below them: converting Gemma 3 270M's tensors left ~18 MB of such holes.  And np.zeros asks for
-    transparent huge pages on large arrays, committing 2 MB at the first write.)"""
+    temporaries below them, and np.zeros asks for transparent huge pages on large arrays, committing
+    2 MB at the first write: docs/PERFORMANCE.md#decoder-memory.)"""
     n = int(np.prod(shape, dtype=np.int64))
     nbytes = n * np.dtype(dtype).itemsize
     return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype, count=n).reshape(shape)
@@ -116,16 +116,27 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     return r.view(np.float32)
 
 
-def grouped_heads(s) -> Callable[[np.ndarray], np.ndarray]:
+class GroupedHeads:
     """P of prism.hadamard.gdn_v_grouped: (T, D_v) from llama.cpp's tiled V-head order (slot
     rho * Hk + kappa) to the grouped order ssm_out was folded in (slot kappa * r + rho)."""
-    r, hk, dh = s.n_v_heads // s.n_k_heads, s.n_k_heads, s.state_size
 
-    def permute(x: np.ndarray) -> np.ndarray:
+    def __init__(self, s):
+        self.r, self.hk, self.dh = s.n_v_heads // s.n_k_heads, s.n_k_heads, s.state_size
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
         T = x.shape[0]
-        return np.ascontiguousarray(x.reshape(T, r, hk, dh).transpose(0, 2, 1, 3)).reshape(T, -1)
+        return np.ascontiguousarray(x.reshape(T, self.r, self.hk, self.dh).transpose(0, 2, 1, 3)).reshape(T, -1)
 
-    return permute
+
+def prep_name(prepare) -> str | None:
+    """The name of a Linear's input preparation, as the C decoder knows it (_ops.INPUT_PREPS)."""
+    if prepare is None:
+        return None
+    if prepare is round_bf16:
+        return "round_bf16"
+    if isinstance(prepare, GroupedHeads):
+        return "grouped_heads"
+    raise ValueError(f"unknown input preparation {prepare!r}")
 
 
 def dequantize_info(t: TensorInfo) -> np.ndarray:
@@ -144,14 +155,13 @@ def dequantize_info(t: TensorInfo) -> np.ndarray:
 class Linear:
     """y[T, rows] = x[T, cols] . W^T; W a QTensor.  A folded rotation rotates x first."""
 
-    def __init__(self, name: str, w, rot: Rotation | None = None):
+    def __init__(self, name: str, w, rot: Rotation | None = None, on_change: Callable[[], None] | None = None):
         self.name = name
+        self.on_change = on_change  # called when the matrix is swapped: a decoder holds its pointer
         self.w = w
         self.rot = rot
-        self.prepare = None  # an input transform before the rotation: round_bf16, grouped_heads
+        self.prepare = None  # an input transform before the rotation: round_bf16, GroupedHeads
         self.rows, self.cols = w.shape
-
-    generation = 0  # bumped whenever any linear's matrix changes: DecoderLayers made before are stale
 
     @property
     def w(self):
@@ -160,8 +170,8 @@ class Linear:
     @w.setter
     def w(self, w):
         self._w = w
-        # the liblowbit matrix of a PackedTensor, called directly (and by LinearGroup); None for
-        # anything else, which goes through w.gemm_into (tests swap w for recorders)
+        # the liblowbit matrix of a PackedTensor, called directly (and by LinearGroup and the C
+        # decoder); None for anything else, which goes through w.gemm_into (tests swap w for recorders)
         self.m = getattr(w, "_m", None)
 
     @property
@@ -171,7 +181,8 @@ class Linear:
     @m.setter
     def m(self, m):
         self._mat = m
-        Linear.generation += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def __call__(self, x: np.ndarray, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
         # x: (T, cols) float32; out: (T, rows) float32 to write, or None for a new array
@@ -182,7 +193,7 @@ class Linear:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if out is None:
             out = np.empty((x.shape[0], self.rows), dtype=np.float32)
-        if self.m is not None:  # the shortest path to C: ~200 calls a token
+        if self.m is not None:  # the shortest path to C
             _lowbit.gemm_multi((self.m,), x, (out,), threads or 0)
             return out
         return self.w.gemm_into(x, out, threads)
@@ -191,10 +202,9 @@ class Linear:
 class LinearGroup:
     """Linears that read the same input (a layer's q, k, v): when all are packed (PackedTensor) and
     share their input rotation, one liblowbit call runs them all: one activation quantization and
-    one thread-pool job instead of one of each per matrix (a decode token has ~210 matrices).
-    Otherwise one call each.  Returns one (T, rows) array per linear: the caller's `out` arrays
-    if given, else those of a one-token call are reused by the next one-token call (the decoder
-    consumes them within the layer)."""
+    one thread-pool job instead of one of each per matrix.  Otherwise one call each.  Returns one
+    (T, rows) array per linear: the caller's `out` arrays if given, else those of a one-token call
+    are reused by the next one-token call (the decoder consumes them within the layer)."""
 
     def __init__(self, *linears: Linear):
         self.linears = linears
@@ -298,19 +308,20 @@ class Embedding:
         return x
 
 
-def _stderr_notice(msg: str) -> None:
+def stderr_notice(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
 class Weights:
     """All tensors of one model.  layers[i] is a dict: 'attn_q' -> Linear, 'attn_norm' -> ndarray...,
-    and the groups the decoder calls: 'attn_qkv' (q, k, v) and 'ffn_glu' (act(gate) * up)."""
+    and the groups the decoder calls: 'attn_in' (q, k, v), 'gdn_in' and 'ffn_glu' (act(gate) * up)."""
 
     MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
     def __init__(self, f: GGUFFile, cfg: Config, rot: Rotation | None, foreign: str = "q8_0",
-                 notice: Callable[[str], None] | None = _stderr_notice, pack: bool = True):
+                 notice: Callable[[str], None] | None = stderr_notice, pack: bool = True):
         self.pack = pack
+        self.on_matrix_change: Callable[[], None] | None = None  # set by the model: its decoder is stale
         if foreign not in FOREIGN_POLICIES:
             raise ValueError(f"foreign must be one of {FOREIGN_POLICIES}, got {foreign!r}")
         self.f, self.cfg, self.rot, self.foreign = f, cfg, rot, foreign
@@ -376,7 +387,7 @@ class Weights:
         if layer["ssm_out"].rot is not None and self.rot.gdn_v_grouped:
             if layer["ssm_out"].prepare is not None:
                 raise ModelError(f"{p}ssm_out.weight: a BF16 matrix cannot take a folded rotation")
-            layer["ssm_out"].prepare = grouped_heads(s)
+            layer["ssm_out"].prepare = GroupedHeads(s)
         layer["ssm_conv1d"] = self.vector(p + "ssm_conv1d.weight", (s.conv_channels, s.conv_kernel), f32_only=True)
         layer["ssm_a"] = self.vector(p + "ssm_a", s.n_v_heads, f32_only=True)
         layer["ssm_dt"] = self.vector(p + "ssm_dt.bias", s.n_v_heads, f32_only=True)
@@ -389,29 +400,15 @@ class Weights:
         self._ffn(i, layer)
         return layer
 
+    def _matrix_changed(self) -> None:
+        if self.on_matrix_change is not None:
+            self.on_matrix_change()
+
     def all_linears(self):
         """Every Linear of the model, the head first (tests wrap them to record their inputs)."""
         yield self.output
         for layer in self.layers:
             yield from (v for v in layer.values() if isinstance(v, Linear))
-
-    def workspace(self, T: int) -> dict:
-        """Outputs of one layer's matrix products for T tokens, for the decoder to pass as `out` to
-        every layer of a forward call (each is consumed within its layer): a new (T, n_ff) array
-        per layer came as fresh pages from the allocator, ~15 k page faults per 64-token prompt
-        at the 2B shape.  One set per group kind, sized from the first layer that has it."""
-
-        def out(lin):
-            return np.empty((T, lin.rows), dtype=np.float32)
-
-        ws = {"d_model": np.empty((T, self.cfg.d_model), dtype=np.float32)}  # attn_output / ssm_out, ffn_down
-        for L in self.layers:
-            for key in ("attn_in", "ffn_glu"):
-                if key in L and key not in ws:
-                    ws[key] = tuple(out(lin) for lin in L[key].linears)
-            if "gdn_in" in L and "gdn_in" not in ws:
-                ws["gdn_in"] = tuple(tuple(out(lin) for lin in g.linears) for g in L["gdn_in"])
-        return ws
 
     def vector(self, name: str, n, f32_only: bool = False) -> np.ndarray:
         """A small float32 tensor of shape (n,) (or n itself when a tuple).  f32_only: the tensor
@@ -445,7 +442,7 @@ class Weights:
             self.f.release(t)
         if rotated is None:
             rotated = self.rot is not None and name in self.rot.weight_names
-        lin = Linear(name, w, self.rot if rotated else None)
+        lin = Linear(name, w, self.rot if rotated else None, on_change=self._matrix_changed)
         if t.fmt == "bf16":
             lin.prepare = round_bf16
         return lin
