@@ -21,6 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 WINE=${LOWBIT_WINE:-$(command -v wine64 || echo /usr/lib/wine/wine64)} # Debian: not on PATH
+WINESERVER=$(command -v wineserver || echo "$(dirname "$WINE")/wineserver")
 
 BUILD=${LOWBIT_WINDOWS_BUILD:-$ROOT/build/ci-windows}
 rm -rf "$BUILD"
@@ -44,8 +45,9 @@ has avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni && variants+=(a
 expected=$(IFS=,; echo "${variants[*]:-}")
 
 # A throw-away wine prefix (made on first use, ~10 s); no debug chatter, no Mono / Gecko installs.
+# The prefix's wineserver outlives the last program by a few seconds: stopped before the removal.
 WINEPREFIX=$(mktemp -d)
-trap 'rm -rf "$WINEPREFIX"' EXIT
+trap '"$WINESERVER" -k 2>/dev/null; "$WINESERVER" -w 2>/dev/null; rm -rf "$WINEPREFIX"' EXIT
 export WINEPREFIX WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 
 failed=0
