@@ -12,11 +12,13 @@ import os
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from pylowbit import _platform
+from pylowbit._platform import exclusive_lock
 
 # Synthetic model shapes: (architecture, synthetic base preset, overrides).  The 2B shape is BitNet
 # b1.58 2B4T's; it is written as a `llama` file (same matrices and bytes per token; llama.cpp reads
@@ -130,32 +132,6 @@ def ensure_disk_space(files: list[SyntheticFile]) -> None:
         check_disk_space(directory, need, ", ".join(f.path.name for f in missing))
 
 
-@contextmanager
-def _file_lock(path: Path):
-    """An exclusive lock named after `path`, for one process at a time (others wait); the lock file
-    is removed when released.  A waiter that wakes on a lock file already unlinked by its holder
-    opens the new one: the inode check makes sure the lock held is the one at the name."""
-    import fcntl
-
-    name = path.parent / f".{path.name}.lock"
-    while True:
-        fh = open(name, "a")
-        fcntl.flock(fh, fcntl.LOCK_EX)  # also released if the process dies
-        try:
-            if os.fstat(fh.fileno()).st_ino == os.stat(name).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        fh.close()
-    try:
-        yield
-    finally:
-        try:
-            os.unlink(name)
-        finally:
-            fh.close()
-
-
 def synthetic_model(preset: str, fmt: str, console=None, plain: bool = False) -> Path:
     """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar.  The
     write is atomic and holds a lock, so a second process asking for the same file (another bench
@@ -167,7 +143,7 @@ def synthetic_model(preset: str, fmt: str, console=None, plain: bool = False) ->
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(path):
+    with exclusive_lock(path):
         if path.exists():  # written by whoever held the lock before us
             return path
         ensure_disk_space([spec])
@@ -316,6 +292,8 @@ def _peak_rss() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    if _platform.WINDOWS:  # no resource module
+        return _platform.windows_peak_working_set()
     import resource
 
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

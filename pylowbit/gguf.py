@@ -14,6 +14,7 @@ import os
 import shutil
 import struct
 import tempfile
+import weakref
 from array import array
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
+
+from pylowbit import _platform
 
 __all__ = [
     "GGUFError",
@@ -341,21 +344,58 @@ class _Cursor:
         return None, self.scalar(vt, what)
 
 
+def _file_key(path: str | os.PathLike) -> str:
+    """One name per file for the mapping registry (links resolved; case folded on Windows)."""
+    return os.path.normcase(os.path.realpath(path))
+
+
+# Files mapped by this process: key -> weak references to their mmap objects.  A mapping outlives
+# GGUFFile.close while numpy views of it are alive, so the registry follows the mmap objects
+# themselves; Windows cannot replace a mapped file (atomic_file refuses it first).
+_mapped: dict[str, list[weakref.ref]] = {}
+
+
+def _register_mapping(key: str, mm: mmap.mmap) -> None:
+    refs = [r for r in _mapped.get(key, []) if _alive(r)]
+    refs.append(weakref.ref(mm))
+    _mapped[key] = refs
+
+
+def _alive(ref: weakref.ref) -> bool:
+    mm = ref()
+    return mm is not None and not mm.closed
+
+
+def is_mapped(path: str | os.PathLike) -> bool:
+    """Whether this process holds a mapping of the file at `path` (a GGUFFile not closed, or the
+    numpy views of a closed one still alive)."""
+    key = _file_key(path)
+    refs = [r for r in _mapped.get(key, []) if _alive(r)]
+    if refs:
+        _mapped[key] = refs
+    else:
+        _mapped.pop(key, None)
+    return bool(refs)
+
+
 class GGUFFile:
     """A GGUF file mapped read-only.  `metadata` holds python values (numeric arrays as numpy);
-    `tensors` maps names to `TensorInfo` whose `.data` is a zero-copy uint8 view of the mapping."""
+    `tensors` maps names to `TensorInfo` whose `.data` is a zero-copy uint8 view of the mapping.
+    The file is closed once mapped (the mapping keeps its own handle): close() releases the mapping
+    and that handle, or, while views of it are alive, leaves them to go with the last view."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         try:
-            self._fd = open(self.path, "rb")
+            fd = open(self.path, "rb")
         except OSError as e:
             raise GGUFError(f"cannot open {self.path}: {e.strerror}") from e
-        size = os.fstat(self._fd.fileno()).st_size
-        if size < 24:
-            self._fd.close()
-            raise GGUFError(f"{self.path}: truncated header ({size} bytes; a GGUF header needs at least 24)")
-        self._mm = mmap.mmap(self._fd.fileno(), 0, access=mmap.ACCESS_READ)
+        with fd:
+            size = os.fstat(fd.fileno()).st_size
+            if size < 24:
+                raise GGUFError(f"{self.path}: truncated header ({size} bytes; a GGUF header needs at least 24)")
+            self._mm = mmap.mmap(fd.fileno(), 0, access=mmap.ACCESS_READ)
+        _register_mapping(_file_key(self.path), self._mm)
         self.size = size
         self._buf = np.frombuffer(self._mm, dtype=np.uint8)
         try:
@@ -538,20 +578,22 @@ class GGUFFile:
         """MADV_DONTNEED on [start (page-aligned), end rounded down to a page): the mapping is read-only,
         so this only frees memory; touched again, the pages reload from the file."""
         end = end // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > start and hasattr(mmap, "MADV_DONTNEED"):
+        if end > start and self._mm is not None and hasattr(mmap, "MADV_DONTNEED"):
             try:
                 self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
             except (OSError, ValueError):
                 pass
 
     def close(self) -> None:
+        if self._mm is None:
+            return
         self.tensors = {}
         self._buf = None
         try:
             self._mm.close()
         except BufferError:  # views still alive (tensor data, a StringArray): the mapping goes when they do
             self._drop_pages(0, self.size)
-        self._fd.close()
+        self._mm = None  # the views hold the mmap object now, and only they
 
     def __enter__(self):
         return self
@@ -706,7 +748,7 @@ def _link_fd(fd: int, path: str) -> None:
 def _open_anonymous(directory: Path) -> tuple[int, str | None]:
     """(fd, None) for an unnamed file in `directory` (Linux O_TMPFILE: it vanishes with the process),
     after checking that such a file can be linked in there; else (fd, path) of a named temp file."""
-    flag = getattr(os, "O_TMPFILE", 0)
+    flag = 0 if _platform.WINDOWS else getattr(os, "O_TMPFILE", 0)
     if flag:
         try:
             probe = os.open(directory, flag | os.O_WRONLY, 0o600)
@@ -727,17 +769,24 @@ def atomic_file(path: str | os.PathLike):
     """Open `path` for writing so that it appears only complete: the body writes to the yielded
     binary file; on success it is fsynced and put in place in one step, on any exception (or a
     SIGKILL) nothing is left - not the output, not a temporary file (O_TMPFILE + linkat where the
-    kernel has it; elsewhere mkstemp + rename, which a SIGKILL can leave behind as .pylowbit-*.tmp)."""
+    kernel has it; elsewhere mkstemp + rename, which a SIGKILL can leave behind as .pylowbit-*.tmp).
+    Windows cannot replace a file that is mapped or open: a file this process has mapped is refused
+    before anything is written, one open elsewhere when the rename fails (GGUFError either way)."""
     path = Path(path)
     directory = path.parent
+    if _platform.WINDOWS and path.exists() and is_mapped(path):
+        raise GGUFError(f"cannot replace {path}: this process has it mapped (an open GGUFFile or a model "
+                        "loaded from it, or arrays still viewing one closed); Windows does not replace a "
+                        "mapped file: close it first")
     fd, tmp = _open_anonymous(directory)
     try:
         with os.fdopen(fd, "wb", closefd=False) as fh:
             yield fh
             fh.flush()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # ordinary permissions (mkstemp makes 0600)
+        if not _platform.WINDOWS:  # (Windows has no modes: mkstemp's file is an ordinary one)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # ordinary permissions (mkstemp makes 0600)
         os.fsync(fd)
         if tmp is None:
             try:
@@ -747,15 +796,29 @@ def atomic_file(path: str | os.PathLike):
                 tmp = tempfile.mktemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
                 _link_fd(fd, tmp)
         if tmp is not None:
-            os.replace(tmp, path)
+            os.close(fd)  # Windows renames no open file
+            fd = -1
+            _replace(tmp, path)
             tmp = None
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _replace(tmp: str, path: Path) -> None:
+    """os.replace, with Windows' refusal to replace a file in use said as such."""
+    try:
+        os.replace(tmp, path)
+    except PermissionError as e:
+        if not _platform.WINDOWS:
+            raise
+        raise GGUFError(f"cannot replace {path}: {e.strerror} (on Windows, a file open or mapped by "
+                        "a program - this one or another - cannot be replaced: close it and retry)") from None
 
 
 def check_disk_space(directory: str | os.PathLike, nbytes: int, what: str) -> None:

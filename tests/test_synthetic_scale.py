@@ -197,7 +197,7 @@ def test_a_second_writer_waits_for_the_first_and_reuses_its_file(cache, monkeypa
     got = []
     monkeypatch.setattr(S, "write_synthetic_model", lambda *a, **k: got.append("wrote"))
     t = threading.Thread(target=lambda: got.append(B.synthetic_model("qwen35-tiny", "q2_0")))
-    with B._file_lock(spec.path):
+    with B.exclusive_lock(spec.path):
         assert any(p.name.endswith(".lock") for p in cache.iterdir())
         t.start()
         time.sleep(0.3)

@@ -145,6 +145,14 @@ def test_default_is_limited_by_the_affinity_mask():
     assert n == "1" and "of 1 allowed logical CPU" in why
 
 
+@pytest.mark.skipif(sys.platform != "win32", reason="the Windows rule")
+def test_default_on_windows_is_its_processor_information():
+    out = fresh("print(lb.get_threads(), lb.threads_origin(), sep=';')")
+    n, why = out.split(";")
+    assert "Windows processor information" in why, why
+    assert 1 <= int(n) <= os.cpu_count()
+
+
 def test_environment_overrides():
     assert fresh("print(lb.get_threads(), lb.threads_origin())", {"PYLOWBIT_THREADS": "3"}) == \
         "3 PYLOWBIT_THREADS=3"

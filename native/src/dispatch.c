@@ -4,17 +4,12 @@
  * announced by LOWBIT_HAVE_<ISA> definitions.  Detection checks OS support, not just CPUID bits
  * (an OS that does not save ZMM/YMM state makes AVX-512/AVX2 unusable even if the CPU has them).
  * The table is filled once, thread-safely, in priority order; PYLOWBIT_ISA forces a variant. */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h" /* LOWBIT_LINUX */
-
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
-#define LOWBIT_X86 1
-#include <cpuid.h>
-#endif
+#include "platform.h" /* LOWBIT_X86, CPUID, once */
 #if defined(__aarch64__) && defined(LOWBIT_LINUX)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
@@ -59,19 +54,11 @@ unsigned lowbit_isa_compiled(void) {
     return m;
 }
 
-#ifdef LOWBIT_X86
-static uint64_t xgetbv0(void) {
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((uint64_t)hi << 32) | lo;
-}
-#endif
-
 int lowbit_cpu_is_intel(void) {
 #ifdef LOWBIT_X86
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+    unsigned r[4];
+    lowbit_cpuid(0, 0, r);
+    return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
 #else
     return 0;
 #endif
@@ -80,15 +67,19 @@ int lowbit_cpu_is_intel(void) {
 static unsigned detect_supported(void) {
     unsigned m = 1u << LOWBIT_ISA_SCALAR;
 #ifdef LOWBIT_X86
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return m;
+    const unsigned max_leaf = lowbit_cpuid_max();
+    unsigned r[4];
+    if (max_leaf < 1) return m;
+    lowbit_cpuid(1, 0, r);
+    unsigned b, c = r[2];
     const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
     if (!osxsave || !avx) return m;
-    uint64_t xcr0 = xgetbv0();
+    uint64_t xcr0 = lowbit_xgetbv0();
     const int os_ymm = (xcr0 & 0x6) == 0x6;   /* SSE + AVX state saved */
     const int os_zmm = (xcr0 & 0xe6) == 0xe6; /* + opmask, ZMM_Hi256, Hi16_ZMM */
-    if (__get_cpuid_max(0, NULL) < 7) return m;
-    __cpuid_count(7, 0, a, b, c, d);
+    if (max_leaf < 7) return m;
+    lowbit_cpuid(7, 0, r);
+    b = r[1], c = r[2];
     const int avx2 = (b >> 5) & 1;
     const int avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1,
               avx512vl = (b >> 31) & 1;
@@ -114,7 +105,7 @@ static unsigned g_supported;
 static lowbit_kernels g_tables[LOWBIT_ISA_COUNT];
 static _Atomic int g_active = -1;
 static char g_env_error[256];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static lowbit_once g_once = LOWBIT_ONCE_INIT;
 
 /* Scalar first, then each variant on top, so a variant only overrides what it implements. */
 static void build_table(int isa, lowbit_kernels *k) {
@@ -175,7 +166,7 @@ static void init_once(void) {
     atomic_store(&g_active, isa);
 }
 
-static void ensure_init(void) { pthread_once(&g_once, init_once); }
+static void ensure_init(void) { lowbit_once_run(&g_once, init_once); }
 
 unsigned lowbit_isa_supported(void) {
     ensure_init();

@@ -3,15 +3,10 @@
  * the packed layout.  The reference reproduces dot.c's specification exactly: the same integer
  * group sums (the codes are only reordered) combined in the same float order, so a packed GEMV
  * equals the file-layout scalar GEMV bit for bit. */
-#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
-#endif
 #include <stdlib.h>
 
-#include "internal.h" /* LOWBIT_LINUX */
-#if defined(LOWBIT_LINUX)
-#include <sys/mman.h>
-#endif
+#include "internal.h"
+#include "platform.h" /* lowbit_alloc_pages */
 
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
@@ -140,21 +135,17 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
-    void *mem = NULL;
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
-     * 2 MB or more is 2 MB-aligned and asks Linux for transparent huge pages (honoured when THP is
-     * "always" or "madvise"), before its first touch: streamed once per token, 4 KB pages cost a
-     * TLB miss every 4 KB.  Measured here (BitNet 2B shape, TQ2_0, alternating builds): 1.11x tokens/s
-     * on one thread, 1.02x on two. */
-    const size_t total = code_bytes + scale_bytes + 64, huge = (size_t)2 << 20;
-    if (posix_memalign(&mem, total >= huge ? huge : 64, total) != 0) {
+     * 2 MB or more gets huge pages where the system grants them (lowbit_alloc_pages), asked before
+     * its first touch: streamed once per token, 4 KB pages cost a TLB miss every 4 KB (measured:
+     * docs/PERFORMANCE.md, "huge pages"). */
+    const size_t total = code_bytes + scale_bytes + 64;
+    void *mem = lowbit_alloc_pages(total);
+    if (!mem) {
         free(m);
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-#if defined(LOWBIT_LINUX) && defined(MADV_HUGEPAGE)
-    if (total >= huge) (void)madvise(mem, total, MADV_HUGEPAGE); /* a hint: refused is fine */
-#endif
     m->codes = (uint8_t *)mem;
     m->scales = (uint16_t *)(m->codes + code_bytes);
     memset(mem, 0, code_bytes + scale_bytes + 64);
@@ -167,7 +158,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
 
 void lowbit_matrix_free(lowbit_matrix *m) {
     if (!m) return;
-    free(m->codes);
+    if (m->codes) lowbit_free_pages(m->codes, (size_t)m->nbytes + 64); /* the size allocated */
     free(m);
 }
 

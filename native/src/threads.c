@@ -16,7 +16,7 @@
  *    has ~50 tasks per thread.  4x the tasks per job measured 2-8 % slower on 2 threads, so the
  *    per-task cost is real; at 64 rows a task, this change measured 0.96-1.08x in six side-by-side
  *    runs (bench/stream_ceiling.c), within this machine's noise.
- *  - Idle workers spin for a short while (pause, then sched_yield so that on a busy machine they
+ *  - Idle workers spin for a short while (pause, then yield so that on a busy machine they
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
  *  - A spinning worker also reads ahead: lowbit_pool_readahead hands it the spans the next job
@@ -27,26 +27,15 @@
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
  * the GEMVs of a layer; longer spins measured worse on an oversubscribed 2-core machine (tg at 2
  * threads, spin 300: 4.2 / 4.7 t/s, spin 50: 8.1 / 4.8, spin 0: 6.6 / 9.8, same runs). */
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "platform.h" /* locks, threads, clock, cpu_relax */
 
 #define MAX_THREADS 256
 #define PAUSE_US 20 /* of the spin, busy-wait with `pause` before yielding the core */
-
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield")
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 typedef struct {
     _Alignas(64) _Atomic uint64_t next; /* gen << 32 | next task of this slot */
@@ -54,10 +43,10 @@ typedef struct {
 } slot;
 
 static struct {
-    pthread_mutex_t busy; /* held by the thread that owns the current job */
-    pthread_mutex_t lock; /* guards sleeping / waking */
-    pthread_cond_t wake;
-    pthread_cond_t done_cv;
+    lowbit_mutex busy; /* held by the thread that owns the current job */
+    lowbit_mutex lock; /* guards sleeping / waking */
+    lowbit_cond wake;
+    lowbit_cond done_cv;
     int nworkers;        /* started worker threads (the caller is not counted) */
     _Alignas(64) _Atomic uint32_t generation;
     _Atomic int nslots;  /* threads taking part in the current job */
@@ -77,19 +66,13 @@ static struct {
         _Atomic(uintptr_t) p;
         _Atomic int64_t n;
     } ra[LOWBIT_READAHEAD_MAX];
-} P = {.busy = PTHREAD_MUTEX_INITIALIZER,
-       .lock = PTHREAD_MUTEX_INITIALIZER,
-       .wake = PTHREAD_COND_INITIALIZER,
-       .done_cv = PTHREAD_COND_INITIALIZER};
+} P = {.busy = LOWBIT_MUTEX_INIT,
+       .lock = LOWBIT_MUTEX_INIT,
+       .wake = LOWBIT_COND_INIT,
+       .done_cv = LOWBIT_COND_INIT};
 
 static _Atomic int g_default_threads = 0;
 static int g_spin_us = -1;
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
 
 static int spin_us(void) {
     if (g_spin_us < 0) {
@@ -127,9 +110,9 @@ static void run_tasks(uint32_t gen, int own, int nslots) {
         }
     }
     if (ran && atomic_fetch_add(&P.done, ran) + ran == n && atomic_load(&P.caller_sleeping)) {
-        pthread_mutex_lock(&P.lock);
-        pthread_cond_signal(&P.done_cv);
-        pthread_mutex_unlock(&P.lock);
+        lowbit_mutex_lock(&P.lock);
+        lowbit_cond_signal(&P.done_cv);
+        lowbit_mutex_unlock(&P.lock);
     }
 }
 
@@ -152,7 +135,7 @@ static void readahead(uint32_t seen) {
             if ((off & 1023) == 0 && atomic_load_explicit(&P.generation, memory_order_relaxed) != seen)
                 return;
             for (int k = 0; k < nb; k++)
-                if (off < len[k]) __builtin_prefetch(p[k] + off, 0, 3);
+                if (off < len[k]) lowbit_prefetch(p[k] + off);
         }
     }
 }
@@ -168,13 +151,13 @@ void lowbit_pool_readahead(const lowbit_span *spans, int n) {
     atomic_fetch_add_explicit(&P.ra_gen, 1, memory_order_release);
 }
 
-static void *worker_main(void *arg) {
+static void worker_main(void *arg) {
     const int own = 1 + (int)(intptr_t)arg; /* slot 0 is the caller's */
     uint32_t seen = atomic_load(&P.generation), ra_seen = atomic_load(&P.ra_gen);
     for (;;) {
         uint32_t gen = atomic_load_explicit(&P.generation, memory_order_acquire);
         if (gen == seen) {
-            double t0 = now_us(), t;
+            double t0 = lowbit_now_us(), t;
             const double limit = spin_us();
             int n = 0;
             while ((gen = atomic_load_explicit(&P.generation, memory_order_acquire)) == seen) {
@@ -182,22 +165,22 @@ static void *worker_main(void *arg) {
                 if (ra != ra_seen) { /* idle: read ahead, then spin afresh */
                     ra_seen = ra;
                     readahead(seen);
-                    t0 = now_us();
+                    t0 = lowbit_now_us();
                     continue;
                 }
                 if ((++n & 63) == 0) {
-                    t = now_us() - t0;
+                    t = lowbit_now_us() - t0;
                     if (t >= limit) break;
-                    if (t >= PAUSE_US) sched_yield();
+                    if (t >= PAUSE_US) lowbit_yield();
                 }
-                cpu_relax();
+                lowbit_cpu_relax();
             }
             if (gen == seen) {
-                pthread_mutex_lock(&P.lock);
+                lowbit_mutex_lock(&P.lock);
                 atomic_fetch_add(&P.sleepers, 1);
-                while ((gen = atomic_load(&P.generation)) == seen) pthread_cond_wait(&P.wake, &P.lock);
+                while ((gen = atomic_load(&P.generation)) == seen) lowbit_cond_wait(&P.wake, &P.lock);
                 atomic_fetch_sub(&P.sleepers, 1);
-                pthread_mutex_unlock(&P.lock);
+                lowbit_mutex_unlock(&P.lock);
             }
         }
         seen = gen;
@@ -205,17 +188,16 @@ static void *worker_main(void *arg) {
         int nslots = atomic_load(&P.nslots);
         if (own < nslots) run_tasks(gen, own, nslots);
     }
-    return NULL;
 }
 
 /* The default thread count and how it was chosen, settled once (first use) unless set. */
-static pthread_mutex_t g_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static lowbit_mutex g_threads_lock = LOWBIT_MUTEX_INIT;
 static char g_threads_origin[400]; /* a reason (< 256) and a note on a bad PYLOWBIT_THREADS */
 
 int lowbit_get_threads(void) {
     int t = atomic_load(&g_default_threads);
     if (t > 0) return t;
-    pthread_mutex_lock(&g_threads_lock);
+    lowbit_mutex_lock(&g_threads_lock);
     t = atomic_load(&g_default_threads);
     if (t == 0) {
         const char *env = getenv("PYLOWBIT_THREADS");
@@ -238,7 +220,7 @@ int lowbit_get_threads(void) {
         }
         atomic_store(&g_default_threads, t);
     }
-    pthread_mutex_unlock(&g_threads_lock);
+    lowbit_mutex_unlock(&g_threads_lock);
     return t;
 }
 
@@ -249,25 +231,25 @@ const char *lowbit_threads_origin(void) {
 
 int lowbit_set_threads(int threads) {
     if (threads <= 0 || threads > MAX_THREADS) return LOWBIT_EINVAL;
-    pthread_mutex_lock(&g_threads_lock);
+    lowbit_mutex_lock(&g_threads_lock);
     atomic_store(&g_default_threads, threads);
     snprintf(g_threads_origin, sizeof g_threads_origin, "set_threads(%d)", threads);
-    pthread_mutex_unlock(&g_threads_lock);
+    lowbit_mutex_unlock(&g_threads_lock);
     return LOWBIT_OK;
 }
 
 /* A fork()ed child (Python multiprocessing) has none of the workers: start afresh. */
 static void after_fork_child(void) {
-    pthread_mutex_init(&P.busy, NULL);
-    pthread_mutex_init(&P.lock, NULL);
-    pthread_cond_init(&P.wake, NULL);
-    pthread_cond_init(&P.done_cv, NULL);
+    lowbit_mutex_init(&P.busy);
+    lowbit_mutex_init(&P.lock);
+    lowbit_cond_init(&P.wake);
+    lowbit_cond_init(&P.done_cv);
     P.nworkers = 0;
     atomic_store(&P.sleepers, 0);
     atomic_store(&P.caller_sleeping, 0);
 }
 
-static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+static void register_atfork(void) { lowbit_on_fork_child(after_fork_child); }
 
 int lowbit_pool_slots(int64_t ntasks, int threads) {
     if (threads <= 0) threads = lowbit_get_threads();
@@ -279,17 +261,15 @@ int lowbit_pool_slots(int64_t ntasks, int threads) {
 void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threads) {
     if (ntasks <= 0) return;
     threads = lowbit_pool_slots(ntasks, threads);
-    if (threads <= 1 || ntasks >= ((int64_t)1 << 32) || pthread_mutex_trylock(&P.busy) != 0) {
+    if (threads <= 1 || ntasks >= ((int64_t)1 << 32) || !lowbit_mutex_trylock(&P.busy)) {
         for (int64_t i = 0; i < ntasks; i++) fn(ctx, i);
         return;
     }
     (void)spin_us(); /* read the environment here, not in a worker */
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, register_atfork);
+    static lowbit_once once = LOWBIT_ONCE_INIT;
+    lowbit_once_run(&once, register_atfork);
     while (P.nworkers < threads - 1) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, worker_main, (void *)(intptr_t)P.nworkers) != 0) break;
-        pthread_detach(t);
+        if (lowbit_thread_start(worker_main, (void *)(intptr_t)P.nworkers) != 0) break;
         P.nworkers++;
     }
     const int nslots = threads - 1 < P.nworkers ? threads : P.nworkers + 1;
@@ -306,32 +286,32 @@ void lowbit_parallel_for(int64_t ntasks, lowbit_task_fn fn, void *ctx, int threa
     }
     atomic_store(&P.generation, gen); /* seq_cst: ordered before the read of `sleepers` */
     if (atomic_load(&P.sleepers) > 0) {
-        pthread_mutex_lock(&P.lock);
-        pthread_cond_broadcast(&P.wake);
-        pthread_mutex_unlock(&P.lock);
+        lowbit_mutex_lock(&P.lock);
+        lowbit_cond_broadcast(&P.wake);
+        lowbit_mutex_unlock(&P.lock);
     }
     run_tasks(gen, 0, nslots);
     /* Wait only for tasks a worker has taken: they are under way, so spin (pause, then yield
      * the core in case the worker is waiting for it), then sleep. */
     if (atomic_load(&P.done) < ntasks) {
-        double t0 = now_us(), t;
+        double t0 = lowbit_now_us(), t;
         const double limit = spin_us() > 50 ? spin_us() : 50;
         int n = 0;
         while (atomic_load(&P.done) < ntasks) {
             if ((++n & 63) == 0) {
-                t = now_us() - t0;
+                t = lowbit_now_us() - t0;
                 if (t >= limit) break;
-                if (t >= PAUSE_US) sched_yield();
+                if (t >= PAUSE_US) lowbit_yield();
             }
-            cpu_relax();
+            lowbit_cpu_relax();
         }
         if (atomic_load(&P.done) < ntasks) {
-            pthread_mutex_lock(&P.lock);
+            lowbit_mutex_lock(&P.lock);
             atomic_store(&P.caller_sleeping, 1);
-            while (atomic_load(&P.done) < ntasks) pthread_cond_wait(&P.done_cv, &P.lock);
+            while (atomic_load(&P.done) < ntasks) lowbit_cond_wait(&P.done_cv, &P.lock);
             atomic_store(&P.caller_sleeping, 0);
-            pthread_mutex_unlock(&P.lock);
+            lowbit_mutex_unlock(&P.lock);
         }
     }
-    pthread_mutex_unlock(&P.busy);
+    lowbit_mutex_unlock(&P.busy);
 }

@@ -8,19 +8,23 @@
  *    (/sys/devices/cpu_core/cpus; the E-cores are listed under cpu_atom).  A mask holding only
  *    efficiency cores keeps them all: they are what the process was given.
  *  - Apple: hw.perflevel0.physicalcpu (the performance cluster), else hw.physicalcpu.
+ *  - Windows: the cores of GetLogicalProcessorInformationEx within the process's affinity mask,
+ *    SMT siblings counted once, on hybrid CPUs only those of the highest efficiency class
+ *    (platform_win32.c).
  *  - Elsewhere, and whenever the above cannot be read: the online logical CPUs.
  * Linux-only code is under LOWBIT_LINUX, which a LOWBIT_PORTABLE build leaves undefined, so that the
  * fallbacks other systems take run in a Linux test too. */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* sched_getaffinity */
 #endif
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "platform.h" /* lowbit_online_cpus, lowbit_mutex */
+#if defined(LOWBIT_LINUX)
+#include <sched.h>
+#endif
 
 #if defined(__APPLE__)
 #include <sys/sysctl.h>
@@ -40,7 +44,7 @@ static int bits_has(const cpu_bits *s, int cpu) { return (int)(s->w[cpu / 64] >>
 
 static int bits_count(const cpu_bits *s) {
     int n = 0;
-    for (int i = 0; i < MAX_CPUS / 64; i++) n += __builtin_popcountll(s->w[i]);
+    for (int i = 0; i < MAX_CPUS / 64; i++) n += lowbit_popcount64(s->w[i]);
     return n;
 }
 
@@ -79,11 +83,6 @@ static int read_cpulist(cpu_bits *s, const char *root, const char *rel, int arg)
     fclose(f);
     text[n] = 0;
     return parse_cpulist(text, s);
-}
-
-static int online_cpus(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
 }
 
 static const char *plural(int n) { return n == 1 ? "" : "s"; }
@@ -144,7 +143,7 @@ static int from_sysfs(const char *root, const cpu_bits *allowed_in, char *why, s
 
 int lowbit_threads_for_topology(const char *sys_root, const char *allowed_cpus, char *why,
                                 size_t why_len) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static lowbit_mutex lock = LOWBIT_MUTEX_INIT;
     static cpu_bits allowed;
     char scratch[8];
     if (!why || why_len == 0) {
@@ -152,21 +151,21 @@ int lowbit_threads_for_topology(const char *sys_root, const char *allowed_cpus, 
         why_len = sizeof scratch;
     }
     why[0] = 0;
-    pthread_mutex_lock(&lock);
+    lowbit_mutex_lock(&lock);
     int n = 0;
     if (allowed_cpus && parse_cpulist(allowed_cpus, &allowed) != 0) {
-        pthread_mutex_unlock(&lock);
+        lowbit_mutex_unlock(&lock);
         snprintf(why, why_len, "not a CPU list: '%.64s'", allowed_cpus);
         return LOWBIT_EINVAL;
     }
     if (sys_root) n = from_sysfs(sys_root, allowed_cpus ? &allowed : NULL, why, why_len);
-    pthread_mutex_unlock(&lock);
+    lowbit_mutex_unlock(&lock);
     if (n > 0) return n;
     if (allowed_cpus) {
         n = bits_count(&allowed);
         snprintf(why, why_len, "%d logical CPU%s allowed (no CPU topology)", n, plural(n));
     } else {
-        n = online_cpus();
+        n = lowbit_online_cpus();
         snprintf(why, why_len, "%d online logical CPU%s (no CPU topology)", n, plural(n));
     }
     return n;
@@ -203,6 +202,9 @@ int lowbit_detect_threads(char *why, size_t why_len) {
         return n;
     }
     return lowbit_threads_for_topology(NULL, NULL, why, why_len);
+#elif defined(_WIN32)
+    const int n = lowbit_windows_threads(why, why_len);
+    return n > 0 ? n : lowbit_threads_for_topology(NULL, NULL, why, why_len);
 #else
     return lowbit_threads_for_topology(NULL, NULL, why, why_len);
 #endif

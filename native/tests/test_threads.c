@@ -1,21 +1,39 @@
 /* The default thread count and the fallbacks of the Linux-only calls.  Built as usual it checks the
  * Linux path; built with -DLOWBIT_PORTABLE=ON (as .ci/run does once) the library takes the path of
- * systems without sysfs, sched_getaffinity, getauxval or madvise, and this checks those fallbacks. */
+ * systems without sysfs, sched_getaffinity, getauxval or madvise, and this checks those fallbacks;
+ * built for Windows (.ci/windows.sh) it checks Windows' processor information and large blocks. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(_WIN32)
+#include <windows.h>
+#else
 #include <unistd.h>
+#endif
 
 #include "lowbit/lowbit.h"
 
 #include "harness.h"
 
+/* The logical CPUs online, as the system says (not through the library). */
+static long online_cpus(void) {
+#if defined(_WIN32)
+    return (long)GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
+#else
+    return sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+}
+
 static void test_default(void) {
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const long online = online_cpus();
     const int t = lowbit_get_threads();
     const char *why = lowbit_threads_origin();
     printf("default threads %d: %s\n", t, why);
     CHECK(t >= 1 && t <= online, "default %d outside 1..%ld", t, online);
-#if defined(LOWBIT_PORTABLE) || !defined(__linux__)
+#if defined(_WIN32)
+    /* Windows' processor information, or its fallback */
+    CHECK(strstr(why, "Windows processor information") != NULL || strstr(why, "no CPU topology") != NULL,
+          "origin '%s'", why);
+#elif defined(LOWBIT_PORTABLE) || !defined(__linux__)
 #if !defined(__APPLE__)
     /* no topology to read: every online logical CPU */
     CHECK(t == online, "fallback default %d != %ld online CPUs", t, online);
@@ -35,7 +53,7 @@ static void test_rule_without_a_tree(void) {
     char why[256];
     CHECK(lowbit_threads_for_topology(NULL, "0-2,5", why, sizeof why) == 4, "%s", why);
     CHECK(lowbit_threads_for_topology("/nonexistent-sysfs", NULL, why, sizeof why) ==
-              sysconf(_SC_NPROCESSORS_ONLN), "%s", why);
+              online_cpus(), "%s", why);
     CHECK(lowbit_threads_for_topology(NULL, "1-", why, sizeof why) == LOWBIT_EINVAL, "malformed");
     CHECK(lowbit_threads_for_topology(NULL, "0", NULL, 0) == 1, "why may be NULL");
 }

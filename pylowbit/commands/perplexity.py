@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from pylowbit._platform import usable_cpus
+
 
 def add_parser(sub):
     p = sub.add_parser("perplexity", help="perplexity of a GGUF model on a text file",
@@ -192,7 +194,7 @@ class LlamaCppChunks:
         self._model = lc.llama_model_load_from_file(os.fsencode(path), mp)
         if not self._model:
             raise ValueError(f"llama.cpp could not load {path}")
-        t = threads or os.cpu_count() or 1
+        t = threads or usable_cpus()
         cp = lc.llama_context_default_params()
         cp.n_ctx = cp.n_batch = cp.n_ubatch = ctx
         cp.n_seq_max = 1

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .. import _platform
 from ..gguf import GGUFFile
 from .config import ModelError
 
@@ -106,6 +107,8 @@ def _bpe(models, key: str, vocab, merges, **kw):
 def _release_heap() -> None:
     """Hand the memory freed after building a tokenizer back to the OS (glibc keeps freed heap
     memory otherwise): the model weights, loaded next, then reuse it instead of stacking on top."""
+    if _platform.WINDOWS:  # no C library to name (ctypes.CDLL(None) is a TypeError there)
+        return
     try:
         import ctypes
 

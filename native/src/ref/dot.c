@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "../platform.h" /* lowbit_fmaf */
 
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
@@ -163,11 +164,11 @@ LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMM_REF)
         const int64_t c16 = cols & ~(int64_t)15;                                                   \
         float a[16] = {0};                                                                         \
         for (int64_t j = 0; j < c16; j += 16)                                                      \
-            for (int l = 0; l < 16; l++) a[l] = fmaf(TOF(row[j + l]), x[j + l], a[l]);             \
+            for (int l = 0; l < 16; l++) a[l] = lowbit_fmaf(TOF(row[j + l]), x[j + l], a[l]);             \
         for (int h = 8; h >= 1; h /= 2)                                                            \
             for (int l = 0; l < h; l++) a[l] += a[l + h];                                          \
         float s = a[0];                                                                            \
-        for (int64_t j = c16; j < cols; j++) s = fmaf(TOF(row[j]), x[j], s);                       \
+        for (int64_t j = c16; j < cols; j++) s = lowbit_fmaf(TOF(row[j]), x[j], s);                       \
         return s;                                                                                  \
     }
 #define F32_VALUE(v) (v)

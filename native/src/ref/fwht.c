@@ -17,10 +17,10 @@
  * stage's values; sign flips are exact multiplications by +-1; the scale is one multiply after the
  * last stage; the m-point stage accumulates acc = 0, acc +-= x_k for k = 0..m-1.  Any kernel that
  * keeps that per-element order (blocked, vectorized, in any traversal) gives identical bits. */
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "../fwht_kernels.h"
+#include "../platform.h" /* once */
 
 /* ---- Hadamard matrices of order 12, 20, 28 (Sloane's library, '+' = +1) --------------------- */
 
@@ -49,7 +49,7 @@ static const char *const HAD28[28] = {
 };
 
 static signed char g_had12[144], g_had20[400], g_had28[784];
-static pthread_once_t g_had_once = PTHREAD_ONCE_INIT;
+static lowbit_once g_had_once = LOWBIT_ONCE_INIT;
 
 static void had_init(void) {
     for (int i = 0; i < 12 * 12; i++) g_had12[i] = HAD12[i / 12][i % 12] == '+' ? 1 : -1;
@@ -58,7 +58,7 @@ static void had_init(void) {
 }
 
 const signed char *lowbit_hadamard_m(int m) {
-    pthread_once(&g_had_once, had_init);
+    lowbit_once_run(&g_had_once, had_init);
     switch (m) {
     case 12: return g_had12;
     case 20: return g_had20;
@@ -143,7 +143,7 @@ void lowbit_fill_fwht_scalar(lowbit_fwht_kernels *k) {
 
 static lowbit_fwht_kernels g_fwht[LOWBIT_ISA_COUNT];
 static unsigned g_fwht_built; /* bit i: g_fwht[i] filled */
-static pthread_once_t g_fwht_once = PTHREAD_ONCE_INIT;
+static lowbit_once g_fwht_once = LOWBIT_ONCE_INIT;
 
 /* Every table this CPU can run is built once; lowbit_active_fwht() then indexes by the active ISA
  * on each call, so lowbit_set_isa() takes effect immediately without rebuilding anything.  A fill
@@ -180,13 +180,13 @@ static void fwht_init(void) {
 }
 
 const lowbit_fwht_kernels *lowbit_fwht_kernels_for(int isa) {
-    pthread_once(&g_fwht_once, fwht_init);
+    lowbit_once_run(&g_fwht_once, fwht_init);
     if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa))) return NULL;
     return &g_fwht[isa];
 }
 
 const lowbit_fwht_kernels *lowbit_active_fwht(void) {
-    pthread_once(&g_fwht_once, fwht_init);
+    lowbit_once_run(&g_fwht_once, fwht_init);
     int isa = lowbit_isa_active();
     if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa)))
         isa = LOWBIT_ISA_SCALAR;
