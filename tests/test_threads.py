@@ -6,6 +6,7 @@ the machine the tests run on; the environment and affinity cases run a fresh int
 default is settled once per process."""
 import os
 import subprocess
+import tempfile
 import sys
 
 import pytest
@@ -121,7 +122,9 @@ def fresh(code, env=None):
     """Run code in a new interpreter that has imported pylowbit as lb but not yet used a thread."""
     e = {k: v for k, v in os.environ.items() if k != "PYLOWBIT_THREADS"}
     e.update(env or {})
-    r = subprocess.run([sys.executable, "-P", "-c", "import pylowbit as lb\n" + code],
+    # run outside the source tree, so that `import pylowbit` finds the installed package (what
+    # -P does from Python 3.11 on; the wheels are tested on 3.9 and 3.10 too)
+    r = subprocess.run([sys.executable, "-c", "import pylowbit as lb\n" + code], cwd=tempfile.gettempdir(),
                        capture_output=True, text=True, env=e, timeout=120)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
