@@ -18,7 +18,7 @@ def bench(*args, env=None, tmp_path=None, pre=""):
     e = dict(os.environ)
     e.update(env or {})
     # -P: the interpreter does not put the working directory (a source checkout) on sys.path
-    return subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env=e, cwd=tmp_path, timeout=300)
 
 

@@ -4,6 +4,7 @@ column tiles, back-to-back jobs (a worker waking late must never run a task of t
 both ways of waking workers (spinning, and sleeping when PYLOWBIT_SPIN_US=0)."""
 import os
 import subprocess
+import tempfile
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -73,8 +74,8 @@ def test_back_to_back_jobs_with_sleeping_workers():
     code = "import test_concurrency as t; t._back_to_back(); print('ok')"
     path = [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYLOWBIT_SPIN_US="0", PYTHONPATH=os.pathsep.join(p for p in path if p))
-    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=tempfile.gettempdir(), timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 

@@ -27,7 +27,7 @@ def _modules(*argv, tmp_path) -> set[str]:
     (site hooks of the environment may import e.g. hashlib before any pylowbit code runs)."""
     def run(code, *args):
         # -P: the working directory (a source checkout) is not put on sys.path
-        r = subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                            cwd=tmp_path, timeout=300)
         assert r.returncode == 0, r.stderr
         return set(r.stdout.rsplit("MODULES ", 1)[1].split())
@@ -166,7 +166,7 @@ def test_tokenizer_build_pins_no_allocator_arenas(tmp_path, arch):
     count after building and releasing a tokenizer is back where it was (it was one more for the
     byte-level vocabulary here, and ~3 MB of arenas for Gemma's)."""
     p = write_gguf(tmp_path / "t.gguf", tokenizer_metadata(arch, 20000), [])
-    r = subprocess.run([sys.executable, "-P", "-c", _ARENAS, str(p)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", _ARENAS, str(p)], capture_output=True, text=True,
                        cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     before, after = map(int, r.stdout.split())
