@@ -501,6 +501,7 @@ cdef extern from "lowbit/decoder.h" nogil:
                            float *x, int64_t T, int64_t pos, const float *const *rope_cos,
                            const float *const *rope_sin, float *scratch, lowbit_decoder_host_fn host,
                            void *host_ctx, int threads)
+    void lowbit_decoder_timing(int enable, double *recurrent_us, double *total_us)
 
 BLOCK_KINDS = {"attention": LOWBIT_BLOCK_ATTENTION, "gated_attention": LOWBIT_BLOCK_GATED_ATTENTION,
                "gdn": LOWBIT_BLOCK_GDN}
@@ -704,3 +705,12 @@ cdef class Decoder:
             raise e
         check(st, "decoder layers")
 
+
+
+def decoder_timing(bint enable):
+    """Benchmark timing of Decoder.run (lowbit_decoder_timing): returns (recurrent, total) seconds
+    summed since the last call, then resets them; enable=False stops timing.  The recurrent part
+    is the Gated-DeltaNet blocks' work between their input projections and ssm_out."""
+    cdef double r = 0, t = 0
+    lowbit_decoder_timing(enable, &r, &t)
+    return r * 1e-6, t * 1e-6

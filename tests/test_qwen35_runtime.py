@@ -93,3 +93,21 @@ def test_run_and_info_show_the_state(files, capsys):
     assert main(["info", "-m", str(files["tq2_0"])]) == 0
     out = capsys.readouterr().out
     assert "qwen35, 4 layers" in out and "recurrent state" in out and "RARA" in out
+
+
+def test_decoder_timing_counts_the_recurrent_part_and_changes_no_result(files):
+    """bench/gdn_share.py's timer: the recurrent part's time is positive and below the run's, is
+    reset by each read, stops when disabled, and leaves the logits as they were."""
+    from pylowbit import _ops
+
+    m = Model(files["tq2_0"], ctx=64, notice=None)
+    plain = m.forward(_tokens(12), logits="all")
+    _ops.decoder_timing(True)
+    m.reset()
+    timed = m.forward(_tokens(12), logits="all")
+    rec, total = _ops.decoder_timing(False)
+    np.testing.assert_array_equal(timed, plain)
+    assert 0 < rec < total
+    m.reset()
+    m.forward(_tokens(12), logits="all")
+    assert _ops.decoder_timing(False) == (0.0, 0.0)  # disabled: nothing counted

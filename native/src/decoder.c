@@ -9,6 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "platform.h" /* lowbit_now_us */
+
+/* ---- benchmark timing (lowbit_decoder_timing) ---------------------------------------------- */
+
+static int g_timing;
+static double g_recurrent_us, g_total_us;
+
+void lowbit_decoder_timing(int enable, double *recurrent_us, double *total_us) {
+    if (recurrent_us) *recurrent_us = g_recurrent_us;
+    if (total_us) *total_us = g_total_us;
+    g_recurrent_us = g_total_us = 0.0;
+    g_timing = enable;
+}
+
 /* ---- scratch ------------------------------------------------------------------------------ */
 
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -162,6 +176,7 @@ static int gdn_block(const run_ctx *rc, const lowbit_decoder_layer *L, int64_t T
     int st = group_run(rc, &L->gdn_in[0], s->h, T, s->y);
     if (L->gdn_in[1].n > 0) st = st || group_run(rc, &L->gdn_in[1], s->h, T, s->y + L->gdn_in[0].n);
     group_readahead(rc, &L->out, T);
+    const double t0 = g_timing ? lowbit_now_us() : 0.0;
     const float *z = s->y[1], *b = s->y[2], *a = s->y[3];
     st = st || lowbit_ssm_conv(s->y[0], L->conv_w, L->conv_state, T, C, c->ssm_conv, s->conv);
     for (int64_t t = 0; t < T && !st; t++) { /* q, k: L2-normed per head; v as it is */
@@ -174,6 +189,7 @@ static int gdn_block(const run_ctx *rc, const lowbit_decoder_layer *L, int64_t T
     st = st || lowbit_gated_delta_rule(s->gq, s->gk, s->gv, s->g, s->beta, L->ssm_state, T, Hk, Hv,
                                        ds, s->att, rc->threads, -1);
     st = st || lowbit_gated_rms_norm_silu(s->att, L->ssm_norm, z, T * Hv, ds, c->eps, s->att);
+    if (g_timing) g_recurrent_us += lowbit_now_us() - t0;
     float *out[1] = {s->dout};
     st = st || group_run(rc, &L->out, s->att, T, out);
     return st;
@@ -204,6 +220,7 @@ int lowbit_decoder_run(const lowbit_decoder_config *cfg, const lowbit_decoder_la
     if (!cfg || !layers || !x || !scratch_base || T < 1 || pos < 0 || pos > cfg->ctx - T)
         return LOWBIT_EINVAL;
     run_ctx rc = {.cfg = cfg, .host = host, .host_ctx = host_ctx, .threads = threads};
+    const double t0 = g_timing ? lowbit_now_us() : 0.0;
     scratch_layout(cfg, T, scratch_base, &rc.s);
     const int64_t d = cfg->d_model;
     for (int64_t il = 0; il < cfg->n_layer; il++) {
@@ -227,6 +244,7 @@ int lowbit_decoder_run(const lowbit_decoder_config *cfg, const lowbit_decoder_la
         st = st || ffn_block(&rc, L, il + 1 < cfg->n_layer ? &layers[il + 1] : NULL, x, T);
         if (st) return st;
     }
+    if (g_timing) g_total_us += lowbit_now_us() - t0;
     return LOWBIT_OK;
 }
 

@@ -117,6 +117,13 @@ LOWBIT_API int lowbit_decoder_run(const lowbit_decoder_config *cfg,
                                   const float *const *rope_sin, float *scratch,
                                   lowbit_decoder_host_fn host, void *host_ctx, int threads);
 
+/* Benchmark timing: with enable = 1, each lowbit_decoder_run adds its wall time to *total_us and
+ * that of the Gated-DeltaNet blocks' recurrent part (conv, L2 norms, gates, delta rule, gated
+ * norm: everything between the input projections and ssm_out) to *recurrent_us.  Writes the sums
+ * so far and resets them; enable = 0 stops timing.  For one decoding thread (not thread-safe);
+ * no effect on results. */
+LOWBIT_API void lowbit_decoder_timing(int enable, double *recurrent_us, double *total_us);
+
 #ifdef __cplusplus
 }
 #endif
