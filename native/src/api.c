@@ -91,9 +91,9 @@ static void run_chunk(void *ctx, int64_t t) {
         if (r[3] > r[2]) /* paired: batch 1 */
             J->pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
         else if (c1 - c0 == 1)
-            J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
+            J->m->plan[J->k->isa].gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
         else
-            J->k->packed_gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
+            J->m->plan[J->k->isa].gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
     } else if (c1 - c0 == 1) {
         J->k->gemv[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, J->y + c0 * J->rows + r0);
     } else {
@@ -125,11 +125,9 @@ static void job_set_pairing(job *J, int pair) {
     J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
 }
 
-/* The pair kernel of the active table for a packed matrix, or NULL (no pairing): group-32
- * matrices pair only in a table that has packed_gemv_pair32. */
+/* The pair kernel the active table's variant planned for a packed matrix, or NULL (no pairing). */
 static lowbit_pair_fn pair_kernel(const lowbit_kernels *k, const lowbit_matrix *m) {
-    if (lowbit_pair_rows_ok(m)) return k->packed_gemv_pair;
-    return m->packed && m->group == 32 ? k->packed_gemv_pair32 : NULL;
+    return m->packed ? m->plan[k->isa].pair : NULL;
 }
 
 /* The per-tensor scale and row tiles of a job. */

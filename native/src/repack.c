@@ -101,6 +101,21 @@ static void pack_group(void *ctx, int64_t rg) {
     free(codes);
 }
 
+int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
+    memset(m, 0, sizeof *m);
+    if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K || cols < 0) return LOWBIT_ETYPE;
+    m->type = type;
+    m->kidx = lowbit_kernel_index(type);
+    m->cols = cols;
+    m->group = lowbit_act_group(type);
+    if (!lowbit_type_packs(type) || cols == 0) return LOWBIT_OK;
+    m->packed = 1;
+    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
+    m->nchunks = (cols + 127) / 128;
+    m->nscales = m->qk ? cols / m->qk : 0;
+    return LOWBIT_OK;
+}
+
 lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
                                   int threads, int *status) {
     int st_local;
@@ -121,22 +136,17 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-    m->type = type;
-    m->kidx = lowbit_kernel_index(type);
+    lowbit_matrix_describe(type, cols, m);
     m->rows = rows;
-    m->cols = cols;
-    m->group = lowbit_act_group(type);
     m->w = w;
     m->tensor_scale = 1.0f;
     if (type == LOWBIT_TYPE_I2_S) memcpy(&m->tensor_scale, (const uint8_t *)w + rows * rb, 4);
-    if (!lowbit_type_packs(type) || rows == 0 || cols == 0) {
+    if (!m->packed || rows == 0) {
+        m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
         *status = LOWBIT_OK; /* borrowed file layout */
         return m;
     }
-    m->packed = 1;
-    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
-    m->nchunks = (cols + 127) / 128;
-    m->nscales = m->qk ? cols / m->qk : 0;
+    lowbit_plan_packed(m);
     const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;

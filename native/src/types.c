@@ -93,17 +93,17 @@ int64_t lowbit_act_group(int type) {
     return 32;
 }
 
-static int i2s_act_rule = LOWBIT_ACT_S8;
+static int i2s_act_rule = LOWBIT_RULE_S8;
 
 int lowbit_set_i2s_act_scale(int mode) {
     if (mode != LOWBIT_I2S_ACT_BITNET && mode != LOWBIT_I2S_ACT_POW2) return LOWBIT_EINVAL;
-    const int before = i2s_act_rule == LOWBIT_ACT_P2 ? LOWBIT_I2S_ACT_POW2 : LOWBIT_I2S_ACT_BITNET;
-    i2s_act_rule = mode == LOWBIT_I2S_ACT_POW2 ? LOWBIT_ACT_P2 : LOWBIT_ACT_S8;
+    const int before = i2s_act_rule == LOWBIT_RULE_P2 ? LOWBIT_I2S_ACT_POW2 : LOWBIT_I2S_ACT_BITNET;
+    i2s_act_rule = mode == LOWBIT_I2S_ACT_POW2 ? LOWBIT_RULE_P2 : LOWBIT_RULE_S8;
     return before;
 }
 
 int lowbit_act_rule_of_type(int type) {
-    if (type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0) return LOWBIT_ACT_Q8_K;
+    if (type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0) return LOWBIT_RULE_Q8_K;
     if (type == LOWBIT_TYPE_I2_S) return i2s_act_rule;
     return lowbit_act_rule_of_group(lowbit_act_group(type)); /* 256 Q8_K, 32 Q8_0 */
 }

@@ -203,6 +203,47 @@ LOWBIT_API int lowbit_isa_active(void);
 LOWBIT_API int lowbit_set_isa(int isa);
 LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was fine or unset */
 
+/* ---- the kernel list ------------------------------------------------------------------------ */
+
+/* Every kernel the build contains, one entry each, with what it computes.  A variant runs, for
+ * each (weight type, layout, role), the first entry of its fallback chain that takes the matrix
+ * (avx512vnni -> avx2 -> scalar, dotprod -> neon -> scalar; an entry's `when` names the matrices
+ * it takes, its `requires` a CPU condition beyond the ISA's own). */
+typedef enum lowbit_layout {
+    LOWBIT_LAYOUT_NONE = 0,   /* not a weight kernel: quantizer, read probe */
+    LOWBIT_LAYOUT_FILE = 1,   /* the weights as stored in GGUF */
+    LOWBIT_LAYOUT_PACKED = 2, /* lowbit_matrix_pack's row-interleaved copy */
+} lowbit_layout;
+typedef enum lowbit_role {
+    LOWBIT_ROLE_GEMV = 0,
+    LOWBIT_ROLE_PAIR_GEMV = 1, /* two row ranges of one packed matrix in one pass */
+    LOWBIT_ROLE_GEMM = 2,
+    LOWBIT_ROLE_QUANTIZE = 3, /* float activations to A8 codes */
+    LOWBIT_ROLE_FLOAT_GEMV = 4,
+    LOWBIT_ROLE_READ = 5, /* the bandwidth probe of lowbit_stream_read */
+    LOWBIT_ROLE_COUNT = 6,
+} lowbit_role;
+typedef struct lowbit_kernel_info {
+    const char *name;     /* the C function's name: "packed_gemv256_avx2" */
+    int isa;              /* lowbit_isa it is compiled for */
+    int type;             /* weight type it reads, -1: any */
+    int layout;           /* lowbit_layout */
+    int role;             /* lowbit_role */
+    const char *requires; /* beyond the ISA: "" or "intel" */
+    const char *when;     /* the matrices it takes: "any" or a predicate's name */
+} lowbit_kernel_info;
+LOWBIT_API int lowbit_kernel_count(void);
+/* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
+LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
+LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
+LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed"; NULL if unknown */
+/* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
+ * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
+ * matter); type -1 for the quantizer and the read probe.  -1 if none (no pairing, or a type the
+ * layout does not hold), LOWBIT_EISA if the variant is not usable here, LOWBIT_EINVAL for bad
+ * arguments. */
+LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
+
 /* ---- threads -------------------------------------------------------------------------------- */
 
 /* Default thread count for calls that pass threads <= 0: lowbit_set_threads' value, else

@@ -5,4 +5,3 @@
 #define LOWBIT_ARM_DOTPROD 1
 #include "kernels_arm.h"
 
-void lowbit_fill_kernels_dotprod(lowbit_kernels *k) { fill_quant_kernels(k); }

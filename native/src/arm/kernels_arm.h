@@ -28,12 +28,12 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Kernel names state the contract and the variant (gemv_tq2_0_a8__dotprod), so profiles tell the
+/* Kernel names state the contract and the variant (gemv_tq2_0_dotprod), so profiles tell the
  * two translation units apart. */
 #if LOWBIT_ARM_DOTPROD
-#define VARIANT(name) name##__dotprod
+#define VARIANT(name) name##_dotprod
 #else
-#define VARIANT(name) name##__neon
+#define VARIANT(name) name##_neon
 #endif
 
 /* Activations per GEMM tile: their float accumulators live on the stack, the unpacked weight
@@ -279,11 +279,11 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
 }
 
 #define DEFINE_KERNELS(name, F)                                                                    \
-    static void VARIANT(gemv_##name##_a8)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
+    void VARIANT(gemv_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
                                           const lowbit_act *a, float *y) {                         \
         rows_kernel(F, w, row_bytes, r0, r1, a, 1, y, 0, r0);                                      \
     }                                                                                              \
-    static void VARIANT(gemm_##name##_a8)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
+    void VARIANT(gemm_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
                                           const lowbit_act *a, int64_t batch, float *y,            \
                                           int64_t ldy) {                                           \
         rows_kernel(F, w, row_bytes, r0, r1, a, batch, y, ldy, 0);                                 \
@@ -620,45 +620,42 @@ AI void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowb
 
 #undef G32_TILES
 
-/* The run-time choice, as packed_gemv_avx2 makes it. */
-static void VARIANT(packed_gemv_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                        float *y) {
-    switch (m->group) {
-    case 32: /* Q2_0 */
-        if (m->qk == 64)
-            packed_gemv32(m, r0, r1, a, y, 64);
-        else
-            packed_gemv_g(m, r0, r1, a, y, 32);
-        break;
-    case 128:
-        if (lowbit_i2s_row_sums_ok(m, a))
-            packed_gemv_i2s_row(m, r0, r1, a, y);
-        else
-            packed_gemv_g(m, r0, r1, a, y, 128);
-        break;
-    case 256: packed_gemv_g(m, r0, r1, a, y, 256); break;
-    default: lowbit_packed_gemv_ref(m, r0, r1, a, y);
-    }
+/* The packed GEMV entries (kernel_list.c picks among them by the matrix), the group size a
+ * constant in each. */
+void VARIANT(packed_gemv32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y) {
+    packed_gemv32(m, r0, r1, a, y, 64);
+}
+void VARIANT(packed_gemv_g32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    packed_gemv_g(m, r0, r1, a, y, 32);
+}
+void VARIANT(packed_gemv_g128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               float *y) {
+    packed_gemv_g(m, r0, r1, a, y, 128);
+}
+void VARIANT(packed_gemv_g256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               float *y) {
+    packed_gemv_g(m, r0, r1, a, y, 256);
+}
+/* I2_S in whole chunks: the row sums where the activations allow them (decided per call), else
+ * the group kernel. */
+void VARIANT(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    if (lowbit_i2s_row_sums_ok(m, a))
+        packed_gemv_i2s_row(m, r0, r1, a, y);
+    else
+        packed_gemv_g(m, r0, r1, a, y, 128);
 }
 
-static void VARIANT(packed_gemm_a8)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                        int64_t batch, float *y, int64_t ldy) {
-    switch (m->group) {
+void VARIANT(packed_gemm)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          int64_t batch, float *y, int64_t ldy) {
+    switch (m->group) { /* the group a constant in each instance */
     case 32: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 32); break;
     case 128: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 128); break;
     case 256: packed_gemm_g(m, r0, r1, a, batch, y, ldy, 256); break;
     default: lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy);
     }
-}
-
-static void fill_quant_kernels(lowbit_kernels *k) {
-#define SET(K, name)                                                                               \
-    k->gemv[K] = VARIANT(gemv_##name##_a8);                                                        \
-    k->gemm[K] = VARIANT(gemm_##name##_a8);
-    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
-#undef SET
-    k->packed_gemv = VARIANT(packed_gemv_a8);
-    k->packed_gemm = VARIANT(packed_gemm_a8);
 }
 
 #undef AI

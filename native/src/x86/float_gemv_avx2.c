@@ -59,12 +59,7 @@ static inline float fold8(__m256 t8) {
         }                                                                                          \
     }
 
-static DEFINE_GEMV(gemv_f32_avx2, float, load_f32, to_f32)
-static DEFINE_GEMV(gemv_f16_avx2, uint16_t, load_f16, _cvtsh_ss)
-static DEFINE_GEMV(gemv_bf16_avx2, uint16_t, load_bf16, lowbit_bf16_to_fp32)
+DEFINE_GEMV(gemv_f32_avx2, float, load_f32, to_f32)
+DEFINE_GEMV(gemv_f16_avx2, uint16_t, load_f16, _cvtsh_ss)
+DEFINE_GEMV(gemv_bf16_avx2, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 
-void lowbit_register_float_gemv_avx2(lowbit_kernels *k) {
-    k->gemv_f32 = gemv_f32_avx2;
-    k->gemv_f16 = gemv_f16_avx2;
-    k->gemv_bf16 = gemv_bf16_avx2;
-}

@@ -51,12 +51,7 @@ static inline float fold16(__m512 a) {
         }                                                                                          \
     }
 
-static DEFINE_GEMV(gemv_f32_avx512, float, load_f32, to_f32)
-static DEFINE_GEMV(gemv_f16_avx512, uint16_t, load_f16, _cvtsh_ss)
-static DEFINE_GEMV(gemv_bf16_avx512, uint16_t, load_bf16, lowbit_bf16_to_fp32)
+DEFINE_GEMV(gemv_f32_avx512, float, load_f32, to_f32)
+DEFINE_GEMV(gemv_f16_avx512, uint16_t, load_f16, _cvtsh_ss)
+DEFINE_GEMV(gemv_bf16_avx512, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 
-void lowbit_register_float_gemv_avx512(lowbit_kernels *k) {
-    k->gemv_f32 = gemv_f32_avx512;
-    k->gemv_f16 = gemv_f16_avx512;
-    k->gemv_bf16 = gemv_bf16_avx512;
-}

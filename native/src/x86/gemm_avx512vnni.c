@@ -225,6 +225,9 @@ AI void tile_any(const int G, int nc, const uint8_t *S, const float *dw, int64_t
     }
 }
 
-#include "gemm_panels.h"
+#include "gemm_panels-inl.h"
 
-void lowbit_register_gemm_avx512vnni(lowbit_kernels *k) { k->packed_gemm = packed_gemm_panels; }
+void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                  int64_t batch, float *y, int64_t ldy) {
+    packed_gemm_panels(m, r0, r1, a, batch, y, ldy);
+}

@@ -376,11 +376,11 @@ AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
 }
 
 #define DEFINE_FILE(name, F)                                                                       \
-    static void gemv_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
+    void gemv_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
                                    const lowbit_act *a, float *y) {                                \
         gemv_file(F, w, rb, r0, r1, a, y);                                                         \
     }                                                                                              \
-    static void gemm_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
+    void gemm_##name##_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1,              \
                                    const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {    \
         gemm_file(F, w, rb, r0, r1, a, batch, y, ldy);                                             \
     }
@@ -416,7 +416,7 @@ AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t 
     return _mm256_add_ps(acc, p);
 }
 
-static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     const int64_t nb = a->n / 32;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -450,7 +450,7 @@ static void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, co
     }
     if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
 }
-static void gemm_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+void gemm_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                            int64_t batch, float *y, int64_t ldy) {
     gemm_file(F_Q8, w, rb, r0, r1, a, batch, y, ldy);
 }
@@ -626,8 +626,8 @@ AI __m256 chunk32x8(const int ng, const lowbit_matrix *m, int64_t rg, int64_t rg
 
 /* Rows [r0, r1) of a group-32 matrix with qk = 64 or 128 (the dispatcher sends Q2_0, qk 64): row
  * groups in pairs; a last lone one is read twice (as lanes 0..3 and 4..7) and its copy dropped. */
-static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                          float *y) {
+void packed_gemv32_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                       float *y) {
     const int64_t nch = m->nchunks, n = m->cols;
     const int sh = qk_shift(m);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg += 2) {
@@ -686,8 +686,8 @@ AI void tile_sums(const uint8_t *tile, const int8_t *aq, __m256i s[4]) {
  * one float step per group for 4 rows, the float step pipelined as in packed_gemv_k.  Against
  * packed_gemv_k: 1 shift instead of 3 per 32 code bytes, one vpmaddwd per 256 weights of a row
  * instead of one per 128. */
-static void packed_gemv256(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                           float *y) {
+void packed_gemv256_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
     const int64_t nch = m->nchunks, ng = m->cols / 256;
     const int sh = qk_shift(m);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -738,8 +738,6 @@ AI __m256 pair_group_acc(__m256 acc, __m256i isum, const lowbit_matrix *m, int64
  * (Activations as memory operands, 8 rows per tile pass, instead of two tile_sums: 0.96x.)  The
  * same 8 rows from row groups rg and rg + 1 (two streams 2.5 KB apart) streamed 0.70-0.78 of the
  * read loop against 0.87-0.93: the prefetchers want the two runs far apart.  I2_S: below. */
-static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             float *y);
 AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, int64_t a1,
                            int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
     const int64_t nch = m->nchunks, ng = nch / TPG;
@@ -772,7 +770,7 @@ AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, in
         for (int i = 0; i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
     }
     if (a0 + 4 * npair < a1) /* A's rows past B's */
-        packed_gemv_avx2(m, a0 + 4 * npair, a1, a, y);
+        m->plan[LOWBIT_ISA_AVX2].gemv(m, a0 + 4 * npair, a1, a, y);
 }
 
 /* Group 128 with qk = 128 (PQ2_0, PTQ1_0: a group is one chunk and one scale block).  Two chunks
@@ -803,8 +801,8 @@ AI __m128 pair_acc(__m128 acc, __m256i isum, const lowbit_matrix *m, int64_t rg,
     return _mm_add_ps(acc, _mm256_extractf128_ps(p, 1));
 }
 
-static void packed_gemv128(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                           float *y) {
+void packed_gemv128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
     const int64_t nch = m->nchunks, npair = nch / 2;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) {
@@ -900,7 +898,31 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, m, &rg, a, stot, y);
 }
 
-static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+/* The group kernel packed_gemv_k for each activation group, G a constant in each. */
+void packed_gemv_k32_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
+    packed_gemv_k(32, m, r0, r1, a, y);
+}
+void packed_gemv_k128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    packed_gemv_k(128, m, r0, r1, a, y);
+}
+void packed_gemv_k256_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    packed_gemv_k(256, m, r0, r1, a, y);
+}
+
+/* I2_S in whole chunks: the row sums where the activations allow them (decided per call: the
+ * activation scales are not known at pack time), else the group kernel. */
+void packed_gemv_i2s_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
+    if (lowbit_i2s_row_sums_ok(m, a))
+        packed_gemv_i2s_row(m, r0, r1, a, y);
+    else
+        packed_gemv_k(128, m, r0, r1, a, y);
+}
+
+void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                   int64_t b1, const lowbit_act *a, float *y) {
     if (m->type != LOWBIT_TYPE_I2_S) {
         /* TPG a constant in each call: the runtime value cost PQ2_0 7-9 % in cache (gemv_cycles) */
@@ -911,8 +933,8 @@ static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1
         return;
     }
     if (!lowbit_i2s_row_sums_ok(m, a)) { /* the per-group path, one range after the other */
-        packed_gemv_avx2(m, a0, a1, a, y);
-        packed_gemv_avx2(m, b0, b1, a, y);
+        packed_gemv_k(128, m, a0, a1, a, y);
+        packed_gemv_k(128, m, b0, b1, a, y);
         return;
     }
     const int32_t stot = lowbit_i2s_code_offset(m, a);
@@ -924,37 +946,6 @@ static void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1
     if (a0 + 4 * npair < a1) packed_gemv_i2s_row(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }
 
-static void packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             float *y) {
-    switch (m->group) {
-    case 32:
-        if (m->qk == 64)
-            packed_gemv32(m, r0, r1, a, y);
-        else
-            packed_gemv_k(32, m, r0, r1, a, y);
-        break;
-    case 256:
-        if (m->cols % 256 == 0)
-            packed_gemv256(m, r0, r1, a, y);
-        else
-            packed_gemv_k(256, m, r0, r1, a, y);
-        break;
-    default:
-        if (m->group == 128 && m->qk == 128)
-            packed_gemv128(m, r0, r1, a, y);
-        else if (lowbit_i2s_row_sums_ok(m, a))
-            packed_gemv_i2s_row(m, r0, r1, a, y);
-        else
-            packed_gemv_k(128, m, r0, r1, a, y);
-        break;
-    }
-}
-
-/* for the avx512vnni variant's cases it has no kernel of its own */
-void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             float *y) {
-    packed_gemv_avx2(m, r0, r1, a, y);
-}
 
 /* ---- A8 activation quantizer (bit-exact with lowbit_quantize_act_ref, every rule) ------------- */
 
@@ -1034,11 +1025,11 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
     for (int g = 0; g < 8; g++) {
         P[g] = N[g] = zero;
         if (g < ng) group_max_min(x + g * G, G, &P[g], &N[g]);
-        if (rule != LOWBIT_ACT_Q8_K) P[g] = _mm256_max_ps(N[g], P[g]); /* N > P ? N : P */
+        if (rule != LOWBIT_RULE_Q8_K) P[g] = _mm256_max_ps(N[g], P[g]); /* N > P ? N : P */
     }
     const __m256 Pv = hmax_8x8(P);
     __m256 amax, id, dg;
-    if (rule == LOWBIT_ACT_Q8_K) {
+    if (rule == LOWBIT_RULE_Q8_K) {
         const __m256 Nv = hmax_8x8(N);
         amax = _mm256_max_ps(Nv, Pv); /* +0 when both are zero (N may be -0) */
         const __m256 nz = _mm256_cmp_ps(amax, zero, _CMP_NEQ_OQ);
@@ -1061,9 +1052,9 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
     } else {
         amax = Pv;
         dg = _mm256_div_ps(amax, _mm256_set1_ps(127.0f));
-        const __m256 nz = _mm256_cmp_ps(rule == LOWBIT_ACT_Q8_0 ? amax : dg, zero, _CMP_NEQ_OQ);
+        const __m256 nz = _mm256_cmp_ps(rule == LOWBIT_RULE_Q8_0 ? amax : dg, zero, _CMP_NEQ_OQ);
         id = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), amax), nz);
-        if (rule == LOWBIT_ACT_Q8_0) /* fp16 round trip, RNE, as the reference */
+        if (rule == LOWBIT_RULE_Q8_0) /* fp16 round trip, RNE, as the reference */
             dg = _mm256_cvtph_ps(_mm256_cvtps_ph(dg, _MM_FROUND_TO_NEAREST_INT));
     }
     /* 127 / amax overflowed (amax < ~4e-37): the clamps matter there, the reference does it */
@@ -1073,7 +1064,7 @@ AI void quantize_8groups(const float *x, const int64_t G, const int rule, const 
     _mm256_storeu_ps(ids, id);
     __m256i S[8];
     for (int g = 0; g < 8; g++)
-        S[g] = g < ng && !(slow >> g & 1) ? group_codes(x + g * G, G, rule != LOWBIT_ACT_A8, ids[g], q + g * G)
+        S[g] = g < ng && !(slow >> g & 1) ? group_codes(x + g * G, G, rule != LOWBIT_RULE_A8, ids[g], q + g * G)
                                           : _mm256_setzero_si256();
     const __m256i sv = hsum_8x8(S);
     if (ng == 8) {
@@ -1118,9 +1109,9 @@ static void quantize_vector_avx2(const float *x, int64_t n, int rule, int8_t *q,
     }
 }
 
-static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                               float *d, int32_t *s) {
-    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8;
+    const int whole = rule == LOWBIT_RULE_P2 || rule == LOWBIT_RULE_S8;
     if (whole && group == 128) {
         quantize_vector_avx2(x, n, rule, q, d, s);
         return;
@@ -1134,18 +1125,18 @@ static void quantize_act_avx2(const float *x, int64_t n, int64_t group, int rule
     for (int64_t g = 0; g < ng; g += 8)                                                            \
         quantize_8groups(x + g * G, G, RULE, ng - g < 8 ? (int)(ng - g) : 8, q + g * G, d + g, s + g)
     /* the weight formats' (size, rule) pairs as constants; anything else generic */
-    if (group == 32 && rule == LOWBIT_ACT_Q8_0)
-        QGROUPS(32, LOWBIT_ACT_Q8_0);
-    else if (group == 128 && rule == LOWBIT_ACT_Q8_K)
-        QGROUPS(128, LOWBIT_ACT_Q8_K);
-    else if (group == 256 && rule == LOWBIT_ACT_Q8_K)
-        QGROUPS(256, LOWBIT_ACT_Q8_K);
-    else if (rule == LOWBIT_ACT_Q8_K)
-        QGROUPS(group, LOWBIT_ACT_Q8_K);
-    else if (rule == LOWBIT_ACT_Q8_0)
-        QGROUPS(group, LOWBIT_ACT_Q8_0);
+    if (group == 32 && rule == LOWBIT_RULE_Q8_0)
+        QGROUPS(32, LOWBIT_RULE_Q8_0);
+    else if (group == 128 && rule == LOWBIT_RULE_Q8_K)
+        QGROUPS(128, LOWBIT_RULE_Q8_K);
+    else if (group == 256 && rule == LOWBIT_RULE_Q8_K)
+        QGROUPS(256, LOWBIT_RULE_Q8_K);
+    else if (rule == LOWBIT_RULE_Q8_K)
+        QGROUPS(group, LOWBIT_RULE_Q8_K);
+    else if (rule == LOWBIT_RULE_Q8_0)
+        QGROUPS(group, LOWBIT_RULE_Q8_0);
     else
-        QGROUPS(group, LOWBIT_ACT_A8);
+        QGROUPS(group, LOWBIT_RULE_A8);
 #undef QGROUPS
 }
 
@@ -1177,19 +1168,8 @@ AI uint64_t read_loop(const int PF, const uint8_t *p, int64_t n) {
 #ifndef LOWBIT_PF_READ_INTEL
 #define LOWBIT_PF_READ_INTEL 16384
 #endif
-static uint64_t read_bytes_avx2(const uint8_t *p, int64_t n) { return read_loop(0, p, n); }
-static uint64_t read_bytes_avx2_l2pf(const uint8_t *p, int64_t n) {
+uint64_t read_bytes_avx2(const uint8_t *p, int64_t n) { return read_loop(0, p, n); }
+uint64_t read_bytes_avx2_l2pf(const uint8_t *p, int64_t n) {
     return read_loop(LOWBIT_PF_READ_INTEL, p, n);
 }
 
-void lowbit_register_avx2_kernels(lowbit_kernels *k) {
-#define SET(K, name)                                                                               \
-    k->gemv[K] = gemv_##name##_avx2;                                                               \
-    k->gemm[K] = gemm_##name##_avx2;
-    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
-#undef SET
-    k->quantize_act = quantize_act_avx2;
-    k->packed_gemv = packed_gemv_avx2;
-    k->packed_gemv_pair = packed_gemv_pair_avx2;
-    k->read_bytes = lowbit_cpu_is_intel() ? read_bytes_avx2_l2pf : read_bytes_avx2;
-}

@@ -33,13 +33,12 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of the 8-row kernels: both lines of each 128-byte tile `dist` bytes ahead in
- * its run, into L2 (prefetcht1), chosen by CPU vendor at registration (pf_rows8): on some cores the
+ * its run, into L2 (prefetcht1), chosen by CPU vendor (pairs_pf): on some cores the
  * hardware prefetchers follow the two runs best alone, on others the kernels need it to stream
  * (docs/PERFORMANCE.md has the measurements per CPU). */
 #ifndef LOWBIT_PF_ROWS8_INTEL
 #define LOWBIT_PF_ROWS8_INTEL 16384
 #endif
-static int pf_rows8; /* the distance for this CPU: 0 or LOWBIT_PF_ROWS8_INTEL */
 
 AI void pf_tile(const uint8_t *tile, const int dist) {
     if (dist) {
@@ -436,24 +435,24 @@ static void q32_range(const q32_call *C, const lowbit_matrix *m, int64_t r0, int
     }
 }
 
-static void packed_gemv32(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                          float *y) {
+void packed_gemv32_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
     q32_call C;
     q32_call_init(&C, m, a);
     q32_range(&C, m, r0, r1, a, y);
 }
 
-static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             float *y);
+/* This variant's plan of the matrix: its GEMV for rows the pair kernels leave over. */
+#define PLANNED_GEMV(m) ((m)->plan[LOWBIT_ISA_AVX512VNNI].gemv)
 
 /* packed_gemv_pair32: row groups k, k + 1 of range A and of range B (far apart) as one row set,
  * two runs of memory side by side (a lone last pair repeated); A's rows past B's alone.  Only
  * group 32 comes here (api.c); other qk than 64 / 128 would run unpaired. */
-static void packed_gemv_pair32_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                    int64_t b1, const lowbit_act *a, float *y) {
+void packed_gemv_pair32_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                   int64_t b1, const lowbit_act *a, float *y) {
     if (!(m->group == 32 && (m->qk == 64 || m->qk == 128))) {
-        packed_gemv_vnni(m, a0, a1, a, y);
-        packed_gemv_vnni(m, b0, b1, a, y);
+        PLANNED_GEMV(m)(m, a0, a1, a, y);
+        PLANNED_GEMV(m)(m, b0, b1, a, y);
         return;
     }
     q32_call C;
@@ -467,7 +466,7 @@ static void packed_gemv_pair32_vnni(const lowbit_matrix *m, int64_t a0, int64_t 
     if (a0 + 4 * npair < a1) q32_range(&C, m, a0 + 4 * npair, a1, a, y);
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------- */
+/* ---- the 8-row kernels' entries ------------------------------------------------------------- */
 
 /* rows8 on row groups ga0 + step * k and gb0 + step * k for k < n (wb: B's rows are real) */
 AI void pairs_tpg(const int TPG, const int PF, const lowbit_matrix *m, int64_t ga0, int64_t gb0,
@@ -479,17 +478,15 @@ AI void pairs_tpg(const int TPG, const int PF, const lowbit_matrix *m, int64_t g
 /* pairs_tpg with the prefetch distance of this CPU, a constant in each instance */
 AI void pairs_pf(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
                  int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
-    if (pf_rows8)
+    if (lowbit_cpu_is_intel())
         pairs_tpg(TPG, LOWBIT_PF_ROWS8_INTEL, m, ga0, gb0, step, n, wb, a, stot, y);
     else
         pairs_tpg(TPG, 0, m, ga0, gb0, step, n, wb, a, stot, y);
 }
 
-/* the kind of rows8 a matrix runs: TPG 1 or 2, 0 for I2_S row sums, -1 none */
-static int rows8_kind(const lowbit_matrix *m, const lowbit_act *a) {
-    if (m->type == LOWBIT_TYPE_I2_S) return lowbit_i2s_row_sums_ok(m, a) ? 0 : -1;
-    if (!lowbit_pair_rows_ok(m)) return -1;
-    return m->group == 256 ? 2 : 1;
+/* the kind of rows8 a matrix runs: TPG 1 or 2, 0 for I2_S row sums */
+AI int rows8_kind(const lowbit_matrix *m) {
+    return m->type == LOWBIT_TYPE_I2_S ? 0 : m->group == 256 ? 2 : 1;
 }
 
 static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
@@ -503,42 +500,45 @@ static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0
         pairs_pf(0, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
 }
 
-static void packed_gemv_vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                             float *y) {
+/* adjacent row groups in pairs (rg, rg + 1); a lone last one is read twice, B dropped */
+static void rows8_range(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
     if (r1 <= r0) return;
-    if (m->group == 32 && (m->qk == 64 || m->qk == 128)) {
-        packed_gemv32(m, r0, r1, a, y);
-        return;
-    }
-    const int kind = rows8_kind(m, a);
-    if (kind < 0) {
-        lowbit_packed_gemv_avx2(m, r0, r1, a, y);
-        return;
-    }
-    /* adjacent row groups in pairs (rg, rg + 1); a lone last one is read twice, B dropped */
+    const int kind = rows8_kind(m);
     const int64_t g0 = r0 / 4, ngr = (r1 - r0 + 3) / 4;
     run_pairs(kind, m, g0, g0 + 1, 2, ngr / 2, 1, a, y);
     if (ngr & 1) run_pairs(kind, m, g0 + ngr - 1, g0 + ngr - 1, 1, 1, 0, a, y);
 }
 
+/* Groups of one scale block each (lowbit_pair_rows_ok, not I2_S). */
+void packed_gemv_rows8_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                  const lowbit_act *a, float *y) {
+    rows8_range(m, r0, r1, a, y);
+}
+
+/* I2_S in whole chunks: the row sums where the activations allow them (decided per call), else
+ * the AVX2 group kernel. */
+void packed_gemv_k128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y);
+void packed_gemv_i2s_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                const lowbit_act *a, float *y) {
+    if (lowbit_i2s_row_sums_ok(m, a))
+        rows8_range(m, r0, r1, a, y);
+    else
+        packed_gemv_k128_avx2(m, r0, r1, a, y);
+}
+
 /* packed_gemv_pair: row group k of range A and row group k of range B, far apart, as the 8 rows of
- * rows8 (two runs of memory side by side, see internal.h); A's rows past B's alone. */
-static void packed_gemv_pair_vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                  int64_t b1, const lowbit_act *a, float *y) {
-    const int kind = rows8_kind(m, a);
-    if (kind < 0) { /* I2_S's per-group path: one range after the other */
-        packed_gemv_vnni(m, a0, a1, a, y);
-        packed_gemv_vnni(m, b0, b1, a, y);
+ * rows8 (two runs of memory side by side, see kernel_table.h); A's rows past B's alone. */
+void packed_gemv_pair_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                 int64_t b1, const lowbit_act *a, float *y) {
+    if (m->type == LOWBIT_TYPE_I2_S && !lowbit_i2s_row_sums_ok(m, a)) {
+        /* I2_S's per-group path: one range after the other */
+        PLANNED_GEMV(m)(m, a0, a1, a, y);
+        PLANNED_GEMV(m)(m, b0, b1, a, y);
         return;
     }
     const int64_t npair = (b1 - b0 + 3) / 4;
-    run_pairs(kind, m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
-    packed_gemv_vnni(m, a0 + 4 * npair, a1, a, y);
-}
-
-void lowbit_register_gemv_avx512vnni(lowbit_kernels *k) {
-    pf_rows8 = lowbit_cpu_is_intel() ? LOWBIT_PF_ROWS8_INTEL : 0;
-    k->packed_gemv = packed_gemv_vnni;
-    k->packed_gemv_pair = packed_gemv_pair_vnni;
-    k->packed_gemv_pair32 = packed_gemv_pair32_vnni;
+    run_pairs(rows8_kind(m), m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
+    if (a0 + 4 * npair < a1) PLANNED_GEMV(m)(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }

@@ -148,7 +148,7 @@ static float q8_row(const uint8_t *row, int64_t nb, const lowbit_act *a) {
     return acc;
 }
 
-static void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1,
+void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1,
                                  const lowbit_act *a, float *y) {
     const int64_t nb = a->n / 32;
     const uint8_t *w8 = (const uint8_t *)w;
@@ -164,6 +164,3 @@ static void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t 
     }
 }
 
-void lowbit_register_q8_avx512vnni(lowbit_kernels *k) {
-    k->gemv[LOWBIT_K_Q8_0] = gemv_q8_0_avx512vnni;
-}
