@@ -39,7 +39,7 @@
  * The public lowbit_quantize_act(group) keeps its documented group -> rule mapping
  * (lowbit_act_rule_of_group: 256 Q8_K, 32 Q8_0, 128 P2, else A8); lowbit_quantize_act_for(type)
  * uses the type's pair (I2_S: S8, or P2 after lowbit_set_i2s_act_rule). */
-enum { LOWBIT_RULE_A8, LOWBIT_RULE_Q8_0, LOWBIT_RULE_Q8_K, LOWBIT_RULE_P2, LOWBIT_RULE_S8 };
+/* (the rules: lowbit_act_rule, formats.h) */
 static inline int lowbit_act_rule_of_group(int64_t group) {
     return group == 256 ? LOWBIT_RULE_Q8_K : group == 32 ? LOWBIT_RULE_Q8_0
          : group == 128 ? LOWBIT_RULE_P2 : LOWBIT_RULE_A8;

@@ -140,14 +140,23 @@ static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
 
 /* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
  * (packed entries; NULL: not asked), on this CPU's vendor; -1 if none. */
+static int g_prefer = -1; /* lowbit_kernel_prefer's entry */
+
+static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
+                const lowbit_matrix *m) {
+    return e->layout == layout && e->role == role && (e->type == -1 || e->type == type) &&
+           (!m || e->accepts(m));
+}
+
 static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
+    if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m))
+        for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
+            if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
         for (int i = 0; i < lowbit_kernel_list_count; i++) {
             const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
-            if (e->isa != FALLBACK[isa][c] || e->layout != layout || e->role != role) continue;
-            if (e->type != -1 && e->type != type) continue;
+            if (e->isa != FALLBACK[isa][c] || !fits(e, type, layout, role, m)) continue;
             if (e->vendor == LOWBIT_VENDOR_INTEL && !g_is_intel) continue;
-            if (m && !e->accepts(m)) continue;
             return i;
         }
     return -1;
@@ -291,4 +300,13 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     lowbit_matrix m;
     if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK) return -1;
     return select_entry(isa, type, layout, role, &m);
+}
+
+int lowbit_kernel_prefer(int i) {
+    ensure_init();
+    if (i < -1 || i >= lowbit_kernel_list_count) return LOWBIT_EINVAL;
+    g_prefer = i;
+    for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++)
+        if (usable(isa)) build_table(isa, &g_tables[isa]);
+    return LOWBIT_OK;
 }

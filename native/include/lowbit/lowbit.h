@@ -62,6 +62,20 @@ LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
  * scale for the whole vector), 32 (Q8_0) for Q1_0/Q2_0/Q5_0/Q8_0.  The rounding rule the library
  * uses for a weight type is lowbit_quantize_act_for's (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
+/* The facts of a format in one place (what lowbit_type_block_size & co. and the kernels read). */
+typedef struct lowbit_type_facts {
+    int type;
+    int64_t block_size;  /* weights per block (1 for F32 / F16 / BF16) */
+    int64_t block_bytes; /* sizeof its lowbit_block_* struct */
+    int scale_offset;    /* offsetof(block, d), its fp16 scale; -1: none (I2_S: one fp32 after the
+                          * tensor's codes; float types) */
+    int scale2_offset;   /* a second fp16 scale (Q4_K's dmin), -1: none */
+    int64_t act_group;   /* lowbit_act_group */
+    int act_rule;        /* lowbit_act_rule of its activations (I2_S: as lowbit_set_i2s_act_scale) */
+    int code_offset;     /* a weight's value is (code - code_offset) x its scale (Q4_K: - min) */
+} lowbit_type_facts;
+/* LOWBIT_OK, LOWBIT_ETYPE (unknown type) or LOWBIT_EINVAL (out is NULL). */
+LOWBIT_API int lowbit_type_facts_get(int type, lowbit_type_facts *out);
 /* I2_S's activation scale, process-wide: LOWBIT_I2S_ACT_BITNET (the default: bitnet.cpp's
  * 127 / max|x|, formats.h S8) or LOWBIT_I2S_ACT_POW2 (that step rounded up to a power of two,
  * formats.h P2: up to one bit of activation resolution less).  Returns the previous mode, or
@@ -243,6 +257,11 @@ LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packe
  * layout does not hold), LOWBIT_EISA if the variant is not usable here, LOWBIT_EINVAL for bad
  * arguments. */
 LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
+/* Tests: entry i wins wherever it fits (its role, layout and type, its `when`, its variant in
+ * the chain), whatever its place in the list and its `requires`; -1 restores the list's order.
+ * Applies to tables at once and to packed matrices packed afterwards.  Not meant to be called
+ * while another thread multiplies.  LOWBIT_OK or LOWBIT_EINVAL. */
+LOWBIT_API int lowbit_kernel_prefer(int i);
 
 /* ---- threads -------------------------------------------------------------------------------- */
 
