@@ -298,7 +298,7 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     if (!usable(isa)) return LOWBIT_EISA;
     if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
-    if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK) return -1;
+    if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK || !m.packed) return -1;
     return select_entry(isa, type, layout, role, &m);
 }
 
