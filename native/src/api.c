@@ -15,22 +15,6 @@
  * microseconds) than it saves: a 256 x 256 ternary matrix runs on one thread. */
 #define MIN_WORK_PER_THREAD (32 << 10)
 
-int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
-    if (!x || !q || !d || !s || n < 0 || group <= 0) return LOWBIT_EINVAL;
-    if (n % group) return LOWBIT_ESIZE;
-    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_group(group), q, d, s);
-    return LOWBIT_OK;
-}
-
-int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
-    if (!x || !q || !d || !s || n < 0) return LOWBIT_EINVAL;
-    if (lowbit_kernel_index(type) < 0) return LOWBIT_ETYPE; /* float weights take x itself */
-    const int64_t group = lowbit_act_group(type);
-    if (n % group) return LOWBIT_ESIZE;
-    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_type(type), q, d, s);
-    return LOWBIT_OK;
-}
-
 /* ---- one job description shared by the GEMV and GEMM paths ------------------------------------
  * Tasks tile rows x columns: ROWS_PER_TASK rows by `bt` activation columns (GEMM), so that a
  * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the kernels'
@@ -520,33 +504,4 @@ int lowbit_matrix_readahead(const lowbit_matrix *const *ms, int n, int act, int 
         }
     lowbit_pool_readahead(spans, ns);
     return LOWBIT_OK;
-}
-
-/* ---- streaming read (benchmarks) ------------------------------------------------------------ */
-
-#define STREAM_CHUNK (1 << 20)
-typedef struct {
-    const uint8_t *p;
-    int64_t n;
-    const lowbit_kernels *k;
-    uint64_t part[256];
-} stream_job;
-
-static void stream_chunk(void *ctx, int64_t t) {
-    stream_job *S = (stream_job *)ctx;
-    const int64_t i0 = t * STREAM_CHUNK, i1 = i0 + STREAM_CHUNK < S->n ? i0 + STREAM_CHUNK : S->n;
-    __atomic_fetch_add(&S->part[t & 255], S->k->read_bytes(S->p + i0, i1 - i0), __ATOMIC_RELAXED);
-}
-
-uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads) {
-    if (!buf || nbytes <= 0) return 0;
-    stream_job S;
-    memset(&S, 0, sizeof S);
-    S.p = (const uint8_t *)buf;
-    S.n = nbytes / 64 * 64;
-    S.k = lowbit_active_kernels();
-    lowbit_parallel_for((S.n + STREAM_CHUNK - 1) / STREAM_CHUNK, stream_chunk, &S, threads);
-    uint64_t x = 0;
-    for (int i = 0; i < 256; i++) x += S.part[i];
-    return x;
 }

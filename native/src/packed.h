@@ -44,6 +44,9 @@ struct lowbit_matrix {
     lowbit_packed_plan plan[LOWBIT_ISA_COUNT]; /* per usable variant, lowbit_plan_packed */
 };
 
+/* The packed GEMV variant `isa` planned for m: pair kernels run it on the rows they leave over. */
+#define LOWBIT_PLANNED_GEMV(m, isa) ((m)->plan[isa].gemv)
+
 /* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
  * (no rows, no data, no plan; packed = 0 for the borrowed file layout): what the kernel
  * predicates read.  LOWBIT_OK or LOWBIT_ETYPE. */

@@ -318,7 +318,7 @@ AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, in
         for (int i = 0; i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
     }
     if (a0 + 4 * npair < a1) /* A's rows past B's */
-        m->plan[LOWBIT_ISA_AVX2].gemv(m, a0 + 4 * npair, a1, a, y);
+        LOWBIT_PLANNED_GEMV(m, LOWBIT_ISA_AVX2)(m, a0 + 4 * npair, a1, a, y);
 }
 
 /* Group 128 with qk = 128 (PQ2_0, PTQ1_0: a group is one chunk and one scale block).  Two chunks

@@ -1,8 +1,10 @@
 /* Baseline AArch64 Advanced SIMD kernels (no extra -march flags): every quantized GEMV/GEMM with
  * int16 multiply + pairwise widening adds, the A8 activation quantizer and the float GEMVs.
- * The dotprod variant starts from this table and replaces the quantized dots. */
+ * The dotprod variant has its own quantized dots and falls back to these for the rest. */
 #define LOWBIT_ARM_DOTPROD 0
-#include "kernels_arm.h"
+#include "arm-inl.h"
+#include "file_arm-inl.h"
+#include "packed_arm-inl.h"
 
 /* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref (every rule) ------------ */
 
