@@ -172,7 +172,7 @@ void gemv_q8_0_avx2(const void *w, int64_t rb, int64_t r0, int64_t r1, const low
         for (int64_t b = 0; b < nb; b++) {
             const int64_t o = (int64_t)sizeof(lowbit_block_q8_0) * b;
             if (LOWBIT_PF_Q8)
-                for (const char *lim = (const char *)row[0] + 8 * o + 8 * (int64_t)sizeof(lowbit_block_q8_0) + LOWBIT_PF_Q8; pf < lim; pf += 64)
+                for (const char *lim = (const char *)row[0] + 8 * (int64_t)sizeof(lowbit_block_q8_0) * (b + 1) + LOWBIT_PF_Q8; pf < lim; pf += 64)
                     _mm_prefetch(pf, _MM_HINT_T0);
             const __m256i av = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
             __m256i v[8];
