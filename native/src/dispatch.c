@@ -111,7 +111,7 @@ static unsigned detect_supported(void) {
 }
 
 static unsigned g_supported;
-static int g_is_intel;
+int lowbit_cpu_intel;
 static lowbit_kernels g_tables[LOWBIT_ISA_COUNT];
 static _Atomic int g_active = -1;
 static char g_env_error[256];
@@ -122,7 +122,7 @@ static void ensure_init(void) { pthread_once(&g_once, init_once); }
 
 int lowbit_cpu_is_intel(void) {
     ensure_init();
-    return g_is_intel;
+    return lowbit_cpu_intel;
 }
 
 /* ---- the selector ----------------------------------------------------------------------------- */
@@ -156,7 +156,7 @@ static int select_entry(int isa, int type, int layout, int role, const lowbit_ma
         for (int i = 0; i < lowbit_kernel_list_count; i++) {
             const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
             if (e->isa != FALLBACK[isa][c] || !fits(e, type, layout, role, m)) continue;
-            if (e->vendor == LOWBIT_VENDOR_INTEL && !g_is_intel) continue;
+            if (e->vendor == LOWBIT_VENDOR_INTEL && !lowbit_cpu_intel) continue;
             return i;
         }
     return -1;
@@ -209,7 +209,7 @@ static int best_isa(unsigned usable) {
 
 static void init_once(void) {
     g_supported = detect_supported();
-    g_is_intel = cpu_vendor_intel();
+    lowbit_cpu_intel = cpu_vendor_intel();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);

@@ -210,7 +210,7 @@ AI void pairs_tpg(const int TPG, const int PF, const lowbit_matrix *m, int64_t g
 /* pairs_tpg with the prefetch distance of this CPU, a constant in each instance */
 AI void pairs_pf(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
                  int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
-    if (lowbit_cpu_is_intel())
+    if (lowbit_cpu_intel)
         pairs_tpg(TPG, LOWBIT_PF_ROWS8_INTEL, m, ga0, gb0, step, n, wb, a, stot, y);
     else
         pairs_tpg(TPG, 0, m, ga0, gb0, step, n, wb, a, stot, y);
