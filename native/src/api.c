@@ -311,8 +311,8 @@ int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int thr
  * that is five pool dispatches (wake, join) and five quantizations of the same input.  Here the
  * input is quantized once per activation group (and rule) and the tiles of all matrices, one matrix after the
  * other, form one task list, split over the threads like one matrix: each thread still streams one
- * contiguous run of weights.  (Interleaving the gate and up tiles instead, two streams per thread,
- * measured ~2 % slower on one thread.)  GLU mode (gate, up): whichever thread finishes the second of
+ * contiguous run of weights.  (Not interleaved by gate and up tiles:
+ * docs/PERFORMANCE.md#multi-dispatch.)  GLU mode (gate, up): whichever thread finishes the second of
  * the two tiles of a row range applies act(gate) * up to it, so the activation runs on every
  * thread too. */
 

@@ -152,8 +152,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
      * 2 MB or more is 2 MB-aligned and asks Linux for transparent huge pages (honoured when THP is
      * "always" or "madvise"), before its first touch: streamed once per token, 4 KB pages cost a
-     * TLB miss every 4 KB.  Measured here (BitNet 2B shape, TQ2_0, alternating builds): 1.11x tokens/s
-     * on one thread, 1.02x on two. */
+     * TLB miss every 4 KB (docs/PERFORMANCE.md#huge-pages). */
     const size_t total = code_bytes + scale_bytes + 64, huge = (size_t)2 << 20;
     if (posix_memalign(&mem, total >= huge ? huge : 64, total) != 0) {
         free(m);

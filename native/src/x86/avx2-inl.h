@@ -30,15 +30,11 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Software prefetch distances (bytes) of the GEMV weight streams, measured here (DRAM regime, one
- * thread, in-run bandwidth probe; the shares are against the probe of then, which read 1.1-1.25x
- * slower than read_bytes_avx2 does): hardware prefetch alone streamed the packed layout at ~65 % of
- * the read bandwidth; prefetching both lines of each 128-byte 4-row tile 2 KB ahead gave 75-85 %,
- * 16 KB ahead ~1.1x more for TQ2_0 (85-95 %; 4 KB: 1.05x, 32-64 KB: no better; the 32-group
- * formats are compute-bound and gain little).  The Q8_0 file layout
- * (8 row streams side by side, prefetched as the one run of memory they form) wants 32 KB:
- * 1.5x the 4-row kernel with per-row prefetch 1 KB ahead.  LOWBIT_PF_FILE: the other file-layout
- * kernels, per row stream. */
+/* Software prefetch distances (bytes) of the GEMV weight streams: LOWBIT_PF_DIST for the packed
+ * layout (both lines of each 128-byte 4-row tile), LOWBIT_PF_Q8 for the Q8_0 file layout (8 row
+ * streams side by side, prefetched as the one run of memory they form), LOWBIT_PF_FILE for the
+ * other file-layout kernels, per row stream.  How they were chosen:
+ * docs/PERFORMANCE.md#prefetch-distances. */
 #ifndef LOWBIT_PF_DIST
 #define LOWBIT_PF_DIST 16384
 #endif
@@ -51,9 +47,8 @@
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
 
-/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step.  vphaddd
- * would do it in fewer instructions, but on Zen 3 it issues one per 2 cycles (unpacks: ~2 per
- * cycle).  Integer sums: exact in any order. */
+/* Horizontal sums as transposes: unpack lo/hi + add halves the vectors at each step (rather than
+ * vphaddd: docs/PERFORMANCE.md#hsum-transposes).  Integer sums: exact in any order. */
 AI __m256i tr32(__m256i x, __m256i y) {
     return _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y));
 }

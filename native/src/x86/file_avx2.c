@@ -131,12 +131,10 @@ DEFINE_FILE(q2_0, F_Q2)
 DEFINE_FILE(pq2_0, F_PQ2)
 DEFINE_FILE(ptq1_0, F_PTQ1)
 
-/* Q8_0, file layout (the LM head of the bench's files: a third of a token's weight bytes): 8 rows
- * at a time, so a block's 8 int32 sums come out of one transpose-reduce (hsum_8x8) and the spec's
- * float steps run once per block for 8 rows (L2: 1.1x the 4-row gemv_file, 1.3x with the
- * pipelining below).  The 8 rows are one contiguous run of memory read as 8 streams side by side;
- * it is prefetched as one run, LOWBIT_PF_Q8 bytes ahead of the average position (8 x 34 bytes
- * per block): DRAM 1.5x, ~90 % of the read bandwidth where the 4-row kernel streamed ~60 %. */
+/* Q8_0, file layout: 8 rows at a time, so a block's 8 int32 sums come out of one transpose-reduce
+ * (hsum_8x8) and the spec's float steps run once per block for 8 rows.  The 8 rows are one
+ * contiguous run of memory read as 8 streams side by side; it is prefetched as one run,
+ * LOWBIT_PF_Q8 bytes ahead of the average position (docs/PERFORMANCE.md#q8-8-rows). */
 /* fp16 scales of block offset o of 8 rows, gathered in general-purpose registers (the vector
  * shuffle ports are the busy ones) */
 AI __m256 q8_scales8(const uint8_t *const row[8], int64_t o) {

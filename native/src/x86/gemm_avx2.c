@@ -29,9 +29,8 @@
 #define AI static inline __attribute__((always_inline))
 
 #ifndef LOWBIT_GEMM_KB
-#define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB (measured:
-                              3-8 % faster than 512, 10 % faster than 1024; again at batch 64 on
-                              the 2B shapes through lowbit_matrix_gemm: 512 within +-1 %) */
+#define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB
+                              (docs/PERFORMANCE.md#gemm-avx2-kb) */
 #endif
 enum {
     RB = 4,                  /* 8-row blocks per panel: a panel is 32 rows = 8 packed row groups */

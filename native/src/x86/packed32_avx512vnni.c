@@ -15,13 +15,12 @@
  * group k of the chunk, so one vpdpbusd against the broadcast activation quad q[32k + 4j] per plane
  * accumulates group k's sum in the row's lane, no reduction.
  *
- * The transpose uses no cross-128-bit-lane shuffle: those share vpdpbusd's pipes on this Zen 4 (a
- * vpdpbusd + vshufi64x2 pair takes 1.77 cycles, vpdpbusd + vpunpck* 1.03, + vpblendmd 1.09).  A
+ * The transpose uses no cross-128-bit-lane shuffle: those share vpdpbusd's pipes on some cores
+ * (docs/PERFORMANCE.md#q32-transpose).  A
  * tile's 128 bytes are loaded at offsets 0, 48 and 16, 64 and blended so that each vector holds
  * the same 16-byte half h of the 4 rows (rows 0, 2, 1, 3 in its 128-bit lanes); an in-lane 4 x 4
  * dword transpose of the 4 tiles' vectors then gives X[4h .. 4h + 3], lane 4L + t holding row
- * q32_row[4L + t] = 4t + (0, 2, 1, 3)[L].  (Against the previous unpack + vshufi64x2 transpose the
- * same speed in cache, 1.01x: the ands and the float steps dominate.)
+ * q32_row[4L + t] = 4t + (0, 2, 1, 3)[L].
  *
  * The planes are masked in place (3 << 2k: no shift) into 4^k x the sums.  Rather than shifting
  * them back and subtracting the code offset s[g] (3 + 4 vector ops a chunk), each group's
@@ -29,23 +28,15 @@
  * per call): (float)(4^k x) * (dw * d / 4^k) is bit for bit (float)x * (dw * d), both products
  * being exact power-of-two scalings, while d / 4^k and dw * d / 4^k stay normal and every 4^k x is
  * an exact float (lowbit_q32_fast: |s| <= 2^16, d zero, non-finite or 2^-60 <= |d| <= 2^100; other
- * activations take the shift-and-subtract steps).  1.06x in cache. */
+ * activations take the shift-and-subtract steps). */
 static const int32_t q32_row[16] = {0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15};
 
-/* Prefetch (DRAM regime): the 4 row groups of a row set are one contiguous run of memory
- * (4 x nchunks x 128 bytes) read as 4 interleaved streams, which the hardware prefetchers follow
- * poorly.  Each chunk step prefetches the next 512 bytes of the run LOWBIT_PF_Q32_SETS row sets
- * ahead in address order, into L2 (prefetcht1; L1 prefetches are bound by the L1's miss buffers).
- * A BitNet 2B token's GEMVs, share of the read loop, one thread (bench/stream_ceiling.c): per-tile
- * prefetcht0 16 KB ahead 0.41, per-tile prefetcht1 16 KB 0.54, 64 KB 0.58, this 0.61 (1 set
- * ahead 0.60; with prefetcht0 1 set 0.53, 2 sets 0.42).
- *
- * Paired tasks (api.c, packed_gemv_pair32) make a row set of 2 row groups of a task's tile and 2
- * of its twin half a matrix away: two runs of memory, each prefetched the same way (256 bytes a
- * chunk step, its 2-row-group sets LOWBIT_PF_Q32_SETS ahead).  Against the unpaired kernel, same
- * token, one thread: 0.67-0.69 of the read loop against 0.56-0.58 (4 runs of 15 rounds); 2, 8 or
- * 16 row groups ahead instead of 4 the same within noise, no software prefetch 0.36; in cache
- * (gemv_cycles 6912 x 2560) 0.975x. */
+/* Prefetch: the 4 row groups of a row set are one contiguous run of memory (4 x nchunks x 128
+ * bytes) read as 4 interleaved streams.  Each chunk step prefetches the next 512 bytes of the run
+ * LOWBIT_PF_Q32_SETS row sets ahead in address order, into L2 (prefetcht1).  Paired tasks (api.c,
+ * packed_gemv_pair32) make a row set of 2 row groups of a task's tile and 2 of its twin half a
+ * matrix away: two runs of memory, each prefetched the same way (256 bytes a chunk step, its
+ * 2-row-group sets LOWBIT_PF_Q32_SETS ahead).  docs/PERFORMANCE.md#q32-prefetch. */
 #ifndef LOWBIT_PF_Q32_SETS
 #define LOWBIT_PF_Q32_SETS 2
 #endif
@@ -168,7 +159,7 @@ AI __m512 q32_float(const int NG, const int FAST, __m512 acc, const __m512i isum
 AI void q32_rows(const int SH, const int FAST, const int PAIRED, const lowbit_matrix *m,
                  const int64_t rg[4], const lowbit_act *a, const q32_tables *T,
                  const __m512i idx[2], const int64_t lim[4], float *y) {
-    /* unpaired: one range, a constant choice below (a run-time one cost 4 % in cache) */
+    /* unpaired: one range, a constant choice below (docs/PERFORMANCE.md#const-tpg) */
     const int64_t a0 = lim[0], a1 = lim[1], b0 = lim[PAIRED ? 2 : 0], b1 = lim[PAIRED ? 3 : 1];
     const int64_t nch = m->nchunks, nfull = m->cols / 128;
     const uint8_t *t[4];

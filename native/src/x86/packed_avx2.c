@@ -87,18 +87,16 @@ AI void packed_gemv_k(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
     }
 }
 
-/* Group 32 (Q2_0): two row groups at once (8 rows), lane = row.  Reducing each
- * (row, group) sum horizontally cost ~45 shuffle-pipe ops per 512 weights and left Q2_0 compute-
- * bound at ~55 % of the DRAM roofline; here the reduction is vertical.  The 8 rows' tiles are
- * transposed in registers (an 8 x 8 dword transpose: 24 shuffles per 1024 weights) so that ymm X
- * of byte quad q holds bytes 4q..4q+3 of rows 0..7, one row per 32-bit lane (the GEMM scratch's
- * quads, made on the fly from the same layout): its 2-bit plane k is weights 4q..4q+3 of group k
- * of each row.  vpmaddubsw against a broadcast load of the 4 activation codes aq[32k + 4q ..]
- * gives each row's pair sums in its two int16 lanes; summed over the 8 quads and widened by one
- * vpmaddwd, the group sums of 8 rows sit in 8 int32 lanes and the float step runs once per group
- * for 8 rows, in the spec's order.  Planes 1 and 3 are masked in place (code x 4, x 4 shifted out
- * of the int32 sum exactly), so a quad needs one shift: int16 lanes stay <= 8 x 2 x 12 x 127 =
- * 24384.  Measured (Zen 3, one thread, side by side with the 4-row kernel): 1.3-1.45x in L2/L3. */
+/* Group 32 (Q2_0): two row groups at once (8 rows), lane = row, the reduction vertical.  The 8
+ * rows' tiles are transposed in registers (an 8 x 8 dword transpose: 24 shuffles per 1024 weights)
+ * so that ymm X of byte quad q holds bytes 4q..4q+3 of rows 0..7, one row per 32-bit lane (the
+ * GEMM scratch's quads, made on the fly from the same layout): its 2-bit plane k is weights
+ * 4q..4q+3 of group k of each row.  vpmaddubsw against a broadcast load of the 4 activation codes
+ * aq[32k + 4q ..] gives each row's pair sums in its two int16 lanes; summed over the 8 quads and
+ * widened by one vpmaddwd, the group sums of 8 rows sit in 8 int32 lanes and the float step runs
+ * once per group for 8 rows, in the spec's order.  Planes 1 and 3 are masked in place (code x 4,
+ * x 4 shifted out of the int32 sum exactly), so a quad needs one shift: int16 lanes stay
+ * <= 8 x 2 x 12 x 127 = 24384.  Why vertical: docs/PERFORMANCE.md#packed-gemv32-avx2. */
 AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, const int ng,
                        __m256i isum[4]) {
     const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
@@ -123,8 +121,7 @@ AI void chunk32x8_sums(const uint8_t *t0, const uint8_t *t1, const int8_t *aq, c
             const __m256i B = e ? _mm256_unpackhi_epi64(S[2], S[3])
                                 : _mm256_unpacklo_epi64(S[2], S[3]);
             for (int h = 0; h < 2; h++) {
-                /* low halves: an insert, latency ~1 here against vperm2i128's 3 (both one per
-                 * cycle, measured); 1.00-1.05x */
+                /* low halves: an insert (lower latency than vperm2i128) */
                 const __m256i X = h ? _mm256_permute2x128_si256(A, B, 0x31)
                                     : _mm256_inserti128_si256(A, _mm256_castsi256_si128(B), 1);
                 const int q = j + 4 * h; /* byte quad */
@@ -274,18 +271,8 @@ AI __m256 pair_group_acc(__m256 acc, __m256i isum, const lowbit_matrix *m, int64
  * TPG = 2 chunk tiles a group) or 128 (PQ2_0, PTQ1_0: TPG = 1)): row group k of range A and row
  * group k of range B, far apart, side by side as 8 rows (tile_sums on each), lanes 0..3 and
  * 4..7 of one vector after one transpose-reduce (hsum_8x8) per group, one float step per group
- * for the 8 rows in the spec's order.  Measured against one range per task (packed_gemv256,
- * packed_gemv128):
- *  - in cache (gemv_cycles, one thread): TQ2_0 1.10x; PQ2_0 0.92x (packed_gemv128 reduces two
- *    chunks of 4 rows at a time, pipelined two deep);
- *  - a BitNet 2B token's GEMVs on 2 threads, share of the read loop (bench/stream_ceiling.c,
- *    medians of 30-40 rounds), TQ2_0: 0.958 / 0.868, 0.904 / 0.798, 0.844 / 0.805, 0.893 /
- *    0.885; one thread 0.882 / 0.861.  PQ2_0: 0.963 / 0.929 on 2 threads, 0.842 / 0.840 on one;
- *  - the decoder's TQ2_0 tokens, one process, pairing switched on and off round by round: 0.839 /
- *    0.818 and 0.847 / 0.808 of the read loop.
- * (Activations as memory operands, 8 rows per tile pass, instead of two tile_sums: 0.96x.)  The
- * same 8 rows from row groups rg and rg + 1 (two streams 2.5 KB apart) streamed 0.70-0.78 of the
- * read loop against 0.87-0.93: the prefetchers want the two runs far apart.  I2_S: below. */
+ * for the 8 rows in the spec's order.  The two runs must be far apart for the prefetchers to
+ * follow both (docs/PERFORMANCE.md#paired-gemv).  I2_S: below. */
 AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, int64_t a1,
                            int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
     const int64_t nch = m->nchunks, ng = nch / TPG;
@@ -329,10 +316,8 @@ AI void packed_gemv_pair_k(const int TPG, const lowbit_matrix *m, int64_t a0, in
  * vcvtph2ps, one vpsubd of the code sums, one cvt and the spec's two multiplies for 8 groups,
  * then the float adds in the spec's order (chunk c, then c + 1, lane = row).  Software-pipelined
  * two pairs deep: a pair's float steps are issued after the integer work of the two pairs that
- * follow it (L2-resident, one thread, side by side: one pair deep 1.06x over none, two pairs
- * another 1.01-1.03x; the spec's float order is unchanged).  A last odd chunk runs alone (hsum4).
- * (Tried and slower here: the reduction as an int16 transpose tree without vpmaddwd, 0.97x;
- * reducing each chunk's rows before the next chunk's work, which avoids a spill, 0.97x.) */
+ * follow it (the spec's float order is unchanged).  A last odd chunk runs alone (hsum4).
+ * Alternatives tried: docs/PERFORMANCE.md#packed-gemv128-avx2. */
 AI __m256 bcast2_ps(const float *p) { /* p[0] in lanes 0..3, p[1] in 4..7 */
     return _mm256_blend_ps(_mm256_broadcast_ss(p), _mm256_broadcast_ss(p + 1), 0xf0);
 }
@@ -388,14 +373,12 @@ void packed_gemv128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const l
     }
 }
 
-/* I2_S with P2 activations (internal.h: one power-of-two scale per row, so the per-group float
+/* I2_S with P2 activations (act_rules.h: one power-of-two scale per row, so the per-group float
  * steps of the spec are exact and their sum is (float)(row's int sum) * d): the int sums of a row
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
  * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
- * float step (which made I2_S's 128-groups slower than TQ2_0's 256-groups, one step per 2 chunks).
- * Row groups rgs[0 .. NR): NR = 1, or 2 for packed_gemv_pair, a run of 8 chunks of each in turn,
- * two runs of memory side by side (against one range per task: 1.02x in cache; a token's GEMVs
- * in DRAM on one thread, 0.885 / 0.846 of the read loop). */
+ * float step.  Row groups rgs[0 .. NR): NR = 1, or 2 for packed_gemv_pair, a run of 8 chunks of
+ * each in turn, two runs of memory side by side (docs/PERFORMANCE.md#i2s-row-sums). */
 AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const lowbit_act *a,
                  int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
@@ -473,7 +456,7 @@ void packed_gemv_i2s_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
 void packed_gemv_pair_avx2(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                   int64_t b1, const lowbit_act *a, float *y) {
     if (m->type != LOWBIT_TYPE_I2_S) {
-        /* TPG a constant in each call: the runtime value cost PQ2_0 7-9 % in cache (gemv_cycles) */
+        /* TPG a constant in each call: a run-time value is slower (docs/PERFORMANCE.md#const-tpg) */
         if (m->group == 256)
             packed_gemv_pair_k(2, m, a0, a1, b0, b1, a, y);
         else

@@ -1,6 +1,6 @@
 /* AVX-512 VNNI packed GEMV (the decode path), bit-exact with lowbit_packed_gemv_ref.
  *
- * A 4-row chunk tile of the packed layout (internal.h) is 128 bytes: two zmm, rows 0-1 and rows
+ * A 4-row chunk tile of the packed layout (packed.h) is 128 bytes: two zmm, rows 0-1 and rows
  * 2-3, one row per 256-bit half.  Plane k of a code byte is weight 32k + p of the chunk, so with
  * the chunk's activation codes q[32k .. 32k + 31] broadcast into both halves one vpdpbusd (u8 code
  * x s8 activation, 4 products summed into an int32 lane) accumulates exact sums: no vpmaddubsw /
@@ -11,20 +11,10 @@
  * Rows go 8 at a time (two row groups, one zmm accumulator pair each per 2 rows), reduced to one
  * ymm of 8 row sums (a lane a row; with per-group scales, two groups' sums share a zmm), so the
  * float step of a group -- acc += (float)(isum - s[g]) * (dw * da), product rounded then added,
- * never fused (-ffp-contract=off) -- runs once for 8 rows in the spec's order.  Group 32 (Q2_0)
- * transposes 16 rows so that a lane is a row from the start (q32_chunk); its GEMV tasks are paired
- * too (packed_gemv_pair32: 1.17-1.2x the DRAM share on one thread).  What is not here (TQ* with
- * cols % 256 != 0, I2_S without P2 activations, group 32 with another scale block) runs the AVX2
- * kernel.
- *
- * Throughputs of zmm ops on this Zen 4 (a loop of 12 independent chains each): vpdpbusd 1 per
- * cycle (and it shares its pipes with vmulps, vpmaddwd, vpdpwssd and vgf2p8affineqb, not with
- * vpsrlw / vpunpck*), vpandd / vpaddd 2, vpsrlw, vshufi64x2 and vpermd 1, vpunpck* ~1.35.  (So a
- * GFNI plane extract, one op per plane in place of shift + mask, competes with the dot products:
- * 8 vpdpbusd with 8 vgf2p8affineqb take 16 cycles, with 8 vpandd 10.)  A tile's 8 vpdpbusd,
- * 8 vpandd and 2 shifts are then ~9 cycles per 512 weights, and the ops per weight are what to
- * cut: in cache the 8-row kernels run at 2.9 (I2_S) to 4.25 (PQ2_0) cycles per 128 weights, the
- * group-32 one at 4.7. */
+ * never fused (-ffp-contract=off) -- runs once for 8 rows in the spec's order.  Group 32 (Q2_0) is
+ * packed32_avx512vnni.c.  What is not here (TQ* with cols % 256 != 0, I2_S without P2 activations)
+ * falls back to the AVX2 entries (kernel_list.inc).  The ops per weight are what to cut:
+ * docs/PERFORMANCE.md#vnni-packed. */
 #include <immintrin.h>
 
 #include "../internal.h"
@@ -50,10 +40,8 @@ AI void pf_tile(const uint8_t *tile, const int dist) {
 /* ---- 8 rows (row groups ga, gb), groups of whole chunks ---------------------------------------- */
 
 /* acc[h] += planes 0 and 2 of rows 2h, 2h + 1 of a tile, masked with 3 out of v and v >> 4;
- * acc[2 + h] += 4 x planes 1 and 3, masked in place with 12 (one shift per 64 code bytes; masking
- * each plane in place with 3 << 2k into 4 accumulators, no shift, was slower for I2_S's row sums:
- * 0.94x in cache, and 3 shifts into one accumulator 0.85-0.92x).  A[k]: the chunk's activation
- * codes 32k .. 32k + 31 in both halves. */
+ * acc[2 + h] += 4 x planes 1 and 3, masked in place with 12 (one shift per 64 code bytes).  A[k]:
+ * the chunk's activation codes 32k .. 32k + 31 in both halves. */
 AI void tile_dp(const uint8_t *tile, const __m512i A[4], __m512i acc[4]) {
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
     for (int h = 0; h < 2; h++) {
@@ -107,10 +95,9 @@ AI __m256i rows8_all_sums(const int PF, const uint8_t *base_a, const uint8_t *ba
  * quarter q of the result holds the sums of quarter q of the 4 row pairs, so quarters 0 + 1 are
  * rows 0, 2, 4, 6 and quarters 2 + 3 rows 1, 3, 5, 7.  At most 2 chunks, an even-plane lane is
  * <= 2 x 2 x 4 x 3 x 128 = 6144 in magnitude, an int16 (with its sign extension in the high half):
- * one vpdpwssd by (4, 0) makes o + 4e per vector in place of a shift and an add (1.02x in cache).
- * One chunk (PQ2_0 / PTQ1_0), o + 4e is 4 x a lane's 16 products, <= 4 x 16 x 3 x 128 = 24576
- * < 2^15: a pack (not saturating here) and a vpmaddwd by 1 sum the dword pairs of two vectors,
- * 2 ops where unpacks take 3 (1.02x for PQ2_0 in L3). */
+ * one vpdpwssd by (4, 0) makes o + 4e per vector in place of a shift and an add.  One chunk
+ * (PQ2_0 / PTQ1_0), o + 4e is 4 x a lane's 16 products, <= 4 x 16 x 3 x 128 = 24576 < 2^15: a
+ * pack (not saturating here) and a vpmaddwd by 1 sum the dword pairs of two vectors. */
 AI __m512i group8_quarters(const int TPG, const int PF, const uint8_t *base_a,
                            const uint8_t *base_b, const int8_t *q, int64_t c0) {
     __m512i acc[2][4], P[4];
@@ -180,9 +167,7 @@ AI void rows8(const int TPG, const int PF, const lowbit_matrix *m, int64_t ga, i
     const int64_t ng = nch / TPG;
     __m256 acc = _mm256_setzero_ps();
     /* Two groups' quarters to one vector of 16 sums, lanes 0-7 group g and 8-15 group g + 1: 3 ops
-     * for two groups where rows8_sums' last steps take 3 for one (with the pack, 1.04x for PQ2_0 /
-     * PTQ1_0 in L3, 1.01x for TQ2_0 / TQ1_0).  Issuing the float steps two groups later, or both
-     * in one zmm, measured no better (1.00x, 0.99x). */
+     * for two groups where rows8_sums' last steps take 3 for one. */
     for (int64_t g = 0; g < ng; g += 2) {
         const __m512i u0 = group8_quarters(TPG, PF, base_a, base_b, a->q, TPG * g);
         const __m512i u1 =

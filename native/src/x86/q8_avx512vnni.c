@@ -19,9 +19,8 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of the 8-row run (the 8 row streams read side by side, which the hardware
- * prefetchers follow poorly), LOWBIT_PF_Q8_512 bytes ahead of the average read position, into L2:
- * here (Zen 4, DRAM regime) prefetching into L1 streamed slower than no prefetch at all (0.51 vs
- * 0.59 of the read probe), into L2 0.70-0.73 (16 KB ahead: 0.85x of 32 KB; 64 KB, 128 KB: same). */
+ * prefetchers follow poorly), LOWBIT_PF_Q8_512 bytes ahead of the average read position, into L2
+ * (docs/PERFORMANCE.md#q8-vnni). */
 #ifndef LOWBIT_PF_Q8_512
 #define LOWBIT_PF_Q8_512 32768
 #endif
@@ -44,8 +43,8 @@ AI const uint8_t *rowp(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t 
     }
 }
 
-/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks; blends and in-lane swaps
- * instead measured 0.94x here), then tr128.  128-bit lanes [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
+/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks), then tr128.  128-bit lanes
+ * [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
 AI __m512i tr128(__m512i x, __m512i y) {
     const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x); /* [y0 x1 y2 x3] */
     return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
@@ -72,8 +71,7 @@ AI __m512i q8_sums(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t rb3,
     __m512i v[8];
     for (int i = 0; i < 8; i++) {
         const uint8_t *c = rowp(p, p4, rb, rb3, i) + 2; /* block b's codes */
-        /* block b + 1's codes (c + 34) by an insert from memory: a merge-masked load of the
-         * upper half measured 0.94x */
+        /* block b + 1's codes (c + 34) by an insert from memory */
         const __m256i lo = _mm256_loadu_si256((const __m256i *)c);
         const __m512i x = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo),
                                                    _mm256_loadu_si256((const __m256i *)(c + 34)), 1)
