@@ -1,5 +1,6 @@
 # cython: language_level=3
-# Declarations of the public C API (native/include/lowbit/lowbit.h) for Cython code.
+# Public: Cython declarations of the C API (native/include/lowbit/lowbit.h), no Python code.
+# (pylowbit/_lowbit.pxd, with the underscore, is private: the _lowbit module's own helpers.)
 # Other extensions can `from pylowbit.lowbit cimport *` and call these functions `nogil`,
 # compiling with pylowbit.get_include() and linking pylowbit.get_library_dirs() / -llowbit.
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t

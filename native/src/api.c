@@ -17,8 +17,8 @@
 
 /* ---- one job description shared by the GEMV and GEMM paths ------------------------------------
  * Tasks tile rows x columns: ROWS_PER_TASK rows by `bt` activation columns (GEMM), so that a
- * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the kernels'
- * packed_gemv_pair, internal.h) gives task t row tile t and its twin t + row_tasks in the second
+ * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the matrix's
+ * planned pair kernel, kernel_table.h) gives task t row tile t and its twin t + row_tasks in the second
  * half of the matrix: split over the threads as usual, each thread then streams two runs of
  * memory half a matrix apart, side by side. */
 
@@ -240,8 +240,8 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f,
-             0, 0, 0, NULL, NULL};
+    job J = {.k = lowbit_active_kernels(), .type = type, .kidx = kidx, .w = w, .rows = rows,
+             .cols = cols, .row_bytes = rb, .a = a, .batch = batch, .y = y, .row_scale = 1.0f};
     return run_job(&J, threads);
 }
 
@@ -255,7 +255,8 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+        job J = {.k = k, .type = type, .kidx = -1, .w = w, .rows = rows, .cols = cols,
+                 .row_bytes = rb, .x = x, .batch = batch, .y = y, .row_scale = 1.0f};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -264,7 +265,8 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    job J = {.k = k, .type = type, .kidx = kidx, .w = w, .rows = rows, .cols = cols,
+             .row_bytes = rb, .a = acts, .batch = batch, .y = y, .row_scale = 1.0f};
     st = run_job(&J, threads);
     free(mem);
     return st;
@@ -284,8 +286,8 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
-    job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    job J = {.k = lowbit_active_kernels(), .type = m->type, .kidx = m->kidx, .m = m,
+             .rows = m->rows, .cols = m->cols, .a = a, .batch = batch, .y = y, .row_scale = 1.0f};
     return run_job(&J, threads);
 }
 
@@ -365,8 +367,8 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
     for (int j = 0; j < n; j++) {
         const lowbit_matrix *m = ms[j];
         job *J = &M->part[j];
-        *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, m->cols, 0, NULL, NULL,
-                   batch, NULL, 1.0f, 0, 0, 0, NULL, NULL};
+        *J = (job){.k = k, .type = m->type, .kidx = m->kidx, .w = m->w, .m = m->packed ? m : NULL,
+                   .rows = m->rows, .cols = m->cols, .batch = batch, .row_scale = 1.0f};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, m->cols);
         job_prepare(J);
     }

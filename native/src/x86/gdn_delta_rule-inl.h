@@ -40,7 +40,6 @@ static void delta_rule(const gdn_args *a, int64_t h) {
     }
 }
 
-const gdn_kernels GDN_TABLE = {gdn_ssm_conv, gdn_l2_norm, delta_rule, gdn_delta_rule_chunked,
-                                gdn_gated_rms_norm_silu, gdn_sigmoid_mul};
+const gdn_kernels GDN_TABLE = GDN_KERNELS_WITH(delta_rule);
 
 #endif /* LOWBIT_GDN_DELTA_RULE_INL_H */
