@@ -20,6 +20,7 @@
 #define LOWBIT_ARM_INL_H
 
 #include <arm_neon.h>
+#include <stddef.h>
 
 #include "../internal.h"
 
@@ -91,7 +92,7 @@ AI void unpack_tq1_0(const uint8_t *b, int8x16_t *c) {
     }
     /* qh: the 4 bytes repeated, lane 4n+m multiplied by 3^n, is weights 240..255 in order. */
     uint32_t h;
-    memcpy(&h, b + 48, 4);
+    memcpy(&h, b + offsetof(lowbit_block_tq1_0, qh), 4);
     static const uint8_t mh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
     c[15] = trit_neg(vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(h)), vld1q_u8(mh)));
 }
@@ -103,7 +104,7 @@ AI void unpack_ptq1_0(const uint8_t *b, int8x16_t *c) {
     for (int n = 0; n < 5; n++) c[n] = trit_neg(vmulq_u8(q0, vdupq_n_u8(pow3[n])));
     const uint8x8_t lo = vld1_u8(b + 16);
     uint16_t h;
-    memcpy(&h, b + 24, 2);
+    memcpy(&h, b + offsetof(lowbit_block_ptq1_0, qh), 2);
     const uint8x8_t hv = vreinterpret_u8_u16(vdup_n_u16(h)); /* qh0 qh1 qh0 qh1 ... */
     static const uint8_t m5[16] = {1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3};
     static const uint8_t m6[16] = {9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27};

@@ -3,6 +3,8 @@
 #ifndef LOWBIT_FILE_ARM_INL_H
 #define LOWBIT_FILE_ARM_INL_H
 
+#include <stddef.h>
+
 /* ---- format traits (compile-time constants after inlining) ---------------------------------- */
 
 enum { F_TQ1_0, F_TQ2_0, F_I2_S, F_Q1_0, F_Q2_0, F_PQ2_0, F_PTQ1_0, F_Q8_0 };
@@ -29,36 +31,39 @@ AI int fmt_group(int f) {
 AI int fmt_offset(int f) { return f == F_Q8_0 ? 0 : 1; }
 AI int fmt_negated(int f) { return f == F_TQ1_0 || f == F_PTQ1_0; } /* unpack gives -code */
 
+/* where field f of block struct B starts, in bytes */
+#define AT(B, f) offsetof(lowbit_block_##B, f)
+
 /* Unpack block b (pointing at its first byte) and return its scale (I2_S: 1, the per-tensor
  * scale is applied by the caller). */
 AI float unpack(int f, const uint8_t *b, int8x16_t *c) {
     switch (f) {
     case F_TQ1_0:
         unpack_tq1_0(b, c);
-        return load_fp16(b + 52);
+        return load_fp16(b + AT(tq1_0, d));
     case F_TQ2_0:
         unpack_tq2_0(b, c);
-        return load_fp16(b + 64);
+        return load_fp16(b + AT(tq2_0, d));
     case F_I2_S:
         unpack_i2_s(b, c);
         return 1.0f;
     case F_Q1_0:
-        unpack_q1_0(b + 2, c);
-        return load_fp16(b);
+        unpack_q1_0(b + AT(q1_0, qs), c);
+        return load_fp16(b + AT(q1_0, d));
     case F_Q2_0:
-        unpack_q2_64(b + 2, c);
-        return load_fp16(b);
+        unpack_q2_64(b + AT(q2_0, qs), c);
+        return load_fp16(b + AT(q2_0, d));
     case F_PQ2_0:
-        unpack_q2_64(b + 2, c);
-        unpack_q2_64(b + 18, c + 4);
-        return load_fp16(b);
+        unpack_q2_64(b + AT(pq2_0, qs), c);
+        unpack_q2_64(b + AT(pq2_0, qs) + 16, c + 4);
+        return load_fp16(b + AT(pq2_0, d));
     case F_PTQ1_0:
         unpack_ptq1_0(b, c);
-        return load_fp16(b + 26);
+        return load_fp16(b + AT(ptq1_0, d));
     default: /* Q8_0 */
-        c[0] = vld1q_s8((const int8_t *)b + 2);
-        c[1] = vld1q_s8((const int8_t *)b + 18);
-        return load_fp16(b);
+        c[0] = vld1q_s8((const int8_t *)b + AT(q8_0, qs));
+        c[1] = vld1q_s8((const int8_t *)b + AT(q8_0, qs) + 16);
+        return load_fp16(b + AT(q8_0, d));
     }
 }
 
