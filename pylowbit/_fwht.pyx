@@ -140,7 +140,7 @@ def fwht(x, *, block=None, bint normalize=True, signs=None, order="signs-then-ro
         sp = cnp.PyArray_DATA(sa)
     cdef void *op = cnp.PyArray_DATA(oa)
     cdef bint f32 = cnp.PyArray_TYPE(oa) == cnp.NPY_FLOAT32
-    if rows * n < _NOGIL_MIN:  # ~1 us of work: dropping and retaking the GIL would cost ~10%
+    if rows * n < _NOGIL_MIN:  # about a microsecond of work: the GIL is kept (releasing and retaking it costs a sizeable share)
         st = _run(op, f32, rows, n, blk, norm, sp, ordv, nthreads)
     else:
         with nogil:

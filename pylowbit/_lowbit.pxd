@@ -1,5 +1,6 @@
-# C-level helpers defined once in _lowbit.pyx and cimported by the other extension modules
-# (``from pylowbit._lowbit cimport check``), so each lives in one place.
+# Private to pylowbit's own extension modules: the cdef helpers of the _lowbit module, defined
+# once in _lowbit.pyx and cimported by the others (``from pylowbit._lowbit cimport check``).
+# Not the C API: Cython declarations of liblowbit itself are the public pylowbit/lowbit.pxd.
 
 # Status code -> exception (ValueError; MemoryError for ENOMEM, RuntimeError for EISA).
 cdef int check(int status, str what) except -1

@@ -65,6 +65,22 @@ def act_group(int type_id):
     return g
 
 
+_RULE_NAMES = {LOWBIT_RULE_A8: "a8", LOWBIT_RULE_Q8_0: "q8_0", LOWBIT_RULE_Q8_K: "q8_k",
+               LOWBIT_RULE_P2: "p2", LOWBIT_RULE_S8: "s8"}
+
+
+def type_facts(int type_id):
+    """The format facts table's row (lowbit_type_facts_get): block size and bytes, the byte offset
+    of the fp16 scale in a block (-1: none), of a second scale (-1: none), activation group and
+    rule name, code offset."""
+    cdef lowbit_type_facts f
+    check(lowbit_type_facts_get(type_id, &f), f"type {type_id}")
+    return {"block_size": f.block_size, "block_bytes": f.block_bytes,
+            "scale_offset": f.scale_offset, "scale2_offset": f.scale2_offset,
+            "act_group": f.act_group, "act_rule": _RULE_NAMES[f.act_rule],
+            "code_offset": f.code_offset}
+
+
 cdef int check_aligned(const void *p, int type_id, str what) except -1:
     # Blocks hold fp16 scales (2-byte aligned structs); F32 needs 4.
     cdef uintptr_t need = 4 if type_id == 0 else 2
@@ -422,6 +438,66 @@ def set_isa(str name):
     if lowbit_set_isa(isa) != LOWBIT_OK:
         raise RuntimeError(f"this CPU does not support ISA variant {name!r} "
                            f"(supported: {', '.join(isa_supported())})")
+
+
+# ---- the kernel list -------------------------------------------------------------------------
+
+LAYOUTS = ("none", "file", "packed")
+ROLES = tuple(lowbit_role_name(i).decode() for i in range(LOWBIT_ROLE_COUNT))
+
+
+def kernels():
+    """Every kernel of this build (the C kernel list, in its order): dicts with name, isa,
+    fmt (the weight format's name, None: any), layout, role, requires, when."""
+    cdef lowbit_kernel_info k
+    out = []
+    for i in range(lowbit_kernel_count()):
+        check(lowbit_kernel_get(i, &k), f"kernel {i}")
+        fmt = lowbit_type_name(k.type) if k.type >= 0 else NULL
+        out.append({"index": i, "name": k.name.decode(), "isa": lowbit_isa_name(k.isa).decode(),
+                    "fmt": fmt.decode() if fmt != NULL else None,
+                    "layout": lowbit_layout_name(k.layout).decode(),
+                    "role": lowbit_role_name(k.role).decode(), "requires": k.requires.decode(),
+                    "when": k.when.decode()})
+    return out
+
+
+def kernel_selected(str isa, fmt, str layout, str role, int64_t cols=0):
+    """The name of the kernel variant `isa` runs for (fmt, layout, role) on rows of `cols`
+    weights (fmt None: the quantizer, the read probe), or None (none: no pairing, or a layout the
+    format does not take)."""
+    cdef int isa_id = lowbit_isa_from_name(isa.encode())
+    if isa_id < 0:
+        raise ValueError(f"unknown ISA variant {isa!r}")
+    if layout not in LAYOUTS or role not in ROLES:
+        raise ValueError(f"layout must be one of {LAYOUTS} and role one of {ROLES}")
+    cdef int t = -1
+    if fmt is not None:
+        t = lowbit_type_from_name(fmt.encode())
+        if t < 0:
+            raise ValueError(f"unknown format {fmt!r}")
+    cdef int i = lowbit_kernel_selected(isa_id, t, LAYOUTS.index(layout), ROLES.index(role), cols)
+    if i == LOWBIT_EISA:
+        raise RuntimeError(f"ISA variant {isa!r} is not usable here")
+    if i < -1:
+        check(i, "kernel_selected")
+    if i < 0:
+        return None
+    cdef lowbit_kernel_info k
+    check(lowbit_kernel_get(i, &k), f"kernel {i}")
+    return k.name.decode()
+
+
+def prefer_kernel(name):
+    """Tests: the named kernel wins wherever it fits (lowbit_kernel_prefer), None restores the
+    list's order.  Matrices packed before keep their kernels."""
+    cdef int i = -1
+    if name is not None:
+        names = [k["name"] for k in kernels()]
+        if name not in names:
+            raise ValueError(f"no kernel named {name!r} in this build")
+        i = names.index(name)
+    check(lowbit_kernel_prefer(i), "prefer_kernel")
 
 
 def get_threads():

@@ -1,4 +1,4 @@
-"""Convert a GGUF file to another weight format: lossless repacks, quantization, Hadamard folding.
+"""Convert a GGUF file to another weight format: lossless transcodes, quantization, Hadamard folding.
 
     convert(src, dst, "q2_0", rotate=128, keep="q8_0")
 
@@ -11,7 +11,7 @@ Which tensors change:
 
 How:
 - From a low-bit format (TQ1_0 TQ2_0 I2_S Q1_0 Q2_0 PQ2_0 PTQ1_0) to a block format: the codes are
-  repacked (pylowbit.repack) and checked exact; anything that would change a value (a code the
+  transcoded (pylowbit.transcode) and checked exact; anything that would change a value (a code the
   target lacks, scales a block cannot share, an fp32 scale fp16 cannot hold, a rotation of ternary
   codes, a float type that rounds) is refused with what would be lost, unless allow_lossy, which
   re-quantizes the dequantized values instead.
@@ -47,7 +47,7 @@ import numpy as np
 
 from pylowbit import core
 from pylowbit.gguf import TYPES, GGUFFile, MetaValue, TensorSpec, ValueType, tensor_nbytes, type_id, write_gguf
-from pylowbit.repack import CODE_FORMATS, LOW_BIT, LossyError, repack, repack_problems
+from pylowbit.transcode import CODE_FORMATS, LOW_BIT, LossyError, transcode, transcode_problems
 
 __all__ = ["convert", "plan", "quantize_search", "decode_float", "encode", "ConversionError", "TARGETS",
            "FLOAT_TYPES"]
@@ -187,7 +187,7 @@ def encode(x: np.ndarray, fmt: str, method: str = "auto") -> np.ndarray:
     if not np.isfinite(x).all():
         raise ConversionError(f"non-finite weights cannot be quantized to {fmt}")
     if fmt in SEARCH[method]:
-        from pylowbit.repack import pack_codes
+        from pylowbit.transcode import pack_codes
 
         c, d = quantize_search(x, core.format_info(fmt).block_size, CODE_FORMATS[fmt].cmax)
         return pack_codes(fmt, c, d, x.shape).data
@@ -282,7 +282,7 @@ def _lossy_problems(t, s: Step) -> list[tuple[str, int, int]] | None:
         nb = int(np.prod(s.shape)) // core.format_info(s.src).block_size
         return [("would be rotated: rotating codes gives values that must be re-quantized", nb, nb)]
     if s.dst in CODE_FORMATS:
-        return repack_problems(q, s.dst)
+        return transcode_problems(q, s.dst)
     # float target: exact when every value survives the cast
     x = q.dequantize()
     y = decode_float(encode(x, s.dst), s.dst, s.shape)
@@ -398,7 +398,7 @@ def convert(src, dst, to_type: str, rotate: int | None = None, keep: str | None 
             if s.src in LOW_BIT and s.dst in CODE_FORMATS and not s.rotate:
                 q = core.QTensor(t.data, s.src, s.shape)
                 try:
-                    out = repack(q, s.dst, what=f"{s.name} ({s.src} -> {s.dst})").data
+                    out = transcode(q, s.dst, what=f"{s.name} ({s.src} -> {s.dst})").data
                     how[s.name] = "repacked (exact)"
                     return out
                 except LossyError:

@@ -1,5 +1,6 @@
 # cython: language_level=3
-# Declarations of the public C API (native/include/lowbit/lowbit.h) for Cython code.
+# Public: Cython declarations of the C API (native/include/lowbit/lowbit.h), no Python code.
+# (pylowbit/_lowbit.pxd, with the underscore, is private: the _lowbit module's own helpers.)
 # Other extensions can `from pylowbit.lowbit cimport *` and call these functions `nogil`,
 # compiling with pylowbit.get_include() and linking pylowbit.get_library_dirs() / -llowbit.
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
@@ -67,6 +68,36 @@ cdef extern from "lowbit/lowbit.h" nogil:
     int lowbit_isa_active()
     int lowbit_set_isa(int isa)
     const char *lowbit_isa_env_error()
+
+    ctypedef struct lowbit_kernel_info:
+        const char *name
+        int isa
+        int type
+        int layout
+        int role
+        const char *requires
+        const char *when
+    int LOWBIT_LAYOUT_NONE, LOWBIT_LAYOUT_FILE, LOWBIT_LAYOUT_PACKED
+    int LOWBIT_ROLE_GEMV, LOWBIT_ROLE_PAIR_GEMV, LOWBIT_ROLE_GEMM, LOWBIT_ROLE_QUANTIZE
+    int LOWBIT_ROLE_FLOAT_GEMV, LOWBIT_ROLE_READ, LOWBIT_ROLE_COUNT
+    int lowbit_kernel_count()
+    int lowbit_kernel_get(int i, lowbit_kernel_info *info)
+    const char *lowbit_role_name(int role)
+    const char *lowbit_layout_name(int layout)
+    int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols)
+    int lowbit_kernel_prefer(int i)
+
+    ctypedef struct lowbit_type_facts:
+        int type
+        int64_t block_size
+        int64_t block_bytes
+        int scale_offset
+        int scale2_offset
+        int64_t act_group
+        int act_rule
+        int code_offset
+    int lowbit_type_facts_get(int type, lowbit_type_facts *out)
+    int LOWBIT_RULE_A8, LOWBIT_RULE_Q8_0, LOWBIT_RULE_Q8_K, LOWBIT_RULE_P2, LOWBIT_RULE_S8
 
     int lowbit_get_threads()
     int lowbit_set_threads(int threads)

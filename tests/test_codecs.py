@@ -8,7 +8,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import quants as gq
 
 import pylowbit as lb
-from pylowbit.repack import pq2_0_to_q2_0, q2_0_to_pq2_0
+from pylowbit.transcode import pq2_0_to_q2_0, q2_0_to_pq2_0
 
 GGUF_TYPES = {"tq1_0": T.TQ1_0, "tq2_0": T.TQ2_0, "q8_0": T.Q8_0}
 WRITTEN = sorted(set(lb.FORMATS) - lb.core.DECODE_ONLY)  # decode-only ones: tests/test_kernels.py

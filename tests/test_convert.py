@@ -18,7 +18,7 @@ from pylowbit.convert import ConversionError, convert, decode_float, quantize_se
 from pylowbit.gguf import GGUFFile, MetaValue, TensorSpec, write_gguf
 from pylowbit.model import load_model
 from pylowbit.model.synthetic import write_synthetic_model
-from pylowbit.repack import CODE_FORMATS, LOW_BIT, LossyError, pack_codes, repack, repack_problems, unpack_codes
+from pylowbit.transcode import CODE_FORMATS, LOW_BIT, LossyError, pack_codes, transcode, transcode_problems, unpack_codes
 
 LOWBIT = list(LOW_BIT)
 TOKENS = np.array([5, 17, 99, 3, 200, 41, 7, 8, 300, 2])
@@ -68,10 +68,10 @@ def test_every_lossless_pair_round_trips_bit_exact(a, b):
     x = ternary_values(4, 512, rng, zeros=zeros)
     src = as_fmt(x, a)
     np.testing.assert_array_equal(src.dequantize(), x)
-    assert repack_problems(src, b) == []
-    mid = repack(src, b)
+    assert transcode_problems(src, b) == []
+    mid = transcode(src, b)
     np.testing.assert_array_equal(mid.dequantize(), x)
-    back = repack(mid, a)
+    back = transcode(mid, a)
     assert back.data.tobytes() == src.data.tobytes()
 
 
@@ -84,10 +84,10 @@ def test_always_lossless_directions_with_varied_scales():
                        "q1_0": ["q2_0", "pq2_0", "ptq1_0"]}.items():
         src = as_fmt(x, a)
         for b in targets:
-            out = repack(src, b)
+            out = transcode(src, b)
             np.testing.assert_array_equal(out.dequantize(), src.dequantize(), err_msg=f"{a}->{b}")
             if b in ("q2_0",) and a != "q1_0" or (a, b) == ("tq2_0", "tq1_0"):
-                assert repack(out, a).data.tobytes() == src.data.tobytes()
+                assert transcode(out, a).data.tobytes() == src.data.tobytes()
 
 
 # ---- lossy pairs: refused with what would be lost -------------------------------------------------
@@ -130,10 +130,10 @@ def _codes_scales(x, bs):
 @pytest.mark.parametrize("a,src,b,prop", lossy_cases(), ids=lambda v: v if isinstance(v, str) else "")
 def test_every_lossy_pair_is_refused_with_the_reason(a, src, b, prop):
     assert src.fmt == a
-    problems = repack_problems(src, b)
+    problems = transcode_problems(src, b)
     assert problems and any(prop in p for p, _, _ in problems), problems
     with pytest.raises(LossyError, match="would lose information") as e:
-        repack(src, b)
+        transcode(src, b)
     assert all(0 < n <= tot for _, n, tot in e.value.problems)
 
 

@@ -15,26 +15,10 @@
  * microseconds) than it saves: a 256 x 256 ternary matrix runs on one thread. */
 #define MIN_WORK_PER_THREAD (32 << 10)
 
-int lowbit_quantize_act(const float *x, int64_t n, int64_t group, int8_t *q, float *d, int32_t *s) {
-    if (!x || !q || !d || !s || n < 0 || group <= 0) return LOWBIT_EINVAL;
-    if (n % group) return LOWBIT_ESIZE;
-    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_group(group), q, d, s);
-    return LOWBIT_OK;
-}
-
-int lowbit_quantize_act_for(int type, const float *x, int64_t n, int8_t *q, float *d, int32_t *s) {
-    if (!x || !q || !d || !s || n < 0) return LOWBIT_EINVAL;
-    if (lowbit_kernel_index(type) < 0) return LOWBIT_ETYPE; /* float weights take x itself */
-    const int64_t group = lowbit_act_group(type);
-    if (n % group) return LOWBIT_ESIZE;
-    lowbit_active_kernels()->quantize_act(x, n, group, lowbit_act_rule_of_type(type), q, d, s);
-    return LOWBIT_OK;
-}
-
 /* ---- one job description shared by the GEMV and GEMM paths ------------------------------------
  * Tasks tile rows x columns: ROWS_PER_TASK rows by `bt` activation columns (GEMM), so that a
- * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the kernels'
- * packed_gemv_pair, internal.h) gives task t row tile t and its twin t + row_tasks in the second
+ * batch keeps both cores busy even when a matrix has few rows.  A paired GEMV (the matrix's
+ * planned pair kernel, kernel_table.h) gives task t row tile t and its twin t + row_tasks in the second
  * half of the matrix: split over the threads as usual, each thread then streams two runs of
  * memory half a matrix apart, side by side. */
 
@@ -91,9 +75,9 @@ static void run_chunk(void *ctx, int64_t t) {
         if (r[3] > r[2]) /* paired: batch 1 */
             J->pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
         else if (c1 - c0 == 1)
-            J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
+            J->m->plan[J->k->isa].gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
         else
-            J->k->packed_gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
+            J->m->plan[J->k->isa].gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
     } else if (c1 - c0 == 1) {
         J->k->gemv[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, J->y + c0 * J->rows + r0);
     } else {
@@ -125,11 +109,9 @@ static void job_set_pairing(job *J, int pair) {
     J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
 }
 
-/* The pair kernel of the active table for a packed matrix, or NULL (no pairing): group-32
- * matrices pair only in a table that has packed_gemv_pair32. */
+/* The pair kernel the active table's variant planned for a packed matrix, or NULL (no pairing). */
 static lowbit_pair_fn pair_kernel(const lowbit_kernels *k, const lowbit_matrix *m) {
-    if (lowbit_pair_rows_ok(m)) return k->packed_gemv_pair;
-    return m->packed && m->group == 32 ? k->packed_gemv_pair32 : NULL;
+    return m->packed ? m->plan[k->isa].pair : NULL;
 }
 
 /* The per-tensor scale and row tiles of a job. */
@@ -258,8 +240,8 @@ int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t cols, const l
     if (kidx < 0) return LOWBIT_ETYPE;
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != cols || a[b].group != lowbit_act_group(type)) return LOWBIT_ESIZE;
-    job J = {lowbit_active_kernels(), type, kidx, w, NULL, rows, cols, rb, a, NULL, batch, y, 1.0f,
-             0, 0, 0, NULL, NULL};
+    job J = {.k = lowbit_active_kernels(), .type = type, .kidx = kidx, .w = w, .rows = rows,
+             .cols = cols, .row_bytes = rb, .a = a, .batch = batch, .y = y, .row_scale = 1.0f};
     return run_job(&J, threads);
 }
 
@@ -273,7 +255,8 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     const lowbit_kernels *k = lowbit_active_kernels();
     int kidx = lowbit_kernel_index(type);
     if (kidx < 0) { /* float weights: float activations */
-        job J = {k, type, -1, w, NULL, rows, cols, rb, NULL, x, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+        job J = {.k = k, .type = type, .kidx = -1, .w = w, .rows = rows, .cols = cols,
+                 .row_bytes = rb, .x = x, .batch = batch, .y = y, .row_scale = 1.0f};
         run_job(&J, threads);
         return LOWBIT_OK;
     }
@@ -282,7 +265,8 @@ int lowbit_gemm(int type, const void *w, int64_t rows, int64_t cols, const float
     void *mem;
     lowbit_act *acts = quantize_batch(k, type, x, batch, cols, &mem);
     if (!acts) return LOWBIT_ENOMEM;
-    job J = {k, type, kidx, w, NULL, rows, cols, rb, acts, NULL, batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    job J = {.k = k, .type = type, .kidx = kidx, .w = w, .rows = rows, .cols = cols,
+             .row_bytes = rb, .a = acts, .batch = batch, .y = y, .row_scale = 1.0f};
     st = run_job(&J, threads);
     free(mem);
     return st;
@@ -302,8 +286,8 @@ int lowbit_matrix_gemm_act(const lowbit_matrix *m, const lowbit_act *a, int64_t 
     for (int64_t b = 0; b < batch; b++)
         if (a[b].n != m->cols || a[b].group != m->group) return LOWBIT_ESIZE;
     if (batch == 0 || m->rows == 0) return LOWBIT_OK;
-    job J = {lowbit_active_kernels(), m->type, m->kidx, NULL, m, m->rows, m->cols, 0, a, NULL,
-             batch, y, 1.0f, 0, 0, 0, NULL, NULL};
+    job J = {.k = lowbit_active_kernels(), .type = m->type, .kidx = m->kidx, .m = m,
+             .rows = m->rows, .cols = m->cols, .a = a, .batch = batch, .y = y, .row_scale = 1.0f};
     return run_job(&J, threads);
 }
 
@@ -329,8 +313,8 @@ int lowbit_matrix_gemv(const lowbit_matrix *m, const float *x, float *y, int thr
  * that is five pool dispatches (wake, join) and five quantizations of the same input.  Here the
  * input is quantized once per activation group (and rule) and the tiles of all matrices, one matrix after the
  * other, form one task list, split over the threads like one matrix: each thread still streams one
- * contiguous run of weights.  (Interleaving the gate and up tiles instead, two streams per thread,
- * measured ~2 % slower on one thread.)  GLU mode (gate, up): whichever thread finishes the second of
+ * contiguous run of weights.  (Not interleaved by gate and up tiles:
+ * docs/PERFORMANCE.md#multi-dispatch.)  GLU mode (gate, up): whichever thread finishes the second of
  * the two tiles of a row range applies act(gate) * up to it, so the activation runs on every
  * thread too. */
 
@@ -383,8 +367,8 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
     for (int j = 0; j < n; j++) {
         const lowbit_matrix *m = ms[j];
         job *J = &M->part[j];
-        *J = (job){k, m->type, m->kidx, m->w, m->packed ? m : NULL, m->rows, m->cols, 0, NULL, NULL,
-                   batch, NULL, 1.0f, 0, 0, 0, NULL, NULL};
+        *J = (job){.k = k, .type = m->type, .kidx = m->kidx, .w = m->w, .m = m->packed ? m : NULL,
+                   .rows = m->rows, .cols = m->cols, .batch = batch, .row_scale = 1.0f};
         if (!m->packed) J->row_bytes = lowbit_row_bytes(m->type, m->cols);
         job_prepare(J);
     }
@@ -522,33 +506,4 @@ int lowbit_matrix_readahead(const lowbit_matrix *const *ms, int n, int act, int 
         }
     lowbit_pool_readahead(spans, ns);
     return LOWBIT_OK;
-}
-
-/* ---- streaming read (benchmarks) ------------------------------------------------------------ */
-
-#define STREAM_CHUNK (1 << 20)
-typedef struct {
-    const uint8_t *p;
-    int64_t n;
-    const lowbit_kernels *k;
-    uint64_t part[256];
-} stream_job;
-
-static void stream_chunk(void *ctx, int64_t t) {
-    stream_job *S = (stream_job *)ctx;
-    const int64_t i0 = t * STREAM_CHUNK, i1 = i0 + STREAM_CHUNK < S->n ? i0 + STREAM_CHUNK : S->n;
-    __atomic_fetch_add(&S->part[t & 255], S->k->read_bytes(S->p + i0, i1 - i0), __ATOMIC_RELAXED);
-}
-
-uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads) {
-    if (!buf || nbytes <= 0) return 0;
-    stream_job S;
-    memset(&S, 0, sizeof S);
-    S.p = (const uint8_t *)buf;
-    S.n = nbytes / 64 * 64;
-    S.k = lowbit_active_kernels();
-    lowbit_parallel_for((S.n + STREAM_CHUNK - 1) / STREAM_CHUNK, stream_chunk, &S, threads);
-    uint64_t x = 0;
-    for (int i = 0; i < 256; i++) x += S.part[i];
-    return x;
 }

@@ -54,7 +54,7 @@ unsigned lowbit_isa_compiled(void) {
     return m;
 }
 
-int lowbit_cpu_is_intel(void) {
+static int cpu_vendor_intel(void) {
 #ifdef LOWBIT_X86
     unsigned r[4];
     lowbit_cpuid(0, 0, r);
@@ -102,34 +102,91 @@ static unsigned detect_supported(void) {
 }
 
 static unsigned g_supported;
+int lowbit_cpu_intel;
 static lowbit_kernels g_tables[LOWBIT_ISA_COUNT];
 static _Atomic int g_active = -1;
 static char g_env_error[256];
 static lowbit_once g_once = LOWBIT_ONCE_INIT;
 
-/* Scalar first, then each variant on top, so a variant only overrides what it implements. */
+static void init_once(void);
+static void ensure_init(void) { lowbit_once_run(&g_once, init_once); }
+
+int lowbit_cpu_is_intel(void) {
+    ensure_init();
+    return lowbit_cpu_intel;
+}
+
+/* ---- the selector ----------------------------------------------------------------------------- */
+
+/* Where each variant looks for a kernel, in order: its own entries, then those of the variants it
+ * builds on.  The one place the fallback order is written. */
+#define CHAIN_MAX 3
+static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
+    [LOWBIT_ISA_SCALAR] = {LOWBIT_ISA_SCALAR, -1, -1},
+    [LOWBIT_ISA_AVX2] = {LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR, -1},
+    [LOWBIT_ISA_AVX512VNNI] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
+    [LOWBIT_ISA_NEON] = {LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR, -1},
+    [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
+};
+
+/* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
+ * (packed entries; NULL: not asked), on this CPU's vendor; -1 if none. */
+static int g_prefer = -1; /* lowbit_kernel_prefer's entry */
+
+static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
+                const lowbit_matrix *m) {
+    return e->layout == layout && e->role == role && (e->type == -1 || e->type == type) &&
+           (!m || e->accepts(m));
+}
+
+static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
+    if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m))
+        for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
+            if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
+    for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
+        for (int i = 0; i < lowbit_kernel_list_count; i++) {
+            const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
+            if (e->isa != FALLBACK[isa][c] || !fits(e, type, layout, role, m)) continue;
+            if (e->vendor == LOWBIT_VENDOR_INTEL && !lowbit_cpu_intel) continue;
+            return i;
+        }
+    return -1;
+}
+
+static lowbit_kernel_fn entry_fn(int i) {
+    return i >= 0 ? lowbit_kernel_list[i].fn : (lowbit_kernel_fn){0};
+}
+
 static void build_table(int isa, lowbit_kernels *k) {
-    lowbit_fill_kernels_scalar(k);
-    switch (isa) {
-#ifdef LOWBIT_HAVE_AVX2
-    case LOWBIT_ISA_AVX2: lowbit_fill_kernels_avx2(k); break;
-#endif
-#ifdef LOWBIT_HAVE_AVX512VNNI
-    case LOWBIT_ISA_AVX512VNNI:
-        lowbit_fill_kernels_avx2(k); /* AVX-512 machines run the AVX2 kernels it lacks */
-        lowbit_fill_kernels_avx512vnni(k);
-        break;
-#endif
-#ifdef LOWBIT_HAVE_NEON
-    case LOWBIT_ISA_NEON: lowbit_fill_kernels_neon(k); break;
-#endif
-#ifdef LOWBIT_HAVE_DOTPROD
-    case LOWBIT_ISA_DOTPROD:
-        lowbit_fill_kernels_neon(k);
-        lowbit_fill_kernels_dotprod(k);
-        break;
-#endif
-    default: break;
+    k->isa = isa;
+#define SLOT(K, T, name)                                                                           \
+    k->gemv[K] = entry_fn(select_entry(isa, T, LOWBIT_LAYOUT_FILE, LOWBIT_ROLE_GEMV, NULL)).gemv;    \
+    k->gemm[K] = entry_fn(select_entry(isa, T, LOWBIT_LAYOUT_FILE, LOWBIT_ROLE_GEMM, NULL)).gemm;
+    LOWBIT_FOR_EACH_QUANT_TYPE(SLOT)
+    LOWBIT_FOR_EACH_KQUANT(SLOT)
+#undef SLOT
+    k->quantize_act = entry_fn(select_entry(isa, -1, LOWBIT_LAYOUT_NONE, LOWBIT_ROLE_QUANTIZE, NULL)).quantize;
+    k->read_bytes = entry_fn(select_entry(isa, -1, LOWBIT_LAYOUT_NONE, LOWBIT_ROLE_READ, NULL)).read;
+    const int fl = LOWBIT_LAYOUT_FILE, fg = LOWBIT_ROLE_FLOAT_GEMV;
+    k->gemv_f32 = entry_fn(select_entry(isa, LOWBIT_TYPE_F32, fl, fg, NULL)).gemv_f32;
+    k->gemv_f16 = entry_fn(select_entry(isa, LOWBIT_TYPE_F16, fl, fg, NULL)).gemv_u16;
+    k->gemv_bf16 = entry_fn(select_entry(isa, LOWBIT_TYPE_BF16, fl, fg, NULL)).gemv_u16;
+}
+
+static int usable(int isa) {
+    return isa >= 0 && isa < LOWBIT_ISA_COUNT &&
+           (g_supported & lowbit_isa_compiled() & (1u << isa));
+}
+
+void lowbit_plan_packed(lowbit_matrix *m) {
+    ensure_init();
+    const int L = LOWBIT_LAYOUT_PACKED;
+    for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
+        if (!usable(isa)) continue;
+        lowbit_packed_plan *p = &m->plan[isa];
+        p->gemv = entry_fn(select_entry(isa, m->type, L, LOWBIT_ROLE_GEMV, m)).packed_gemv;
+        p->pair = entry_fn(select_entry(isa, m->type, L, LOWBIT_ROLE_PAIR_GEMV, m)).pair;
+        p->gemm = entry_fn(select_entry(isa, m->type, L, LOWBIT_ROLE_GEMM, m)).packed_gemm;
     }
 }
 
@@ -143,6 +200,7 @@ static int best_isa(unsigned usable) {
 
 static void init_once(void) {
     g_supported = detect_supported();
+    lowbit_cpu_intel = cpu_vendor_intel();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
@@ -166,7 +224,6 @@ static void init_once(void) {
     atomic_store(&g_active, isa);
 }
 
-static void ensure_init(void) { lowbit_once_run(&g_once, init_once); }
 
 unsigned lowbit_isa_supported(void) {
     ensure_init();
@@ -194,4 +251,53 @@ int lowbit_set_isa(int isa) {
 const lowbit_kernels *lowbit_active_kernels(void) {
     ensure_init();
     return &g_tables[atomic_load(&g_active)];
+}
+
+/* ---- the list, enumerated ---------------------------------------------------------------------- */
+
+int lowbit_kernel_count(void) { return lowbit_kernel_list_count; }
+
+int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
+    if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
+    const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
+    *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,
+                                 .layout = e->layout, .role = e->role,
+                                 .requires = e->vendor == LOWBIT_VENDOR_INTEL ? "intel" : "",
+                                 .when = e->when};
+    return LOWBIT_OK;
+}
+
+const char *lowbit_role_name(int role) {
+    static const char *const NAMES[LOWBIT_ROLE_COUNT] = {
+        [LOWBIT_ROLE_GEMV] = "gemv",         [LOWBIT_ROLE_PAIR_GEMV] = "pair_gemv",
+        [LOWBIT_ROLE_GEMM] = "gemm",         [LOWBIT_ROLE_QUANTIZE] = "quantize",
+        [LOWBIT_ROLE_FLOAT_GEMV] = "float_gemv", [LOWBIT_ROLE_READ] = "read"};
+    return role >= 0 && role < LOWBIT_ROLE_COUNT ? NAMES[role] : NULL;
+}
+
+const char *lowbit_layout_name(int layout) {
+    static const char *const NAMES[] = {[LOWBIT_LAYOUT_NONE] = "none", [LOWBIT_LAYOUT_FILE] = "file",
+                                        [LOWBIT_LAYOUT_PACKED] = "packed"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_PACKED ? NAMES[layout] : NULL;
+}
+
+int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
+    ensure_init();
+    if (isa < 0 || isa >= LOWBIT_ISA_COUNT) return LOWBIT_EINVAL;
+    if (role < 0 || role >= LOWBIT_ROLE_COUNT || !lowbit_layout_name(layout) || cols < 0)
+        return LOWBIT_EINVAL;
+    if (!usable(isa)) return LOWBIT_EISA;
+    if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
+    lowbit_matrix m;
+    if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK || !m.packed) return -1;
+    return select_entry(isa, type, layout, role, &m);
+}
+
+int lowbit_kernel_prefer(int i) {
+    ensure_init();
+    if (i < -1 || i >= lowbit_kernel_list_count) return LOWBIT_EINVAL;
+    g_prefer = i;
+    for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++)
+        if (usable(isa)) build_table(isa, &g_tables[isa]);
+    return LOWBIT_OK;
 }

@@ -3,12 +3,12 @@
  * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
  * expf / tanhf stay scalar libm calls in lowbit_softmax and GELU; SiLU and the attention loop use
- * the vectorizable exp of ops_attention.h.  The attention loop is also built with AVX2
+ * the vectorizable exp of ops_attention-inl.h.  The attention loop is also built with AVX2
  * (x86/ops_avx2.c) and dispatched, and split over the thread pool by query rows when it is large. */
 #include "lowbit/ops.h"
 
 #include "internal.h"
-#include "ops_attention.h"
+#include "ops_attention-inl.h"
 #include "ops_common.h"
 
 #include <math.h>

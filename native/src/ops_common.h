@@ -1,13 +1,13 @@
 /* Float helpers shared by the decoder ops of ops.c and the Gated-DeltaNet ops of ops_gdn-inl.h, so
  * that an op built from them (the GDN output norm) gives the bits of the ops it fuses (lowbit_rms_norm
- * then lowbit_act_mul silu).  Plain C that the compiler vectorizes; see ops_attention.h for attn_exp. */
+ * then lowbit_act_mul silu).  Plain C that the compiler vectorizes; see ops_attention-inl.h for attn_exp. */
 #ifndef LOWBIT_OPS_COMMON_H
 #define LOWBIT_OPS_COMMON_H
 
 #include <stdint.h>
 #include <string.h>
 
-#include "ops_attention.h"
+#include "ops_attention-inl.h"
 
 /* sum of x[i]^2: 8 independent partial sums (a fixed order the compiler may keep in one vector
  * register), then the tail, then the partial sums in lane order. */

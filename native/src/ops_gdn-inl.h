@@ -289,8 +289,10 @@ static inline void gdn_delta_rule_chunked(const gdn_args *a, int64_t h, float *s
 }
 
 /* The table of the baseline build (ops_gdn.c); the x86 builds swap in their own delta_rule. */
-#define GDN_KERNELS                                                                               \
-    {gdn_ssm_conv, gdn_l2_norm, gdn_delta_rule, gdn_delta_rule_chunked, gdn_gated_rms_norm_silu,  \
-     gdn_sigmoid_mul}
+#define GDN_KERNELS_WITH(DELTA_RULE)                                                               \
+    {.ssm_conv = gdn_ssm_conv, .l2_norm = gdn_l2_norm, .delta_rule = DELTA_RULE,                   \
+     .delta_rule_chunked = gdn_delta_rule_chunked, .gated_rms_norm_silu = gdn_gated_rms_norm_silu, \
+     .sigmoid_mul = gdn_sigmoid_mul}
+#define GDN_KERNELS GDN_KERNELS_WITH(gdn_delta_rule)
 
 #endif

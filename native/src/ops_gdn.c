@@ -11,19 +11,19 @@
 
 static const gdn_kernels gdn_scalar = GDN_KERNELS;
 #ifdef LOWBIT_HAVE_AVX2
-extern const gdn_kernels lowbit_gdn_kernels__avx2;
+extern const gdn_kernels lowbit_gdn_kernels_avx2;
 #endif
 #ifdef LOWBIT_HAVE_AVX512VNNI
-extern const gdn_kernels lowbit_gdn_kernels__avx512;
+extern const gdn_kernels lowbit_gdn_kernels_avx512;
 #endif
 
 static const gdn_kernels *gdn_active(void) {
     switch (lowbit_isa_active()) {
 #ifdef LOWBIT_HAVE_AVX2
-    case LOWBIT_ISA_AVX2: return &lowbit_gdn_kernels__avx2;
+    case LOWBIT_ISA_AVX2: return &lowbit_gdn_kernels_avx2;
 #endif
 #ifdef LOWBIT_HAVE_AVX512VNNI
-    case LOWBIT_ISA_AVX512VNNI: return &lowbit_gdn_kernels__avx512;
+    case LOWBIT_ISA_AVX512VNNI: return &lowbit_gdn_kernels_avx512;
 #endif
     default: return &gdn_scalar;
     }

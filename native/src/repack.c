@@ -1,8 +1,6 @@
-/* Once-at-load repacking into the row-interleaved layout (described in internal.h above struct
- * lowbit_matrix), the lowbit_matrix_* entry points' storage, and the scalar reference kernels of
- * the packed layout.  The reference reproduces dot.c's specification exactly: the same integer
- * group sums (the codes are only reordered) combined in the same float order, so a packed GEMV
- * equals the file-layout scalar GEMV bit for bit. */
+/* Once-at-load repacking into the row-interleaved layout (described in packed.h above struct
+ * lowbit_matrix) and the lowbit_matrix_* entry points' storage.  The scalar reference kernels of
+ * the packed layout are ref/packed.c. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -96,6 +94,21 @@ static void pack_group(void *ctx, int64_t rg) {
     free(codes);
 }
 
+int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
+    memset(m, 0, sizeof *m);
+    if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K || cols < 0) return LOWBIT_ETYPE;
+    m->type = type;
+    m->kidx = lowbit_kernel_index(type);
+    m->cols = cols;
+    m->group = lowbit_act_group(type);
+    if (!lowbit_type_packs(type) || cols == 0) return LOWBIT_OK;
+    m->packed = 1;
+    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
+    m->nchunks = (cols + 127) / 128;
+    m->nscales = m->qk ? cols / m->qk : 0;
+    return LOWBIT_OK;
+}
+
 lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
                                   int threads, int *status) {
     int st_local;
@@ -116,29 +129,24 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-    m->type = type;
-    m->kidx = lowbit_kernel_index(type);
+    lowbit_matrix_describe(type, cols, m);
     m->rows = rows;
-    m->cols = cols;
-    m->group = lowbit_act_group(type);
     m->w = w;
     m->tensor_scale = 1.0f;
     if (type == LOWBIT_TYPE_I2_S) memcpy(&m->tensor_scale, (const uint8_t *)w + rows * rb, 4);
-    if (!lowbit_type_packs(type) || rows == 0 || cols == 0) {
+    if (!m->packed || rows == 0) {
+        m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
         *status = LOWBIT_OK; /* borrowed file layout */
         return m;
     }
-    m->packed = 1;
-    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
-    m->nchunks = (cols + 127) / 128;
-    m->nscales = m->qk ? cols / m->qk : 0;
+    lowbit_plan_packed(m);
     const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
      * 2 MB or more gets huge pages where the system grants them (lowbit_alloc_pages), asked before
-     * its first touch: streamed once per token, 4 KB pages cost a TLB miss every 4 KB (measured:
-     * docs/PERFORMANCE.md, "huge pages"). */
+     * its first touch: streamed once per token, 4 KB pages cost a TLB miss every 4 KB
+     * (docs/PERFORMANCE.md#huge-pages). */
     const size_t total = code_bytes + scale_bytes + 64;
     void *mem = lowbit_alloc_pages(total);
     if (!mem) {
@@ -167,48 +175,3 @@ int lowbit_matrix_is_packed(const lowbit_matrix *m) { return m ? m->packed : LOW
 int64_t lowbit_matrix_rows(const lowbit_matrix *m) { return m ? m->rows : LOWBIT_EINVAL; }
 int64_t lowbit_matrix_cols(const lowbit_matrix *m) { return m ? m->cols : LOWBIT_EINVAL; }
 int lowbit_matrix_type(const lowbit_matrix *m) { return m ? m->type : LOWBIT_EINVAL; }
-
-/* ---- scalar reference of the packed layout ---------------------------------------------------- */
-
-/* Codes of 128-weight chunk c of row r, in weight order (canonical layout: byte p of the row's
- * 32-byte chunk holds weights p + 32k at bits 2k). */
-static void packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]) {
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
-    const uint8_t *src = m->codes + ((rg * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
-    for (int k = 0; k < 4; k++)
-        for (int p = 0; p < 32; p++) codes[32 * k + p] = (src[p] >> (2 * k)) & 3;
-}
-
-static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act *a) {
-    const int64_t G = a->group;
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
-    uint8_t codes[128];
-    float acc = 0.0f;
-    for (int64_t g = 0; g < m->cols / G; g++) {
-        const int64_t j0 = g * G; /* 32- and 128-groups sit in one chunk, 256-groups span two */
-        /* the scale of the file block holding group g (groups never straddle blocks) */
-        float dw = 1.0f;
-        if (m->qk) {
-            int64_t b = j0 / m->qk;
-            dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i]);
-        }
-        int32_t isum = 0;
-        for (int64_t j = j0; j < j0 + G; j++) {
-            if (j % 128 == 0 || j == j0) packed_chunk_codes(m, r, j / 128, codes);
-            isum += codes[j % 128] * a->q[j];
-        }
-        isum -= a->s[g]; /* every packed code carries the +1 offset */
-        acc += (float)isum * (dw * a->d[g]);
-    }
-    return acc;
-}
-
-void lowbit_packed_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                            float *y) {
-    for (int64_t r = r0; r < r1 && r < m->rows; r++) y[r] = packed_dot_ref(m, r, a);
-}
-
-void lowbit_packed_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                            int64_t batch, float *y, int64_t ldy) {
-    for (int64_t b = 0; b < batch; b++) lowbit_packed_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
-}

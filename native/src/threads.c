@@ -13,9 +13,7 @@
  *    late, for a job already finished, can never take a task of the next one.
  *  - A thread counts the tasks it ran and adds them to the job's `done` once, when it finds no
  *    task left, instead of once per task: `done` is the one line both cores write, and a GEMV
- *    has ~50 tasks per thread.  4x the tasks per job measured 2-8 % slower on 2 threads, so the
- *    per-task cost is real; at 64 rows a task, this change measured 0.96-1.08x in six side-by-side
- *    runs (bench/stream_ceiling.c), within this machine's noise.
+ *    has ~50 tasks per thread (docs/PERFORMANCE.md#thread-pool).
  *  - Idle workers spin for a short while (pause, then yield so that on a busy machine they
  *    hand the core to whoever is runnable, e.g. the caller's own thread), then sleep on a condition
  *    variable.  The caller only takes the lock to wake them when one is asleep.
@@ -25,8 +23,7 @@
  *    gaps between GEMVs are shorter than the spin, and with PYLOWBIT_SPIN_US=0 (an oversubscribed
  *    machine) a wake per hint would double the wake-ups.
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
- * the GEMVs of a layer; longer spins measured worse on an oversubscribed 2-core machine (tg at 2
- * threads, spin 300: 4.2 / 4.7 t/s, spin 50: 8.1 / 4.8, spin 0: 6.6 / 9.8, same runs). */
+ * the GEMVs of a layer (docs/PERFORMANCE.md#thread-pool). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-"""`pylowbit info`: version, ISA variants (compiled, supported, active), formats; with -m, a model's shape."""
+"""`pylowbit info`: version, ISA variants (compiled, supported, active), formats; with -m, a model's
+shape; with --kernels, the kernel list and which kernel each format and role runs here."""
 from __future__ import annotations
 
 
@@ -6,6 +7,8 @@ def add_parser(sub):
     p = sub.add_parser("info", help="show version, ISA variants and formats (with -m: a model's shape)")
     p.add_argument("-m", "--model", metavar="FILE", help="also describe this GGUF model")
     p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length the cache is sized for")
+    p.add_argument("--kernels", action="store_true",
+                   help="list every kernel of this build and which one this CPU runs for each format and role")
     return p
 
 
@@ -16,9 +19,43 @@ def main(args) -> int:
     print(f"{'threads_origin':16s} {lb.threads_origin()}")
     print("formats          " + ", ".join(
         f"{f.name}({f.type_id}, {f.bits_per_weight:.4g} bpw)" for f in lb.FORMATS.values()))
+    if getattr(args, "kernels", False):
+        kernels()
     if getattr(args, "model", None):
         describe(args.model, args.ctx_size)
     return 0
+
+
+# rows of this many weights stand for a model's matrices where a packed kernel depends on the width
+KERNEL_COLS = 2560
+
+
+def kernels() -> None:
+    """The C kernel list, then per format the kernel each usable variant runs for each role."""
+    import pylowbit as lb
+    from pylowbit import _lowbit
+
+    ks = _lowbit.kernels()
+    print(f"\nkernels          {len(ks)} in this build (name, isa, format, layout, role, when, requires)")
+    for k in ks:
+        extra = ("" if k["when"] == "any" else f"  when {k['when']}") + (
+            f"  requires {k['requires']}" if k["requires"] else "")
+        print(f"  {k['name']:32s} {k['isa']:10s} {k['fmt'] or '-':7s} {k['layout']:6s} {k['role']:10s}{extra}")
+    usable = [v for v in lb.isa_supported() if v in lb.isa_compiled()]
+    print(f"\nselected         per variant (active: {lb.isa_active()}), packed rows of {KERNEL_COLS} weights")
+    rows = [(None, "none", role) for role in ("quantize", "read")]
+    for fmt in lb.FORMATS:
+        float_fmt = fmt in ("f32", "f16", "bf16")
+        if float_fmt:
+            rows.append((fmt, "file", "float_gemv"))
+            continue
+        rows += [(fmt, "file", "gemv"), (fmt, "file", "gemm")]
+        if _lowbit.kernel_selected("scalar", fmt, "packed", "gemv", KERNEL_COLS):  # it packs
+            rows += [(fmt, "packed", r) for r in ("gemv", "pair_gemv", "gemm")]
+    print(f"  {'format':7s} {'layout':6s} {'role':10s} " + " ".join(f"{v:30s}" for v in usable))
+    for fmt, layout, role in rows:
+        names = [_lowbit.kernel_selected(v, fmt, layout, role, KERNEL_COLS) or "-" for v in usable]
+        print(f"  {fmt or '-':7s} {layout:6s} {role:10s} " + " ".join(f"{n:30s}" for n in names))
 
 
 def describe(path, ctx=None) -> None:

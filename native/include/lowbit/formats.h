@@ -33,6 +33,15 @@ typedef enum lowbit_type {
     LOWBIT_TYPE_PTQ1_0 = 143,
 } lowbit_type;
 
+/* The rounding rules of A8 activations (below; native/src/act_rules.h has the arithmetic). */
+typedef enum lowbit_act_rule {
+    LOWBIT_RULE_A8 = 0,
+    LOWBIT_RULE_Q8_0 = 1,
+    LOWBIT_RULE_Q8_K = 2,
+    LOWBIT_RULE_P2 = 3,
+    LOWBIT_RULE_S8 = 4,
+} lowbit_act_rule;
+
 #define LOWBIT_QK_TQ1_0 256
 #define LOWBIT_QK_TQ2_0 256
 #define LOWBIT_QK_I2_S 128

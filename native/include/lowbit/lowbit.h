@@ -62,6 +62,20 @@ LOWBIT_API int64_t lowbit_tensor_bytes(int type, int64_t nelem);
  * scale for the whole vector), 32 (Q8_0) for Q1_0/Q2_0/Q5_0/Q8_0.  The rounding rule the library
  * uses for a weight type is lowbit_quantize_act_for's (formats.h). */
 LOWBIT_API int64_t lowbit_act_group(int type);
+/* The facts of a format in one place (what lowbit_type_block_size & co. and the kernels read). */
+typedef struct lowbit_type_facts {
+    int type;
+    int64_t block_size;  /* weights per block (1 for F32 / F16 / BF16) */
+    int64_t block_bytes; /* sizeof its lowbit_block_* struct */
+    int scale_offset;    /* offsetof(block, d), its fp16 scale; -1: none (I2_S: one fp32 after the
+                          * tensor's codes; float types) */
+    int scale2_offset;   /* a second fp16 scale (Q4_K's dmin), -1: none */
+    int64_t act_group;   /* lowbit_act_group */
+    int act_rule;        /* lowbit_act_rule of its activations (I2_S: as lowbit_set_i2s_act_scale) */
+    int code_offset;     /* a weight's value is (code - code_offset) x its scale (Q4_K: - min) */
+} lowbit_type_facts;
+/* LOWBIT_OK, LOWBIT_ETYPE (unknown type) or LOWBIT_EINVAL (out is NULL). */
+LOWBIT_API int lowbit_type_facts_get(int type, lowbit_type_facts *out);
 /* I2_S's activation scale, process-wide: LOWBIT_I2S_ACT_BITNET (the default: bitnet.cpp's
  * 127 / max|x|, formats.h S8) or LOWBIT_I2S_ACT_POW2 (that step rounded up to a power of two,
  * formats.h P2: up to one bit of activation resolution less).  Returns the previous mode, or
@@ -202,6 +216,52 @@ LOWBIT_API int lowbit_isa_active(void);
  * if that names an unusable variant, lowbit_isa_env_error() says why and the best one is used. */
 LOWBIT_API int lowbit_set_isa(int isa);
 LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was fine or unset */
+
+/* ---- the kernel list ------------------------------------------------------------------------ */
+
+/* Every kernel the build contains, one entry each, with what it computes.  A variant runs, for
+ * each (weight type, layout, role), the first entry of its fallback chain that takes the matrix
+ * (avx512vnni -> avx2 -> scalar, dotprod -> neon -> scalar; an entry's `when` names the matrices
+ * it takes, its `requires` a CPU condition beyond the ISA's own). */
+typedef enum lowbit_layout {
+    LOWBIT_LAYOUT_NONE = 0,   /* not a weight kernel: quantizer, read probe */
+    LOWBIT_LAYOUT_FILE = 1,   /* the weights as stored in GGUF */
+    LOWBIT_LAYOUT_PACKED = 2, /* lowbit_matrix_pack's row-interleaved copy */
+} lowbit_layout;
+typedef enum lowbit_role {
+    LOWBIT_ROLE_GEMV = 0,
+    LOWBIT_ROLE_PAIR_GEMV = 1, /* two row ranges of one packed matrix in one pass */
+    LOWBIT_ROLE_GEMM = 2,
+    LOWBIT_ROLE_QUANTIZE = 3, /* float activations to A8 codes */
+    LOWBIT_ROLE_FLOAT_GEMV = 4,
+    LOWBIT_ROLE_READ = 5, /* the bandwidth probe of lowbit_stream_read */
+    LOWBIT_ROLE_COUNT = 6,
+} lowbit_role;
+typedef struct lowbit_kernel_info {
+    const char *name;     /* the C function's name: "packed_gemv256_avx2" */
+    int isa;              /* lowbit_isa it is compiled for */
+    int type;             /* weight type it reads, -1: any */
+    int layout;           /* lowbit_layout */
+    int role;             /* lowbit_role */
+    const char *requires; /* beyond the ISA: "" or "intel" */
+    const char *when;     /* the matrices it takes: "any" or a predicate's name */
+} lowbit_kernel_info;
+LOWBIT_API int lowbit_kernel_count(void);
+/* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
+LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
+LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
+LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed"; NULL if unknown */
+/* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
+ * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
+ * matter); type -1 for the quantizer and the read probe.  -1 if none (no pairing, or a type the
+ * layout does not hold), LOWBIT_EISA if the variant is not usable here, LOWBIT_EINVAL for bad
+ * arguments. */
+LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
+/* Tests: entry i wins wherever it fits (its role, layout and type, its `when`, its variant in
+ * the chain), whatever its place in the list and its `requires`; -1 restores the list's order.
+ * Applies to tables at once and to packed matrices packed afterwards.  Not meant to be called
+ * while another thread multiplies.  LOWBIT_OK or LOWBIT_EINVAL. */
+LOWBIT_API int lowbit_kernel_prefer(int i);
 
 /* ---- threads -------------------------------------------------------------------------------- */
 

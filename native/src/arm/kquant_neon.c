@@ -110,12 +110,12 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
 /* ---- GEMV / GEMM (rows outside, activations inside: a row stays in L1 across the batch) ------- */
 
 #define DEFINE_NEON(name)                                                                          \
-    static void gemv_##name##__neon(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,      \
+    void gemv_##name##_neon(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,      \
                                     const lowbit_act *a, float *y) {                               \
         for (int64_t r = r0; r < r1; r++)                                                          \
             y[r - r0] = dot_##name((const uint8_t *)w + r * row_bytes, a);                        \
     }                                                                                              \
-    static void gemm_##name##__neon(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,      \
+    void gemm_##name##_neon(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,      \
                                     const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {   \
         for (int64_t r = r0; r < r1; r++)                                                          \
             for (int64_t b = 0; b < batch; b++)                                                    \
@@ -125,11 +125,3 @@ DEFINE_NEON(q5_0)
 DEFINE_NEON(q4_k)
 DEFINE_NEON(q6_k)
 
-void lowbit_register_kquant_neon(lowbit_kernels *k) {
-    k->gemv[LOWBIT_K_Q5_0] = gemv_q5_0__neon;
-    k->gemm[LOWBIT_K_Q5_0] = gemm_q5_0__neon;
-    k->gemv[LOWBIT_K_Q4_K] = gemv_q4_k__neon;
-    k->gemm[LOWBIT_K_Q4_K] = gemm_q4_k__neon;
-    k->gemv[LOWBIT_K_Q6_K] = gemv_q6_k__neon;
-    k->gemm[LOWBIT_K_Q6_K] = gemm_q6_k__neon;
-}

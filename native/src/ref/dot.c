@@ -22,7 +22,7 @@ void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 /* The A8 spec (formats.h), rule LOWBIT_ACT_* (internal.h). */
 void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                              float *d, int32_t *s) {
-    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
+    const int whole = rule == LOWBIT_RULE_P2 || rule == LOWBIT_RULE_S8; /* one scale per vector */
     float vmax = 0.0f; /* max|x| of the whole vector */
     if (whole)
         for (int64_t j = 0; j < n; j++)
@@ -35,18 +35,18 @@ void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule,
         float id, dg;
         if (whole) {
             lowbit_act_vector_scale(rule, vmax, &dg, &id);
-        } else if (rule == LOWBIT_ACT_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
+        } else if (rule == LOWBIT_RULE_Q8_K) { /* q = rint(-127/max * x), d = 1/iscale (fp32) */
             id = amax ? -127.0f / smax : 0.0f;
             dg = amax ? 1.0f / id : 0.0f;
         } else { /* Q8_0 and A8: q = round(127/amax * x), d = amax/127 (Q8_0: fp16-rounded) */
             dg = amax / 127.0f;
-            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
-            if (rule == LOWBIT_ACT_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
+            id = (rule == LOWBIT_RULE_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
+            if (rule == LOWBIT_RULE_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
         }
         int32_t sum = 0;
         for (int64_t j = 0; j < group; j++) {
             float v = lowbit_act_clamp(xg[j] * id);
-            int c = (int)(rule == LOWBIT_ACT_A8 || whole ? roundf(v) : rintf(v));
+            int c = (int)(rule == LOWBIT_RULE_A8 || whole ? roundf(v) : rintf(v));
             q[g * group + j] = (int8_t)c;
             sum += c;
         }
@@ -133,8 +133,8 @@ static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
     return acc;
 }
 
-#define DEFINE_GEMV_REF(K, name)                                                                   \
-    static void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+#define DEFINE_GEMV_REF(K, T, name)                                                                  \
+    void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, float *y) {                                 \
         for (int64_t r = r0; r < r1; r++)                                                          \
             y[r - r0] = dot_ref(K, (const uint8_t *)w + r * row_bytes, a);                        \
@@ -147,8 +147,8 @@ void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, 
     for (int64_t b = 0; b < batch; b++) gemv(w, row_bytes, r0, r1, &a[b], y + b * ldy + r0);
 }
 
-#define DEFINE_GEMM_REF(K, name)                                                                      \
-    static void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+#define DEFINE_GEMM_REF(K, T, name)                                                                   \
+    void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {     \
         lowbit_gemm_generic(gemv_##name##_ref, w, row_bytes, r0, r1, a, batch, y, ldy);            \
     }
@@ -176,17 +176,17 @@ DEFINE_FLOAT_DOT(dot_f32, float, F32_VALUE)
 DEFINE_FLOAT_DOT(dot_f16, uint16_t, lowbit_fp16_to_fp32)
 DEFINE_FLOAT_DOT(dot_bf16, uint16_t, lowbit_bf16_to_fp32)
 
-static void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+void gemv_f32_ref(const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
     for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_f32(w + r * cols, x, cols);
 }
 
-static void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+void gemv_f16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                          float *y) {
     for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_f16(w + r * cols, x, cols);
 }
 
-static void gemv_bf16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
+void gemv_bf16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x,
                           float *y) {
     for (int64_t r = r0; r < r1; r++) y[r - r0] = dot_bf16(w + r * cols, x, cols);
 }
@@ -194,7 +194,7 @@ static void gemv_bf16_ref(const uint16_t *w, int64_t cols, int64_t r0, int64_t r
 /* The bandwidth probe's loop: one cache line per step, 8 independent sums (vectorized by -O3),
  * no software prefetch (the hardware prefetcher alone read fastest here).  Returns the sum of the
  * 64-bit words mod 2^64, as every variant does. */
-static uint64_t read_bytes_ref(const uint8_t *p, int64_t n) {
+uint64_t read_bytes_ref(const uint8_t *p, int64_t n) {
     uint64_t a[8] = {0};
     for (int64_t i = 0; i < n; i += 64)
         for (int j = 0; j < 8; j++) {
@@ -205,18 +205,3 @@ static uint64_t read_bytes_ref(const uint8_t *p, int64_t n) {
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
-void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
-#define SET(K, name)                                                                               \
-    k->gemv[K] = gemv_##name##_ref;                                                                \
-    k->gemm[K] = gemm_##name##_ref;
-    LOWBIT_FOR_EACH_QUANT_TYPE(SET)
-#undef SET
-    k->quantize_act = lowbit_quantize_act_ref;
-    k->gemv_f32 = gemv_f32_ref;
-    k->gemv_f16 = gemv_f16_ref;
-    k->gemv_bf16 = gemv_bf16_ref;
-    k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
-    k->packed_gemm = lowbit_packed_gemm_ref;
-    k->read_bytes = read_bytes_ref;
-    lowbit_fill_kquant_scalar(k);
-}

@@ -313,7 +313,7 @@ int lowbit_fwht_quantize_act(const float *x, int64_t n, int64_t block, const flo
     const int rule = lowbit_act_rule_of_group(group); /* lowbit_quantize_act's mapping */
     const float scale = (float)(1.0 / sqrt((double)block));
     int64_t c = n; /* P2 (I2_S): one scale for the whole row, so the whole row at once */
-    if (rule == LOWBIT_ACT_P2) c = n;
+    if (rule == LOWBIT_RULE_P2) c = n;
     else if (block % group == 0) c = block;
     else if (group % block == 0) c = group;
     float stackbuf[FUSED_STACK] __attribute__((aligned(64)));

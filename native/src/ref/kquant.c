@@ -153,12 +153,12 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
 
 /* GEMM walks rows outside, activations inside: a row's blocks stay in L1 across the batch. */
 #define DEFINE_REF(name)                                                                           \
-    static void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+    void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, float *y) {                                 \
         for (int64_t r = r0; r < r1; r++)                                                          \
             y[r - r0] = dot_##name((const uint8_t *)w + r * row_bytes, a);                        \
     }                                                                                              \
-    static void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
+    void gemm_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {     \
         for (int64_t r = r0; r < r1; r++)                                                          \
             for (int64_t b = 0; b < batch; b++)                                                    \
@@ -168,11 +168,3 @@ DEFINE_REF(q5_0)
 DEFINE_REF(q4_k)
 DEFINE_REF(q6_k)
 
-void lowbit_fill_kquant_scalar(lowbit_kernels *k) {
-    k->gemv[LOWBIT_K_Q5_0] = gemv_q5_0_ref;
-    k->gemm[LOWBIT_K_Q5_0] = gemm_q5_0_ref;
-    k->gemv[LOWBIT_K_Q4_K] = gemv_q4_k_ref;
-    k->gemm[LOWBIT_K_Q4_K] = gemm_q4_k_ref;
-    k->gemv[LOWBIT_K_Q6_K] = gemv_q6_k_ref;
-    k->gemm[LOWBIT_K_Q6_K] = gemm_q6_k_ref;
-}

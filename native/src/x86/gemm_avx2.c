@@ -29,9 +29,8 @@
 #define AI static inline __attribute__((always_inline))
 
 #ifndef LOWBIT_GEMM_KB
-#define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB (measured:
-                              3-8 % faster than 512, 10 % faster than 1024; again at batch 64 on
-                              the 2B shapes through lowbit_matrix_gemm: 512 within +-1 %) */
+#define LOWBIT_GEMM_KB 256 /* weights per K block: the scratch is PANEL * KB = 8 KB
+                              (docs/PERFORMANCE.md#gemm-avx2-kb) */
 #endif
 enum {
     RB = 4,                  /* 8-row blocks per panel: a panel is 32 rows = 8 packed row groups */
@@ -230,6 +229,9 @@ static void panel_scales(const lowbit_matrix *m, int64_t G, int64_t rg0, int64_t
         }
 }
 
-#include "gemm_panels.h"
+#include "gemm_panels-inl.h"
 
-void lowbit_register_gemm_avx2(lowbit_kernels *k) { k->packed_gemm = packed_gemm_panels; }
+void packed_gemm_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                  int64_t batch, float *y, int64_t ldy) {
+    packed_gemm_panels(m, r0, r1, a, batch, y, ldy);
+}

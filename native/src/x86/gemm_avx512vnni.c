@@ -11,13 +11,8 @@
  * vpsrlw + vpandd away, and vpdpbusd(acc, quad, broadcast of a column's 4 activation codes) adds
  * each row's 4 products into its own int32 lane: no horizontal reduction, no int16 bound
  * (|sum| <= 256 * 3 * 127 per group) and one instruction per 64 MACs (AVX2: vpmaddubsw + vpaddw
- * per 32).  The shift and mask stay in the inner loop rather than in the scratch: a 4 x 4 tile
- * step (4 row blocks x 4 columns: 4 loads, 4 vpsrlw, 4 vpandd, 4 broadcasts, 16 vpdpbusd) still
- * retires 16 vpdpbusd per 16 cycles on this Zen 4 (measured: 1 zmm vpdpbusd per cycle, ~234 G
- * MAC/s at 3.65 GHz), and the scratch then holds a quarter of the bytes, which made the unpack
- * ~4x cheaper (what matters at small batches).  Measured here at batch 64 on one core: ~195 G
- * MAC/s for the 256- and 128-groups (~84 % of that bound; the float steps ~5 %, the unpack ~5 %),
- * ~150 for Q2_0's 32-groups (a float step per 8 vpdpbusd).
+ * per 32).  The shift and mask stay in the inner loop rather than in the scratch, which then
+ * holds a quarter of the bytes (docs/PERFORMANCE.md#vnni-gemm).
  *
  * Bit-exact with lowbit_packed_gemm_ref: the integer group sums are the same sums reordered, and
  * each (row, column) accumulates acc += (float)(isum - s_g) * (d_w * d_a) group by group from 0,
@@ -77,8 +72,7 @@ AI void unpack_chunk16(const __m512i X[8], uint8_t *dst /* S[chunk][0][rb] */) {
 }
 
 /* Codes of rows [4 rg0, 4 rg0 + PANEL) x chunks [c0, c0 + nc) into S; row groups from rg0 + nrg
- * on (past the matrix or the caller's range) are zeros, never stored.  (A software prefetch of
- * the next block's codes here measured 1-2 % slower at batch 8 to 64.) */
+ * on (past the matrix or the caller's range) are zeros, never stored. */
 static void unpack_panel(const lowbit_matrix *m, int64_t rg0, int64_t nrg, int64_t c0, int64_t nc,
                          uint8_t *S) {
     for (int64_t c = c0; c < c0 + nc; c++)
@@ -225,6 +219,9 @@ AI void tile_any(const int G, int nc, const uint8_t *S, const float *dw, int64_t
     }
 }
 
-#include "gemm_panels.h"
+#include "gemm_panels-inl.h"
 
-void lowbit_register_gemm_avx512vnni(lowbit_kernels *k) { k->packed_gemm = packed_gemm_panels; }
+void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                  int64_t batch, float *y, int64_t ldy) {
+    packed_gemm_panels(m, r0, r1, a, batch, y, ldy);
+}

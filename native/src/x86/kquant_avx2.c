@@ -329,11 +329,11 @@ AI void gemm_tiled(int K, dot_fn dot, const void *w, int64_t row_bytes, int64_t 
 }
 
 #define DEFINE_AVX2(name, K)                                                                       \
-    static void gemv_##name##_avx2(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,       \
+    void gemv_##name##_avx2(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,       \
                                    const lowbit_act *a, float *y) {                                \
         gemv_tiled(K, dot_##name, w, row_bytes, r0, r1, a, y);                                     \
     }                                                                                              \
-    static void gemm_##name##_avx2(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,       \
+    void gemm_##name##_avx2(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,       \
                                    const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {    \
         gemm_tiled(K, dot_##name, w, row_bytes, r0, r1, a, batch, y, ldy);                         \
     }
@@ -341,11 +341,3 @@ DEFINE_AVX2(q5_0, K_Q5_0)
 DEFINE_AVX2(q4_k, K_Q4_K)
 DEFINE_AVX2(q6_k, K_Q6_K)
 
-void lowbit_register_kquant_avx2(lowbit_kernels *k) {
-    k->gemv[LOWBIT_K_Q5_0] = gemv_q5_0_avx2;
-    k->gemm[LOWBIT_K_Q5_0] = gemm_q5_0_avx2;
-    k->gemv[LOWBIT_K_Q4_K] = gemv_q4_k_avx2;
-    k->gemm[LOWBIT_K_Q4_K] = gemm_q4_k_avx2;
-    k->gemv[LOWBIT_K_Q6_K] = gemv_q6_k_avx2;
-    k->gemm[LOWBIT_K_Q6_K] = gemm_q6_k_avx2;
-}

@@ -1,8 +1,8 @@
-/* lowbit_attention's loop built with AVX2 + FMA (this file's flags); see ops_attention.h.  And
+/* lowbit_attention's loop built with AVX2 + FMA (this file's flags); see ops_attention-inl.h.  And
  * SiLU(gate) * up, 8 lanes at a time. */
 #include <immintrin.h>
 
-#include "../ops_attention.h"
+#include "../ops_attention-inl.h"
 
 void lowbit_attention_loop__avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
@@ -12,7 +12,7 @@ void lowbit_attention_loop__avx2(const float *q, int64_t H, int64_t Hkv, int64_t
 }
 
 /* out[i] = silu(gate[i]) * up[i] for the first n - n % 8 values; returns how many.  The
- * operations of ops_silu() and attn_exp() (ops_common.h, ops_attention.h) in their order, each rounded as
+ * operations of ops_silu() and attn_exp() (ops_common.h, ops_attention-inl.h) in their order, each rounded as
  * there, so the result is the baseline build's bit for bit; ops.c does the tail. */
 int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, float *out) {
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u), one_bits = _mm256_set1_epi32(0x3f800000);

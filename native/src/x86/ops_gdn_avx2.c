@@ -6,6 +6,11 @@
 
 #include "../ops_gdn-inl.h"
 
+#define GDN_VEC __m256
+#define GDN_SET1 _mm256_set1_ps
+#define GDN_TABLE lowbit_gdn_kernels_avx2
+#include "gdn_delta_rule-inl.h"
+
 /* gdn_fold: lanes l + (l + 8) (the two registers), then + 4, + 2, + 1. */
 static inline float fold16(__m256 lo, __m256 hi) {
     const __m256 r8 = _mm256_add_ps(lo, hi);
@@ -13,13 +18,6 @@ static inline float fold16(__m256 lo, __m256 hi) {
     const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
     return _mm_cvtss_f32(_mm_add_ss(r2, _mm_shuffle_ps(r2, r2, 1)));
 }
-
-#define R 4 /* rows at once: independent add chains */
-/* Prefetch the state PF_ROWS rows (8 KiB at d = 128) ahead, one line per 16 floats: the out-of-order
- * window spans less than one block of R rows, so without it the loads of the next block wait for the
- * arithmetic of this one.  Past the head's last row it reads the next head's state (a prefetch
- * never faults). */
-#define PF_ROWS 16
 
 /* gdn_row on rows s, s + d, .., s + (R - 1) d; prefetch: the rows PF_ROWS ahead too. */
 static inline void rows16(float *restrict s, const float *restrict k, const float *restrict q,
@@ -60,30 +58,3 @@ static inline void rows16(float *restrict s, const float *restrict k, const floa
     }
     for (int r = 0; r < R; r++) o[r] = fold16(lo[r], hi[r]) * scale;
 }
-
-/* gdn_delta_rule's loops (rows outside, blocks of tokens inside) over rows16. */
-static void delta_rule(const gdn_args *a, int64_t h) {
-    const int64_t d = a->d, kh = h % a->Hk, Hk = a->Hk, Hv = a->Hv;
-    if (d % 16 || d % R) {
-        gdn_delta_rule(a, h);
-        return;
-    }
-    float *S = a->state + h * d * d;
-    float alpha[GDN_TOKEN_BLOCK], o[R];
-    for (int64_t t0 = 0; t0 < a->T; t0 += GDN_TOKEN_BLOCK) {
-        const int64_t n = a->T - t0 < GDN_TOKEN_BLOCK ? a->T - t0 : GDN_TOKEN_BLOCK;
-        gdn_alphas(a, h, t0, n, alpha);
-        for (int64_t j = 0; j < d; j += R)
-            for (int64_t t = t0; t < t0 + n; t++) {
-                const float *k = a->k + (t * Hk + kh) * d, *q = a->q + (t * Hk + kh) * d;
-                float *out = a->out + (t * Hv + h) * d + j;
-                rows16(S + j * d, k, q, _mm256_set1_ps(alpha[t - t0]), a->beta[t * Hv + h],
-                       a->v + (t * Hv + h) * d + j, a->scale, d, o, t == t0);
-                for (int r = 0; r < R; r++) out[r] = o[r];
-            }
-    }
-}
-
-const gdn_kernels lowbit_gdn_kernels__avx2 = {gdn_ssm_conv, gdn_l2_norm, delta_rule,
-                                              gdn_delta_rule_chunked, gdn_gated_rms_norm_silu,
-                                              gdn_sigmoid_mul};

@@ -12,16 +12,21 @@
  * a pair is done one pair behind, while the next pair's loads are in flight.  A last group of
  * fewer than 8 rows reruns the 8 rows ending at r1 and keeps its own. */
 #include <immintrin.h>
+#include <stddef.h>
 
 #include "../internal.h"
 #include "avx512_reduce.h"
 
 #define AI static inline __attribute__((always_inline))
 
+/* the block's size and where its scale and codes start (formats.h) */
+#define Q8B ((int64_t)sizeof(lowbit_block_q8_0))
+#define Q8D ((int64_t)offsetof(lowbit_block_q8_0, d))
+#define Q8QS ((int64_t)offsetof(lowbit_block_q8_0, qs))
+
 /* Software prefetch of the 8-row run (the 8 row streams read side by side, which the hardware
- * prefetchers follow poorly), LOWBIT_PF_Q8_512 bytes ahead of the average read position, into L2:
- * here (Zen 4, DRAM regime) prefetching into L1 streamed slower than no prefetch at all (0.51 vs
- * 0.59 of the read probe), into L2 0.70-0.73 (16 KB ahead: 0.85x of 32 KB; 64 KB, 128 KB: same). */
+ * prefetchers follow poorly), LOWBIT_PF_Q8_512 bytes ahead of the average read position, into L2
+ * (docs/PERFORMANCE.md#q8-vnni). */
 #ifndef LOWBIT_PF_Q8_512
 #define LOWBIT_PF_Q8_512 32768
 #endif
@@ -44,8 +49,8 @@ AI const uint8_t *rowp(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t 
     }
 }
 
-/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks; blends and in-lane swaps
- * instead measured 0.94x here), then tr128.  128-bit lanes [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
+/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks), then tr128.  128-bit lanes
+ * [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
 AI __m512i tr128(__m512i x, __m512i y) {
     const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x); /* [y0 x1 y2 x3] */
     return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
@@ -71,12 +76,11 @@ AI __m512i q8_sums(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t rb3,
     }
     __m512i v[8];
     for (int i = 0; i < 8; i++) {
-        const uint8_t *c = rowp(p, p4, rb, rb3, i) + 2; /* block b's codes */
-        /* block b + 1's codes (c + 34) by an insert from memory: a merge-masked load of the
-         * upper half measured 0.94x */
+        const uint8_t *c = rowp(p, p4, rb, rb3, i) + Q8QS; /* block b's codes */
+        /* block b + 1's codes (c + Q8B) by an insert from memory */
         const __m256i lo = _mm256_loadu_si256((const __m256i *)c);
         const __m512i x = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo),
-                                                   _mm256_loadu_si256((const __m256i *)(c + 34)), 1)
+                                                   _mm256_loadu_si256((const __m256i *)(c + Q8B)), 1)
                               : _mm512_zextsi256_si512(lo); /* zero codes meet zero activations */
         v[i] = _mm512_dpbusd_epi32(seed, _mm512_xor_si512(x, flip), av);
     }
@@ -94,11 +98,11 @@ AI __m256 q8_step(__m256 acc, __m512i isum, const uint8_t *p, const uint8_t *p4,
                   int64_t rb3, int64_t b, const lowbit_act *a, int two) {
     uint64_t h[4] = {0, 0, 0, 0}; /* isum's lane order */
     for (int i = 0; i < 4; i++) {
-        h[0] |= ld16(rowp(p, p4, rb, rb3, i)) << (16 * i);
-        h[1] |= ld16(rowp(p, p4, rb, rb3, i + 4)) << (16 * i);
+        h[0] |= ld16(rowp(p, p4, rb, rb3, i) + Q8D) << (16 * i);
+        h[1] |= ld16(rowp(p, p4, rb, rb3, i + 4) + Q8D) << (16 * i);
         if (two) {
-            h[2] |= ld16(rowp(p, p4, rb, rb3, i) + 34) << (16 * i);
-            h[3] |= ld16(rowp(p, p4, rb, rb3, i + 4) + 34) << (16 * i);
+            h[2] |= ld16(rowp(p, p4, rb, rb3, i) + Q8B + Q8D) << (16 * i);
+            h[3] |= ld16(rowp(p, p4, rb, rb3, i + 4) + Q8B + Q8D) << (16 * i);
         }
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_set_epi64x((long long)h[3], (long long)h[2],
@@ -120,15 +124,15 @@ AI __m256 q8_rows8(const uint8_t *p, int64_t rb, int64_t nb, const lowbit_act *a
     __m512i pend = _mm512_setzero_si512();
     const uint8_t *p4 = p + 4 * rb;
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, p += 68, p4 += 68) {
+    for (; b + 2 <= nb; b += 2, p += 2 * Q8B, p4 += 2 * Q8B) {
         if (LOWBIT_PF_Q8_512)
-            for (const char *lim = run + 8 * 34 * (b + 2) + LOWBIT_PF_Q8_512; pf < lim; pf += 64)
+            for (const char *lim = run + 8 * Q8B * (b + 2) + LOWBIT_PF_Q8_512; pf < lim; pf += 64)
                 _mm_prefetch(pf, _MM_HINT_T1);
         const __m512i s = q8_sums(p, p4, rb, rb3, b, a, 1);
-        if (b) acc = q8_step(acc, pend, p - 68, p4 - 68, rb, rb3, b - 2, a, 1);
+        if (b) acc = q8_step(acc, pend, p - 2 * Q8B, p4 - 2 * Q8B, rb, rb3, b - 2, a, 1);
         pend = s;
     }
-    if (b) acc = q8_step(acc, pend, p - 68, p4 - 68, rb, rb3, b - 2, a, 1);
+    if (b) acc = q8_step(acc, pend, p - 2 * Q8B, p4 - 2 * Q8B, rb, rb3, b - 2, a, 1);
     if (b < nb) /* an odd last block */
         acc = q8_step(acc, q8_sums(p, p4, rb, rb3, b, a, 0), p, p4, rb, rb3, b, a, 0);
     return acc;
@@ -138,17 +142,17 @@ AI __m256 q8_rows8(const uint8_t *p, int64_t rb, int64_t nb, const lowbit_act *a
 static float q8_row(const uint8_t *row, int64_t nb, const lowbit_act *a) {
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i c = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + 34 * b + 2)),
+        const __m256i c = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(row + Q8B * b + Q8QS)),
                                            _mm256_set1_epi8((char)0x80));
         const __m256i v = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c,
                                               _mm256_loadu_si256((const __m256i *)(a->q + 32 * b)));
         const int32_t isum = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(v)) - 128 * a->s[b];
-        acc += (float)isum * (lowbit_fp16_to_fp32((uint16_t)ld16(row + 34 * b)) * a->d[b]);
+        acc += (float)isum * (lowbit_fp16_to_fp32((uint16_t)ld16(row + Q8B * b + Q8D)) * a->d[b]);
     }
     return acc;
 }
 
-static void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1,
+void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1,
                                  const lowbit_act *a, float *y) {
     const int64_t nb = a->n / 32;
     const uint8_t *w8 = (const uint8_t *)w;
@@ -164,6 +168,3 @@ static void gemv_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t 
     }
 }
 
-void lowbit_register_q8_avx512vnni(lowbit_kernels *k) {
-    k->gemv[LOWBIT_K_Q8_0] = gemv_q8_0_avx512vnni;
-}

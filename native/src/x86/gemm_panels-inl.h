@@ -11,8 +11,8 @@
 #ifndef LOWBIT_GEMM_PANELS_H
 #define LOWBIT_GEMM_PANELS_H
 
-/* y[0..nr) = acc[0..nr): vector stores for a whole panel (the inlined memcpy was a `rep movsq`,
- * ~2 % of a prefill), memcpy for a last partial one. */
+/* y[0..nr) = acc[0..nr): vector stores for a whole panel (not an inlined memcpy:
+ * docs/PERFORMANCE.md#gemm-panels-store), memcpy for a last partial one. */
 AI void store_panel(float *y, const float *acc, int64_t nr) {
     if (nr == PANEL) {
         for (int i = 0; i < PANEL; i += 8) _mm256_storeu_ps(y + i, _mm256_load_ps(acc + i));

@@ -1,8 +1,9 @@
-"""Lossless repacking between block formats that hold the same codes.
+"""Lossless transcoding between block formats that hold the same codes (format to format; the
+row interleave of a packed matrix is `pack`, native/src/repack.c).
 
 Every low-bit format here stores `value = code * scale` with a small signed code and one scale per
 block (FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),
-Q8_0 (32, fp16, int8 codes) and I2_S (one fp32 scale for the whole tensor).  A repack unpacks the
+Q8_0 (32, fp16, int8 codes) and I2_S (one fp32 scale for the whole tensor).  A transcode unpacks the
 codes and per-block scales (vectorized, numpy), checks that the target can hold them exactly, and
 packs them again:
 
@@ -14,7 +15,7 @@ packs them again:
   scale going to an fp16 format must round-trip through fp16 exactly).
 
 What would be lost is reported per property and block count (`LossyError`), never silently done.
-Each repack is verified by decoding source and result with liblowbit's dequantizers and comparing
+Each transcode is verified by decoding source and result with liblowbit's dequantizers and comparing
 the float32 values exactly.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 
 from pylowbit.core import QTensor, format_info
 
-__all__ = ["CODE_FORMATS", "LOW_BIT", "LossyError", "unpack_codes", "pack_codes", "repack",
-           "repack_problems", "pq2_0_to_q2_0", "q2_0_to_pq2_0"]
+__all__ = ["CODE_FORMATS", "LOW_BIT", "LossyError", "unpack_codes", "pack_codes", "transcode",
+           "transcode_problems", "pq2_0_to_q2_0", "q2_0_to_pq2_0"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def pack_codes(fmt: str, codes: np.ndarray, scales: np.ndarray, shape) -> QTenso
     return QTensor(out.reshape(-1), fmt, shape)
 
 
-# ---- the repack ----------------------------------------------------------------------------------
+# ---- the transcode -------------------------------------------------------------------------------
 
 def _plan(t: QTensor, fmt: str):
     """(codes, target scales, problems) for t -> fmt; problems empty means exact."""
@@ -210,14 +211,14 @@ def _plan(t: QTensor, fmt: str):
     return codes, ref, problems
 
 
-def repack_problems(t: QTensor, fmt: str) -> list[tuple[str, int, int]]:
+def transcode_problems(t: QTensor, fmt: str) -> list[tuple[str, int, int]]:
     """What t -> fmt would lose: [(property, blocks affected, blocks total)], empty when exact."""
     if t.fmt == fmt:
         return []
     return _plan(t, fmt)[2]
 
 
-def repack(t: QTensor, fmt: str, allow_lossy: bool = False, what: str = "") -> QTensor:
+def transcode(t: QTensor, fmt: str, allow_lossy: bool = False, what: str = "") -> QTensor:
     """t re-encoded in fmt with the same codes; raises LossyError when that would change values.
     (With allow_lossy the codes are clamped / scales rounded: callers wanting a better lossy
     result re-quantize from the dequantized values instead.)"""
@@ -238,7 +239,7 @@ def repack(t: QTensor, fmt: str, allow_lossy: bool = False, what: str = "") -> Q
         # bitwise first (fast); then by value, where +0 and -0 (a free block's new scale) agree
         if not np.array_equal(a.view(np.uint32), b.view(np.uint32)) and \
                 not np.array_equal(a, b, equal_nan=True):
-            raise RuntimeError(f"internal error: {label} repack changed "
+            raise RuntimeError(f"internal error: {label} transcode changed "
                                f"{int((a != b).sum())} values (please report)")
     return out
 
@@ -248,11 +249,11 @@ def pq2_0_to_q2_0(t: QTensor) -> QTensor:
     """PQ2_0 -> Q2_0, always exact."""
     if t.fmt != "pq2_0":
         raise ValueError(f"expected a pq2_0 tensor, got {t.fmt}")
-    return repack(t, "q2_0")
+    return transcode(t, "q2_0")
 
 
 def q2_0_to_pq2_0(t: QTensor) -> QTensor:
     """Q2_0 -> PQ2_0; raises ValueError unless each pair of 64-blocks shares its scale."""
     if t.fmt != "q2_0":
         raise ValueError(f"expected a q2_0 tensor, got {t.fmt}")
-    return repack(t, "pq2_0")
+    return transcode(t, "pq2_0")

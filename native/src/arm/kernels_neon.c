@@ -1,13 +1,15 @@
 /* Baseline AArch64 Advanced SIMD kernels (no extra -march flags): every quantized GEMV/GEMM with
  * int16 multiply + pairwise widening adds, the A8 activation quantizer and the float GEMVs.
- * The dotprod variant starts from this table and replaces the quantized dots. */
+ * The dotprod variant has its own quantized dots and falls back to these for the rest. */
 #define LOWBIT_ARM_DOTPROD 0
-#include "kernels_arm.h"
+#include "arm-inl.h"
+#include "file_arm-inl.h"
+#include "packed_arm-inl.h"
 
 /* ---- A8 activation quantizer: bit-exact with lowbit_quantize_act_ref (every rule) ------------ */
 
 /* max|x| over n (a multiple of 8) values; NaN never wins (vmaxnm returns the number) */
-static float amax__neon(const float *x, int64_t n) {
+static float amax_neon(const float *x, int64_t n) {
     float32x4_t m0 = vdupq_n_f32(0.0f), m1 = m0;
     for (int64_t j = 0; j < n; j += 8) {
         m0 = vmaxnmq_f32(m0, vabsq_f32(vld1q_f32(x + j)));
@@ -20,23 +22,23 @@ static float amax__neon(const float *x, int64_t n) {
  * NaN like the reference's compare), the scale and its inverse are computed in scalar exactly as
  * there, the clamp sends NaN to -127 (vmaxnm returns the number), and FCVTAS (vcvtaq) rounds half
  * away from zero like roundf, FCVTNS (vcvtnq) half to even like rintf. */
-static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+void quantize_act_neon(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
                                   float *d, int32_t *s) {
     if (group % 16) { /* odd groups only come from direct API calls: not the hot path */
         lowbit_quantize_act_ref(x, n, group, rule, q, d, s);
         return;
     }
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
-    const int whole = rule == LOWBIT_ACT_P2 || rule == LOWBIT_ACT_S8; /* one scale per vector */
-    const float vmax = whole ? amax__neon(x, n) : 0.0f;
+    const int whole = rule == LOWBIT_RULE_P2 || rule == LOWBIT_RULE_S8; /* one scale per vector */
+    const float vmax = whole ? amax_neon(x, n) : 0.0f;
     for (int64_t g = 0; g < n / group; g++) {
         const float *xg = x + g * group;
         int8_t *qg = q + g * group;
-        const float amax = whole ? vmax : amax__neon(xg, group);
+        const float amax = whole ? vmax : amax_neon(xg, group);
         float dg, id;
         if (whole) {
             lowbit_act_vector_scale(rule, amax, &dg, &id);
-        } else if (rule == LOWBIT_ACT_Q8_K) {
+        } else if (rule == LOWBIT_RULE_Q8_K) {
             float smax = 0.0f; /* the first element with |x| = amax carries the sign */
             for (int64_t j = 0; amax && j < group; j++)
                 if (fabsf(xg[j]) == amax) {
@@ -47,8 +49,8 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
             dg = amax ? 1.0f / id : 0.0f;
         } else {
             dg = amax / 127.0f;
-            id = (rule == LOWBIT_ACT_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
-            if (rule == LOWBIT_ACT_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
+            id = (rule == LOWBIT_RULE_Q8_0 ? amax != 0.0f : dg != 0.0f) ? 127.0f / amax : 0.0f;
+            if (rule == LOWBIT_RULE_Q8_0) dg = lowbit_fp16_to_fp32(lowbit_fp32_to_fp16(dg));
         }
         const float32x4_t vid = vdupq_n_f32(id);
         int32x4_t sum = vdupq_n_s32(0);
@@ -57,7 +59,7 @@ static void quantize_act_a8__neon(const float *x, int64_t n, int64_t group, int 
             for (int i = 0; i < 4; i++) {
                 float32x4_t p = vmulq_f32(vld1q_f32(xg + j + 4 * i), vid);
                 p = vminq_f32(vmaxnmq_f32(p, lo), hi);
-                v[i] = rule == LOWBIT_ACT_A8 || whole ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
+                v[i] = rule == LOWBIT_RULE_A8 || whole ? vcvtaq_s32_f32(p) : vcvtnq_s32_f32(p);
                 sum = vaddq_s32(sum, v[i]);
             }
             const int16x8_t h0 = vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]));
@@ -84,14 +86,14 @@ static inline float32x4_t load4_bf16(const uint16_t *p) { /* BF16: a float32's u
 }
 static inline float f32_value(float v) { return v; }
 
-static inline float fold16__neon(const float32x4_t a[4]) {
+static inline float fold16_neon(const float32x4_t a[4]) {
     const float32x4_t t4 = vaddq_f32(vaddq_f32(a[0], a[2]), vaddq_f32(a[1], a[3]));
     const float32x2_t t2 = vadd_f32(vget_low_f32(t4), vget_high_f32(t4));
     return vget_lane_f32(t2, 0) + vget_lane_f32(t2, 1);
 }
 
 #define DEFINE_FLOAT_GEMV_NEON(name, T, LOAD4, TOF)                                                \
-    static void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) { \
+    void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) { \
         const int64_t c16 = cols & ~(int64_t)15;                                                   \
         for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *row = w + r * cols;                                                           \
@@ -100,22 +102,12 @@ static inline float fold16__neon(const float32x4_t a[4]) {
             for (int64_t j = 0; j < c16; j += 16)                                                  \
                 for (int i = 0; i < 4; i++)                                                        \
                     a[i] = vfmaq_f32(a[i], LOAD4(row + j + 4 * i), vld1q_f32(x + j + 4 * i)); \
-            float s = fold16__neon(a);                                                             \
+            float s = fold16_neon(a);                                                             \
             for (int64_t j = c16; j < cols; j++) s = fmaf(TOF(row[j]), x[j], s);                          \
             y[r - r0] = s;                                                                         \
         }                                                                                          \
     }
-DEFINE_FLOAT_GEMV_NEON(gemv_f32__neon, float, load4_f32, f32_value)
-DEFINE_FLOAT_GEMV_NEON(gemv_f16__neon, uint16_t, load4_f16, lowbit_fp16_to_fp32)
-DEFINE_FLOAT_GEMV_NEON(gemv_bf16__neon, uint16_t, load4_bf16, lowbit_bf16_to_fp32)
+DEFINE_FLOAT_GEMV_NEON(gemv_f32_neon, float, load4_f32, f32_value)
+DEFINE_FLOAT_GEMV_NEON(gemv_f16_neon, uint16_t, load4_f16, lowbit_fp16_to_fp32)
+DEFINE_FLOAT_GEMV_NEON(gemv_bf16_neon, uint16_t, load4_bf16, lowbit_bf16_to_fp32)
 
-void lowbit_register_kquant_neon(lowbit_kernels *k); /* kquant_neon.c: Q5_0, Q4_K, Q6_K */
-
-void lowbit_fill_kernels_neon(lowbit_kernels *k) {
-    fill_quant_kernels(k);
-    lowbit_register_kquant_neon(k);
-    k->quantize_act = quantize_act_a8__neon;
-    k->gemv_f32 = gemv_f32__neon;
-    k->gemv_f16 = gemv_f16__neon;
-    k->gemv_bf16 = gemv_bf16__neon;
-}

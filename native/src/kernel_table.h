@@ -1,0 +1,175 @@
+/* The kernel list and the tables the selector builds from it.
+ *
+ * Every microkernel is one entry of the list (kernel_list.c): its name (the C function's, also its
+ * test's), the ISA it is compiled for, the weight type and layout it reads, its role and a predicate
+ * on the matrices it takes.  The selector (dispatch.c) walks an ISA's fallback chain and takes the
+ * first entry that fits: for the file layout, the quantizer, the float GEMVs and the read probe once
+ * per ISA into a lowbit_kernels table; for packed matrices once per matrix at pack time, into the
+ * matrix's plan (packed.h).  Adding a format or an ISA is a list entry. */
+#ifndef LOWBIT_KERNEL_TABLE_H
+#define LOWBIT_KERNEL_TABLE_H
+
+#include <stdint.h>
+
+#include "lowbit/lowbit.h"
+
+/* The kernel signatures, by role: X_sig is the function type (kernel_list.c declares every kernel
+ * with it), X_fn the pointer.
+ *
+ * y[r - r0] = dot(row r of W, a) for r in [r0, r1).  `w` points at row 0, rows are row_bytes apart.
+ * I2_S kernels return the unscaled sum (the per-tensor scale is applied by the caller). */
+typedef void lowbit_gemv_sig(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                             const lowbit_act *a, float *y);
+/* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
+typedef void lowbit_gemm_sig(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                             const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+/* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
+ * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows past
+ * m->rows are never written. */
+typedef void lowbit_packed_gemv_sig(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, float *y);
+typedef void lowbit_packed_gemm_sig(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+/* The GEMV of two row ranges far apart in one pass, [a0, a1) and [b0, b1) (multiples of
+ * LOWBIT_PACK_ROWS at their starts, b1 - b0 <= a1 - a0): results as two packed GEMV calls, bit
+ * for bit.  A GEMV job then gives each task a row tile of the matrix's first half and its twin in
+ * the second (api.c): each thread streams two runs of memory side by side, which hardware
+ * prefetchers can follow faster than one run of the same bytes (docs/PERFORMANCE.md#paired-gemv). */
+typedef void lowbit_pair_sig(const struct lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                             int64_t b1, const lowbit_act *a, float *y);
+/* x[n] -> q[n], d[n / group], s[n / group] with rounding rule `rule` (LOWBIT_RULE_*) */
+typedef void lowbit_quantize_sig(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                                 float *d, int32_t *s);
+/* float GEMV for F32 / F16 / BF16 weights (the tied-embedding LM head): y[r - r0] = W[r] . x */
+typedef void lowbit_gemv_f32_sig(const float *w, int64_t cols, int64_t r0, int64_t r1,
+                                 const float *x, float *y);
+typedef void lowbit_gemv_u16_sig(const uint16_t *w, int64_t cols, int64_t r0, int64_t r1,
+                                 const float *x, float *y);
+/* Reads n bytes (a multiple of 64) as fast as the core can and returns the sum of its 64-bit words
+ * mod 2^64: the loop of lowbit_stream_read, the roofline's bandwidth probe (a slow probe would
+ * inflate the shares). */
+typedef uint64_t lowbit_read_sig(const uint8_t *p, int64_t n);
+
+typedef lowbit_gemv_sig *lowbit_gemv_fn;
+typedef lowbit_gemm_sig *lowbit_gemm_fn;
+typedef lowbit_packed_gemv_sig *lowbit_packed_gemv_fn;
+typedef lowbit_packed_gemm_sig *lowbit_packed_gemm_fn;
+typedef lowbit_pair_sig *lowbit_pair_fn;
+typedef lowbit_quantize_sig *lowbit_quantize_act_fn;
+typedef lowbit_gemv_f32_sig *lowbit_gemv_f32_fn;
+typedef lowbit_gemv_u16_sig *lowbit_gemv_u16_fn;
+typedef lowbit_read_sig *lowbit_read_fn;
+
+/* Weight types with quantized file-layout kernels, in table order. */
+enum {
+    LOWBIT_K_TQ1_0,
+    LOWBIT_K_TQ2_0,
+    LOWBIT_K_I2_S,
+    LOWBIT_K_Q1_0,
+    LOWBIT_K_Q2_0,
+    LOWBIT_K_PQ2_0,
+    LOWBIT_K_PTQ1_0,
+    LOWBIT_K_Q8_0,
+    LOWBIT_K_Q5_0, /* ggml's formats (ref/kquant.c), outside the list below */
+    LOWBIT_K_Q4_K,
+    LOWBIT_K_Q6_K,
+    LOWBIT_K_COUNT
+};
+int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
+/* The A8 code formats, as X(LOWBIT_K_*, LOWBIT_TYPE_*, name): the one list the kernel list (and
+ * the reference's definitions in ref/dot.c) walks.  Q5_0 / Q4_K / Q6_K: LOWBIT_FOR_EACH_KQUANT. */
+#define LOWBIT_FOR_EACH_QUANT_TYPE(X)                                                              \
+    X(LOWBIT_K_TQ1_0, LOWBIT_TYPE_TQ1_0, tq1_0)                                                    \
+    X(LOWBIT_K_TQ2_0, LOWBIT_TYPE_TQ2_0, tq2_0)                                                    \
+    X(LOWBIT_K_I2_S, LOWBIT_TYPE_I2_S, i2_s)                                                       \
+    X(LOWBIT_K_Q1_0, LOWBIT_TYPE_Q1_0, q1_0)                                                       \
+    X(LOWBIT_K_Q2_0, LOWBIT_TYPE_Q2_0, q2_0)                                                       \
+    X(LOWBIT_K_PQ2_0, LOWBIT_TYPE_PQ2_0, pq2_0)                                                    \
+    X(LOWBIT_K_PTQ1_0, LOWBIT_TYPE_PTQ1_0, ptq1_0)                                                 \
+    X(LOWBIT_K_Q8_0, LOWBIT_TYPE_Q8_0, q8_0)
+#define LOWBIT_FOR_EACH_KQUANT(X)                                                                  \
+    X(LOWBIT_K_Q5_0, LOWBIT_TYPE_Q5_0, q5_0)                                                       \
+    X(LOWBIT_K_Q4_K, LOWBIT_TYPE_Q4_K, q4_k)                                                       \
+    X(LOWBIT_K_Q6_K, LOWBIT_TYPE_Q6_K, q6_k)
+
+/* ---- the list ---------------------------------------------------------------------------------- */
+
+typedef union {
+    lowbit_gemv_fn gemv;
+    lowbit_gemm_fn gemm;
+    lowbit_packed_gemv_fn packed_gemv;
+    lowbit_packed_gemm_fn packed_gemm;
+    lowbit_pair_fn pair;
+    lowbit_quantize_act_fn quantize;
+    lowbit_gemv_f32_fn gemv_f32;
+    lowbit_gemv_u16_fn gemv_u16;
+    lowbit_read_fn read;
+} lowbit_kernel_fn;
+
+/* The vendor condition of an entry: kernels whose best software prefetch differs between Intel
+ * and other cores are two entries, the Intel one listed first. */
+enum { LOWBIT_VENDOR_ANY = 0, LOWBIT_VENDOR_INTEL = 1 };
+
+typedef struct lowbit_kernel_entry {
+    const char *name;
+    int isa;    /* LOWBIT_ISA_*: the variant it is compiled for */
+    int type;   /* LOWBIT_TYPE_* it reads, -1: any */
+    int layout; /* LOWBIT_LAYOUT_* */
+    int role;   /* LOWBIT_ROLE_* */
+    int vendor; /* LOWBIT_VENDOR_* */
+    /* packed kernels: the matrices it takes, and that predicate's name ("any": every one) */
+    int (*accepts)(const struct lowbit_matrix *m);
+    const char *when;
+    lowbit_kernel_fn fn;
+} lowbit_kernel_entry;
+
+extern const lowbit_kernel_entry lowbit_kernel_list[];
+extern const int lowbit_kernel_list_count;
+
+/* ---- the tables built from it ----------------------------------------------------------------- */
+
+typedef struct lowbit_kernels {
+    int isa; /* the variant this table is for: indexes a packed matrix's plan */
+    lowbit_gemv_fn gemv[LOWBIT_K_COUNT];
+    lowbit_gemm_fn gemm[LOWBIT_K_COUNT];
+    lowbit_quantize_act_fn quantize_act;
+    lowbit_gemv_f32_fn gemv_f32;
+    lowbit_gemv_u16_fn gemv_f16;
+    lowbit_gemv_u16_fn gemv_bf16;
+    lowbit_read_fn read_bytes;
+} lowbit_kernels;
+
+/* A packed matrix's kernels for one variant, chosen at pack time (pair: NULL, no pairing). */
+typedef struct lowbit_packed_plan {
+    lowbit_packed_gemv_fn gemv;
+    lowbit_pair_fn pair;
+    lowbit_packed_gemm_fn gemm;
+} lowbit_packed_plan;
+
+/* The active table (initialized on first use, thread-safely). */
+const lowbit_kernels *lowbit_active_kernels(void);
+/* Fills m->plan for every usable variant (m's shape fields set, m->packed = 1). */
+void lowbit_plan_packed(struct lowbit_matrix *m);
+
+/* Scalar reference kernels, also callable directly by tests and by SIMD tails. */
+void lowbit_quantize_act_ref(const float *x, int64_t n, int64_t group, int rule, int8_t *q,
+                             float *d, int32_t *s);
+void lowbit_packed_gemv_ref(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
+                            const lowbit_act *a, float *y);
+void lowbit_packed_gemm_ref(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
+                            const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+/* 1 on an x86 CPU whose vendor is Intel (CPUID leaf 0), else 0 (cached by the dispatcher). */
+int lowbit_cpu_is_intel(void);
+/* The same, for kernels to read in their loops: set by the dispatcher before any kernel runs. */
+extern int lowbit_cpu_intel;
+int lowbit_type_packs(int type); /* 1 if lowbit_matrix_pack builds the interleaved layout */
+/* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
+void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);
+void lowbit_q4_k_scale_min(const uint8_t scales[12], int k, int *sc, int *m);
+void lowbit_q4_k_codes(const lowbit_block_q4_k *b, uint8_t codes[256]);
+void lowbit_q6_k_codes(const lowbit_block_q6_k *b, uint8_t codes[256]);
+int lowbit_dequantize_kquant(int type, const uint8_t *in, int64_t nb, float *y);
+void lowbit_gemm_generic(lowbit_gemv_fn gemv, const void *w, int64_t row_bytes, int64_t r0,
+                         int64_t r1, const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
+
+#endif /* LOWBIT_KERNEL_TABLE_H */

@@ -1,0 +1,80 @@
+/* The packed (row-interleaved) matrix and the predicates its kernels are chosen by. */
+#ifndef LOWBIT_PACKED_H
+#define LOWBIT_PACKED_H
+
+#include <stdint.h>
+
+#include "act_rules.h"
+#include "kernel_table.h"
+#include "lowbit/lowbit.h"
+
+/* ---- packed matrices (repack.c) ----------------------------------------------------------------
+ *
+ * The decode path reads each weight once per token, so the layout is chosen for DRAM streaming: the
+ * rows of a matrix are taken LOWBIT_PACK_ROWS at a time and their blocks interleaved, so that one
+ * GEMV walks a single sequential run of memory (hardware prefetchers follow it; they lose track of
+ * several row-major rows read side by side).  Every ternary / 2-bit format (TQ1_0, TQ2_0, I2_S,
+ * Q2_0, PQ2_0, PTQ1_0) is converted to one canonical code layout:
+ *
+ *   codes[rg][c][i][32]  row group rg (rows 4rg..4rg+3), 128-weight chunk c of the row, row i:
+ *                        byte p holds weights 128c + p + 32k at bits 2k (k = 0..3), code 0..3
+ *                        meaning value (code - 1) * d.  A last chunk of 64 weights (Q2_0 rows of
+ *                        an odd number of blocks) uses k = 0, 1 only.
+ *   scales[rg][b][i]     fp16 scale of weight block b (of the file format's block size `qk`) of
+ *                        row 4rg+i.  I2_S has none (its fp32 per-tensor scale is `tensor_scale`).
+ *
+ * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
+ * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
+ * per weight this way, a trade for 2-bit-speed unpacking.  Other types (Q8_0, Q1_0, F16, F32) are
+ * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
+#define LOWBIT_PACK_ROWS 4
+struct lowbit_matrix {
+    int type, kidx;
+    int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
+    int64_t rows, cols;
+    int64_t qk;           /* scale block of the format (0 for I2_S) */
+    int64_t group;        /* activation group */
+    int64_t nchunks;      /* 128-weight chunks per row (last may be half) */
+    int64_t nscales;      /* scale blocks per row */
+    const void *w;        /* packed == 0: the file-layout data (borrowed) */
+    uint8_t *codes;       /* packed == 1 */
+    uint16_t *scales;
+    float tensor_scale;   /* I2_S */
+    int64_t nbytes;       /* bytes owned (codes + scales) */
+    lowbit_packed_plan plan[LOWBIT_ISA_COUNT]; /* per usable variant, lowbit_plan_packed */
+};
+
+/* The packed GEMV variant `isa` planned for m: pair kernels run it on the rows they leave over. */
+#define LOWBIT_PLANNED_GEMV(m, isa) ((m)->plan[isa].gemv)
+
+/* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
+ * (no rows, no data, no plan; packed = 0 for the borrowed file layout): what the kernel
+ * predicates read.  LOWBIT_OK or LOWBIT_ETYPE. */
+int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m);
+
+/* Whether a packed GEMV may take the I2_S row-sum path (every SIMD variant's packed_gemv_i2s_row:
+ * a row's int sums over all its chunks, one float step): I2_S in whole 128-weight chunks with P2
+ * activations that make the per-group float steps exact (lowbit_act_p2_row_ok). */
+static inline int lowbit_i2s_row_sums_ok(const lowbit_matrix *m, const lowbit_act *a) {
+    return m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0 &&
+           lowbit_act_p2_row_ok(a->d, m->cols / 128, m->cols);
+}
+
+/* The I2_S row-sum path's +1 code offset, undone once per row: the activation code sums of all
+ * the row's chunks (a chunk is an activation group there). */
+static inline int32_t lowbit_i2s_code_offset(const lowbit_matrix *m, const lowbit_act *a) {
+    int32_t stot = 0;
+    for (int64_t c = 0; c < m->nchunks; c++) stot += a->s[c];
+    return stot;
+}
+
+/* The matrices packed_gemv_pair runs (the others keep one range per task, but group 32 in a
+ * table with packed_gemv_pair32): whole groups of one scale block each, 256 weights (TQ2_0,
+ * TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole 128-weight chunks. */
+static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
+    if (!m->packed) return 0;
+    if (m->type == LOWBIT_TYPE_I2_S) return m->cols % 128 == 0;
+    return (m->group == 256 || m->group == 128) && m->qk == m->group && m->cols % m->group == 0;
+}
+
+#endif /* LOWBIT_PACKED_H */

@@ -1,0 +1,45 @@
+/* The token-by-token delta rule's driver over a variant's rows16 (gdn_row on R rows at once),
+ * shared by ops_gdn_avx2.c and ops_gdn_avx512.c, each compiled with its own flags.  The includer
+ * defines GDN_VEC (its float vector), GDN_SET1 (a broadcast into it) and GDN_TABLE (the table's
+ * name), includes this after ops_gdn-inl.h, then defines rows16 as declared here. */
+#ifndef LOWBIT_GDN_DELTA_RULE_INL_H
+#define LOWBIT_GDN_DELTA_RULE_INL_H
+
+#define R 4 /* rows at once: independent add chains */
+/* Prefetch the state PF_ROWS rows (8 KiB at d = 128) ahead, one line per 16 floats: the out-of-order
+ * window spans less than one block of R rows, so without it the loads of the next block wait for the
+ * arithmetic of this one.  Past the head's last row it reads the next head's state (a prefetch
+ * never faults). */
+#define PF_ROWS 16
+
+/* gdn_row on rows s, s + d, .., s + (R - 1) d; prefetch: the rows PF_ROWS ahead too. */
+static inline void rows16(float *restrict s, const float *restrict k, const float *restrict q,
+                          GDN_VEC alpha, float beta, const float *restrict v, float scale, int64_t d,
+                          float *restrict o, int prefetch);
+
+/* gdn_delta_rule's loops (rows outside, blocks of tokens inside) over rows16. */
+static void delta_rule(const gdn_args *a, int64_t h) {
+    const int64_t d = a->d, kh = h % a->Hk, Hk = a->Hk, Hv = a->Hv;
+    if (d % 16 || d % R) {
+        gdn_delta_rule(a, h);
+        return;
+    }
+    float *S = a->state + h * d * d;
+    float alpha[GDN_TOKEN_BLOCK], o[R];
+    for (int64_t t0 = 0; t0 < a->T; t0 += GDN_TOKEN_BLOCK) {
+        const int64_t n = a->T - t0 < GDN_TOKEN_BLOCK ? a->T - t0 : GDN_TOKEN_BLOCK;
+        gdn_alphas(a, h, t0, n, alpha);
+        for (int64_t j = 0; j < d; j += R)
+            for (int64_t t = t0; t < t0 + n; t++) {
+                const float *k = a->k + (t * Hk + kh) * d, *q = a->q + (t * Hk + kh) * d;
+                float *out = a->out + (t * Hv + h) * d + j;
+                rows16(S + j * d, k, q, GDN_SET1(alpha[t - t0]), a->beta[t * Hv + h],
+                       a->v + (t * Hv + h) * d + j, a->scale, d, o, t == t0);
+                for (int r = 0; r < R; r++) out[r] = o[r];
+            }
+    }
+}
+
+const gdn_kernels GDN_TABLE = GDN_KERNELS_WITH(delta_rule);
+
+#endif /* LOWBIT_GDN_DELTA_RULE_INL_H */

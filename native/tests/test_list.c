@@ -1,0 +1,284 @@
+/* C test runner: every entry of the kernel list against the scalar reference, one test per kernel,
+ * named by it ("kernel packed_gemv256_avx2: 12 cases").  The list drives the cases: an entry added
+ * to native/src/kernel_list.inc is tested here without an edit, and one removed drops out.
+ *
+ * lowbit_kernel_prefer(i) makes entry i win wherever it fits, so kernels this CPU would not pick
+ * (a vendor twin, a general kernel listed after a specialised one) run too; a case counts for the
+ * entry only if lowbit_kernel_selected says the entry runs it, and every entry of a usable variant
+ * must be reached by at least one case.
+ *
+ *   - weight kernels: exact mode (unit weight scales, integer activations with d = 1 or 2: every
+ *     float is an integer below 2^24), bit-identical to the scalar file-layout GEMM, or for the
+ *     scalar entries to a double dot product of the dequantized weights;
+ *   - the quantizer: codes, scales and sums bit-identical to the scalar variant's, every rule;
+ *   - float GEMV: bit-identical to scalar (scalar entries: within summation rounding);
+ *   - the read probe: the sum of the 64-bit words.
+ * Prints "N passed, N failed" last; exit status 1 on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h" /* fp16 helpers (static inline) and lowbit.h */
+
+#include "harness.h"
+
+static const int PACKABLE[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
+                               LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0};
+#define NPACKABLE ((int)(sizeof PACKABLE / sizeof PACKABLE[0]))
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
+/* Random code bytes with every block scale 1 (and Q4_K's dmin 1, I2_S's tensor scale 1). */
+static uint8_t *unit_weights(int type, int64_t rows, int64_t cols) {
+    lowbit_type_facts f;
+    lowbit_type_facts_get(type, &f);
+    const int64_t bytes = lowbit_tensor_bytes(type, rows * cols);
+    uint8_t *w = (uint8_t *)xmalloc((size_t)bytes);
+    for (int64_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd64();
+    const uint16_t one = lowbit_fp32_to_fp16(1.0f);
+    for (int64_t b = 0; b < rows * cols / f.block_size; b++) {
+        if (f.scale_offset >= 0) memcpy(w + b * f.block_bytes + f.scale_offset, &one, 2);
+        if (f.scale2_offset >= 0) memcpy(w + b * f.block_bytes + f.scale2_offset, &one, 2);
+    }
+    if (type == LOWBIT_TYPE_I2_S) {
+        const float d = 1.0f;
+        memcpy(w + rows * lowbit_row_bytes(type, cols), &d, 4);
+    }
+    return w;
+}
+
+/* batch integer activation vectors of the type's group; d[g] = 1, or 1 and 2 alternating. */
+typedef struct {
+    lowbit_act a[8];
+    int8_t *q;
+    float *d;
+    int32_t *s;
+} acts;
+
+static void make_acts(acts *A, int type, int64_t cols, int64_t batch, int mixed_scales) {
+    const int64_t G = lowbit_act_group(type), ng = cols / G;
+    A->q = (int8_t *)xmalloc((size_t)(batch * cols));
+    A->d = (float *)xmalloc((size_t)(batch * ng) * sizeof(float));
+    A->s = (int32_t *)xmalloc((size_t)(batch * ng) * sizeof(int32_t));
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t g = 0; g < ng; g++) {
+            int32_t sum = 0;
+            for (int64_t j = 0; j < G; j++) {
+                const int8_t v = (int8_t)((int)(rnd64() % 255) - 127);
+                A->q[b * cols + g * G + j] = v;
+                sum += v;
+            }
+            A->s[b * ng + g] = sum;
+            A->d[b * ng + g] = mixed_scales && (g & 1) ? 2.0f : 1.0f;
+        }
+        A->a[b] = (lowbit_act){A->q + b * cols, A->d + b * ng, A->s + b * ng, cols, G};
+    }
+}
+
+static void free_acts(acts *A) {
+    free(A->q);
+    free(A->d);
+    free(A->s);
+}
+
+/* y[b * rows + r] = the double dot of dequantized row r with activation b, mag its sum of |terms| */
+static void oracle(int type, const uint8_t *w, int64_t rows, int64_t cols, const acts *A,
+                   int64_t batch, double *y, double *mag) {
+    float *wf = (float *)xmalloc((size_t)(rows * cols) * sizeof(float));
+    lowbit_dequantize(type, w, rows * cols, wf);
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0, m = 0;
+            for (int64_t j = 0; j < cols; j++) {
+                const double t = (double)wf[r * cols + j] * A->a[b].q[j] * A->a[b].d[j / A->a[b].group];
+                s += t;
+                m += fabs(t);
+            }
+            y[b * rows + r] = s;
+            mag[b * rows + r] = m;
+        }
+    free(wf);
+}
+
+static void set_isa(int isa) {
+    if (lowbit_set_isa(isa) != LOWBIT_OK) {
+        printf("FATAL: lowbit_set_isa(%s) refused a usable variant\n", lowbit_isa_name(isa));
+        exit(2);
+    }
+}
+
+/* One weight case of entry i: 1 if the entry runs it (and it was checked), else 0. */
+static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t rows, int64_t cols,
+                       int64_t batch, int mixed) {
+    if (lowbit_kernel_selected(k->isa, type, k->layout, k->role, cols) != i) return 0;
+    uint8_t *w = unit_weights(type, rows, cols);
+    acts A;
+    make_acts(&A, type, cols, batch, mixed);
+    const int64_t n = batch * rows;
+    float *y = (float *)xmalloc((size_t)n * sizeof(float));
+    float *ref = (float *)xmalloc((size_t)n * sizeof(float));
+    double *exact = (double *)xmalloc((size_t)n * sizeof(double));
+    double *mag = (double *)xmalloc((size_t)n * sizeof(double));
+    set_isa(k->isa);
+    int st;
+    if (k->layout == LOWBIT_LAYOUT_PACKED) {
+        lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
+        CHECK(m && st == LOWBIT_OK, "%s: pack %s r=%lld c=%lld", k->name, lowbit_type_name(type),
+              (long long)rows, (long long)cols);
+        st = m ? lowbit_matrix_gemm_act(m, A.a, batch, y, 2) : -1;
+        lowbit_matrix_free(m);
+    } else {
+        st = lowbit_gemm_act(type, w, rows, cols, A.a, batch, y, 2);
+    }
+    int same = st == LOWBIT_OK;
+    if (k->isa != LOWBIT_ISA_SCALAR) {
+        set_isa(LOWBIT_ISA_SCALAR);
+        same = same && lowbit_gemm_act(type, w, rows, cols, A.a, batch, ref, 1) == LOWBIT_OK &&
+               memcmp(y, ref, (size_t)n * sizeof(float)) == 0;
+    } else {
+        oracle(type, w, rows, cols, &A, batch, exact, mag);
+        for (int64_t j = 0; same && j < n; j++) same = fabs(y[j] - exact[j]) <= 1e-6 * mag[j];
+    }
+    CHECK(same, "%s: %s r=%lld c=%lld batch=%lld mixed=%d differs from the reference (st=%d)",
+          k->name, lowbit_type_name(type), (long long)rows, (long long)cols, (long long)batch,
+          mixed, st);
+    free(w), free(y), free(ref), free(exact), free(mag);
+    free_acts(&A);
+    return 1;
+}
+
+static int weight_cases(int i, const lowbit_kernel_info *k) {
+    const int64_t batch = k->role == LOWBIT_ROLE_GEMM ? 5 : 1;
+    const int64_t rows = k->role == LOWBIT_ROLE_PAIR_GEMV ? 200 : 67; /* pairs: > 2 row tiles */
+    int n = 0;
+    for (int t = 0; t < (k->type >= 0 ? 1 : NPACKABLE); t++) {
+        const int type = k->type >= 0 ? k->type : PACKABLE[t];
+        const int64_t bs = lowbit_type_block_size(type), G = lowbit_act_group(type);
+        const int64_t unit = bs > G ? bs : G;
+        for (int64_t c = 1; c <= 5; c++)
+            for (int mixed = 0; mixed < 2; mixed++) n += weight_case(i, k, type, rows, c * unit, batch, mixed);
+        n += weight_case(i, k, type, rows, 2560 / unit * unit, batch, 0);
+    }
+    return n;
+}
+
+static int quantize_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, -1, k->layout, k->role, 0) != i) return 0;
+    static const int TYPES[] = {LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_Q8_0,
+                                LOWBIT_TYPE_I2_S};
+    static const int64_t GROUPS[] = {32, 64, 128, 256};
+    const int64_t n = 2560;
+    float *x = (float *)xmalloc((size_t)n * sizeof(float));
+    int8_t *q[2] = {(int8_t *)xmalloc((size_t)n), (int8_t *)xmalloc((size_t)n)};
+    float *d[2] = {(float *)xmalloc((size_t)n * 4), (float *)xmalloc((size_t)n * 4)};
+    int32_t *s[2] = {(int32_t *)xmalloc((size_t)n * 4), (int32_t *)xmalloc((size_t)n * 4)};
+    int cases = 0;
+    for (int c = 0; c < 8; c++) {
+        for (int64_t j = 0; j < n; j++)
+            x[j] = ldexpf((float)(int64_t)(rnd64() % 2001) - 1000.0f, -(int)(rnd64() % 12));
+        for (int v = 0; v < 2; v++) {
+            set_isa(v ? k->isa : LOWBIT_ISA_SCALAR);
+            if (c < 4)
+                lowbit_quantize_act(x, n, GROUPS[c], q[v], d[v], s[v]);
+            else
+                lowbit_quantize_act_for(TYPES[c - 4], x, n, q[v], d[v], s[v]);
+        }
+        const int64_t ng = n / (c < 4 ? GROUPS[c] : lowbit_act_group(TYPES[c - 4]));
+        CHECK(memcmp(q[0], q[1], (size_t)n) == 0 && memcmp(d[0], d[1], (size_t)ng * 4) == 0 &&
+                  memcmp(s[0], s[1], (size_t)ng * 4) == 0,
+              "%s: case %d differs from the scalar quantizer", k->name, c);
+        cases++;
+    }
+    free(x);
+    for (int v = 0; v < 2; v++) free(q[v]), free(d[v]), free(s[v]);
+    return cases;
+}
+
+static int float_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, k->type, k->layout, k->role, 0) != i) return 0;
+    int cases = 0;
+    for (int64_t cols = 1; cols <= 300; cols += 37) {
+        const int64_t rows = 9, n = rows * cols;
+        const int wide = k->type == LOWBIT_TYPE_F32;
+        void *w = xmalloc((size_t)n * 4);
+        float *x = (float *)xmalloc((size_t)cols * 4), y[2][9];
+        double want[9] = {0}, mag[9] = {0};
+        for (int64_t j = 0; j < n; j++) {
+            const float v = (float)(int64_t)(rnd64() % 2001) / 1000.0f - 1.0f;
+            if (wide)
+                ((float *)w)[j] = v;
+            else
+                ((uint16_t *)w)[j] = k->type == LOWBIT_TYPE_F16 ? lowbit_fp32_to_fp16(v) : lowbit_fp32_to_bf16(v);
+        }
+        for (int64_t j = 0; j < cols; j++) x[j] = (float)(int64_t)(rnd64() % 2001) / 500.0f - 2.0f;
+        for (int v = 0; v < 2; v++) {
+            set_isa(v ? k->isa : LOWBIT_ISA_SCALAR);
+            CHECK(lowbit_gemv(k->type, w, rows, cols, x, y[v], 1) == LOWBIT_OK, "%s: gemv", k->name);
+        }
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++) {
+                const int64_t e = r * cols + j;
+                const float wv = wide ? ((float *)w)[e]
+                               : k->type == LOWBIT_TYPE_F16 ? lowbit_fp16_to_fp32(((uint16_t *)w)[e])
+                                                            : lowbit_bf16_to_fp32(((uint16_t *)w)[e]);
+                want[r] += (double)wv * x[j];
+                mag[r] += fabs((double)wv * x[j]);
+            }
+        int ok = memcmp(y[0], y[1], sizeof y[0]) == 0;
+        for (int64_t r = 0; r < rows; r++) ok = ok && fabs(y[1][r] - want[r]) <= 1e-6 * mag[r] + 1e-30;
+        CHECK(ok, "%s: cols=%lld differs from scalar or from the exact sum", k->name, (long long)cols);
+        free(w), free(x);
+        cases++;
+    }
+    return cases;
+}
+
+static int read_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, -1, k->layout, k->role, 0) != i) return 0;
+    const int64_t words = (1 << 18) + 8; /* 2 MB + 64 bytes: a partial last 128 bytes */
+    uint64_t *buf = (uint64_t *)xmalloc((size_t)words * 8), want = 0;
+    for (int64_t j = 0; j < words; j++) want += buf[j] = rnd64();
+    set_isa(k->isa);
+    CHECK(lowbit_stream_read(buf, words * 8, 1) == want, "%s: the read sum is wrong", k->name);
+    free(buf);
+    return 1;
+}
+
+int main(void) {
+    const char *seed = getenv("LOWBIT_TEST_SEED");
+    g_rng = seed ? strtoull(seed, NULL, 10) | 1 : 1;
+    const int saved = lowbit_isa_active();
+    const unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
+    const int n = lowbit_kernel_count();
+    CHECK(n > 0, "the kernel list is empty");
+    for (int i = 0; i < n; i++) {
+        lowbit_kernel_info k;
+        CHECK(lowbit_kernel_get(i, &k) == LOWBIT_OK, "entry %d", i);
+        if (!(usable & (1u << k.isa))) {
+            printf("kernel %s: not usable here (%s)\n", k.name, lowbit_isa_name(k.isa));
+            continue;
+        }
+        CHECK(lowbit_kernel_prefer(i) == LOWBIT_OK, "prefer %s", k.name);
+        int cases = 0;
+        switch (k.role) {
+        case LOWBIT_ROLE_QUANTIZE: cases = quantize_cases(i, &k); break;
+        case LOWBIT_ROLE_FLOAT_GEMV: cases = float_cases(i, &k); break;
+        case LOWBIT_ROLE_READ: cases = read_cases(i, &k); break;
+        default: cases = weight_cases(i, &k);
+        }
+        printf("kernel %s: %d cases\n", k.name, cases);
+        CHECK(cases > 0, "kernel %s is listed but no case reaches it", k.name);
+    }
+    lowbit_kernel_prefer(-1);
+    lowbit_kernel_info k;
+    CHECK(lowbit_kernel_get(n, &k) == LOWBIT_EINVAL && lowbit_kernel_get(-1, &k) == LOWBIT_EINVAL,
+          "entries out of range accepted");
+    CHECK(lowbit_kernel_prefer(n) == LOWBIT_EINVAL, "prefer out of range accepted");
+    lowbit_set_isa(saved);
+    return report();
+}
