@@ -91,9 +91,11 @@ static void run_chunk(void *ctx, int64_t t) {
         if (r[3] > r[2]) /* paired: batch 1 */
             J->pair(J->m, r0, r1, r[2], r[3], J->a, J->y);
         else if (c1 - c0 == 1)
-            J->k->packed_gemv(J->m, r0, r1, J->a + c0, J->y + c0 * J->rows);
+            (J->m->base3 ? J->k->base3_gemv : J->k->packed_gemv)(J->m, r0, r1, J->a + c0,
+                                                                 J->y + c0 * J->rows);
         else
-            J->k->packed_gemm(J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
+            (J->m->base3 ? J->k->base3_gemm : J->k->packed_gemm)(
+                J->m, r0, r1, J->a + c0, c1 - c0, J->y + c0 * J->rows, J->rows);
     } else if (c1 - c0 == 1) {
         J->k->gemv[J->kidx](J->w, J->row_bytes, r0, r1, J->a + c0, J->y + c0 * J->rows + r0);
     } else {
@@ -128,6 +130,7 @@ static void job_set_pairing(job *J, int pair) {
 /* The pair kernel of the active table for a packed matrix, or NULL (no pairing): group-32
  * matrices pair only in a table that has packed_gemv_pair32. */
 static lowbit_pair_fn pair_kernel(const lowbit_kernels *k, const lowbit_matrix *m) {
+    if (m->base3) return k->base3_gemv_pair;
     if (lowbit_pair_rows_ok(m)) return k->packed_gemv_pair;
     return m->packed && m->group == 32 ? k->packed_gemv_pair32 : NULL;
 }
@@ -493,7 +496,7 @@ int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, i
 /* The weight bytes of rows [r0, r1) of a job's matrix. */
 static lowbit_span rows_span(const job *J, int64_t r0, int64_t r1) {
     if (J->m) {
-        const int64_t group_bytes = J->m->nchunks * 128; /* a packed row group: 4 rows */
+        const int64_t group_bytes = lowbit_packed_group_bytes(J->m); /* a row group: 4 rows */
         return (lowbit_span){J->m->codes + r0 / 4 * group_bytes, (r1 - r0 + 3) / 4 * group_bytes};
     }
     return (lowbit_span){(const uint8_t *)J->w + r0 * J->row_bytes, (r1 - r0) * J->row_bytes};

@@ -191,9 +191,24 @@ static inline float lowbit_act_clamp(float v) {
  * per weight this way, a trade for 2-bit-speed unpacking.  Other types (Q8_0, Q1_0, F16, F32) are
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
+/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant decodes it, `base3` below;
+ * ref/base3_packed.c): the file's density, 5 trits a byte, in the same row groups.
+ *
+ *   codes[rg][u][i][32]  row group rg, 32-byte unit u of the row, row i: byte p holds trits
+ *                        t0..t4 (codes 0..2) as 84 t4 + t0 + 3 t1 + 9 t2 + 27 t3, trit k being
+ *                        weight p of the 32-weight slice that plane k of unit u holds.
+ *   scales               as in the 2-bit layout.
+ *
+ * With S = group / 32 slices per activation group (4 for PTQ1_0, 8 for TQ1_0), every 5 groups
+ * are S units: unit u of such a period holds slices 4 (u % (S/4)) .. + 3 of the period's group
+ * u / (S/4) in planes 0..3 and slice u of its group 4 in plane 4, so each group's sums close
+ * within its own units (group 4's at the period's end) and no slice straddles a group.  The last
+ * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there. */
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
+    int base3;            /* packed in the dense base-3 layout (above), not the 2-bit one */
+    int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
     int64_t qk;           /* scale block of the format (0 for I2_S) */
     int64_t group;        /* activation group */
@@ -205,6 +220,11 @@ struct lowbit_matrix {
     float tensor_scale;   /* I2_S */
     int64_t nbytes;       /* bytes owned (codes + scales) */
 };
+
+/* Bytes of one packed row group's codes (4 rows) */
+static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
+    return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
+}
 
 /* Whether a packed GEMV may take the I2_S row-sum path (every SIMD variant's packed_gemv_i2s_row:
  * a row's int sums over all its chunks, one float step): I2_S in whole 128-weight chunks with P2
@@ -226,7 +246,7 @@ static inline int32_t lowbit_i2s_code_offset(const lowbit_matrix *m, const lowbi
  * table with packed_gemv_pair32): whole groups of one scale block each, 256 weights (TQ2_0,
  * TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole 128-weight chunks. */
 static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
-    if (!m->packed) return 0;
+    if (!m->packed || m->base3) return 0;
     if (m->type == LOWBIT_TYPE_I2_S) return m->cols % 128 == 0;
     return (m->group == 256 || m->group == 128) && m->qk == m->group && m->cols % m->group == 0;
 }
@@ -308,6 +328,16 @@ typedef struct lowbit_kernels {
      * words mod 2^64: the loop of lowbit_stream_read, the roofline's bandwidth probe (a slow probe
      * would inflate the shares). */
     uint64_t (*read_bytes)(const uint8_t *p, int64_t n);
+    /* Matrices in the dense base-3 layout (m->base3): what packed_gemv / packed_gemm /
+     * packed_gemv_pair (optional) are for the others, same contracts.  base3_pack: 1 if
+     * lowbit_matrix_pack builds TQ1_0 / PTQ1_0 in it while this table is active (a variant that
+     * decodes it in registers); the others still run such a matrix, with the reference. */
+    void (*base3_gemv)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                       float *y);
+    void (*base3_gemm)(const struct lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                       int64_t batch, float *y, int64_t ldy);
+    lowbit_pair_fn base3_gemv_pair;
+    int base3_pack;
 } lowbit_kernels;
 
 /* The active table (initialized on first use, thread-safely). */
@@ -336,6 +366,30 @@ int lowbit_cpu_is_intel(void);
 void lowbit_packed_gemv_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                              float *y);
 int lowbit_type_packs(int type);
+/* ---- the dense base-3 layout (ref/base3_packed.c) ---- */
+/* 1 if lowbit_matrix_pack builds `type` in it: TQ1_0 / PTQ1_0 where the active table asks for it
+ * (base3_pack); PYLOWBIT_BASE3=0 forces the 2-bit layout, =1 the dense one. */
+int lowbit_base3_chosen(int type);
+int64_t lowbit_base3_units(int64_t cols, int64_t group); /* units per row */
+/* Offset in its row of the slice that plane k of unit u holds (ng groups of G), -1 if none */
+int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k);
+/* Row group rg from the file layout (rows row_bytes apart) */
+void lowbit_base3_pack_group(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t rg);
+void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y);
+void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy);
+/* Row groups [rg0, rg0 + nrg) of a base-3 matrix in the 2-bit layout: dst[nrg][nchunks][4][32] */
+typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
+                                       uint8_t *dst);
+void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst);
+/* A base-3 GEMM run by a 2-bit layout GEMM (`gemm`, a table's packed_gemm) on the rows' codes
+ * decoded by `decode` into a scratch copy; the reference if that memory is not there. */
+void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
+                               void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
+                                            const lowbit_act *, int64_t, float *, int64_t),
+                               const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               int64_t batch, float *y, int64_t ldy);
 /* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
 void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);
 void lowbit_q4_k_scale_min(const uint8_t scales[12], int k, int *sc, int *m);

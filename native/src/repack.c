@@ -101,6 +101,14 @@ static void pack_group(void *ctx, int64_t rg) {
     free(codes);
 }
 
+static void pack_group_any(void *ctx, int64_t rg) {
+    const pack_job *P = (const pack_job *)ctx;
+    if (P->m->base3)
+        lowbit_base3_pack_group(P->m, P->w, P->row_bytes, rg);
+    else
+        pack_group(ctx, rg);
+}
+
 lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
                                   int threads, int *status) {
     int st_local;
@@ -137,8 +145,10 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
     m->nchunks = (cols + 127) / 128;
     m->nscales = m->qk ? cols / m->qk : 0;
+    m->base3 = lowbit_base3_chosen(type);
+    if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
     const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
+    const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
     void *mem = NULL;
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
@@ -160,7 +170,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     memset(mem, 0, code_bytes + scale_bytes + 64);
     m->nbytes = (int64_t)(code_bytes + scale_bytes);
     pack_job P = {m, (const uint8_t *)w, rb};
-    lowbit_parallel_for(ngroups, pack_group, &P, threads);
+    lowbit_parallel_for(ngroups, pack_group_any, &P, threads);
     *status = LOWBIT_OK;
     return m;
 }

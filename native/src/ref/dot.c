@@ -216,6 +216,8 @@ void lowbit_fill_kernels_scalar(lowbit_kernels *k) {
     k->gemv_bf16 = gemv_bf16_ref;
     k->packed_gemv = lowbit_packed_gemv_ref; /* repack.c */
     k->packed_gemm = lowbit_packed_gemm_ref;
+    k->base3_gemv = lowbit_base3_gemv_ref; /* base3_packed.c */
+    k->base3_gemm = lowbit_base3_gemm_ref;
     k->read_bytes = read_bytes_ref;
     lowbit_fill_kquant_scalar(k);
 }
