@@ -319,9 +319,10 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
                 # formats' dense units where the variant decodes them; fp16 scales
                 blk = lb.format_info(fmt).block_size
-                rows4 = -(-rows // 4) * 4
+                dense = base3_dense(fmt, variant)
+                rows4 = -(-rows // 16) * 16 if dense else -(-rows // 4) * 4  # dense: sets of 16
                 scales = 0 if fmt == "i2_s" else rows4 * (cols // blk) * 2
-                units = base3_units(fmt, cols) if base3_dense(fmt, variant) else -(-cols // 128)
+                units = base3_units(fmt, cols) if dense else -(-cols // 128)
                 assert p.packed_nbytes == rows4 * units * 32 + scales
             for threads in (1, 2):
                 yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)

@@ -192,18 +192,21 @@ static inline float lowbit_act_clamp(float v) {
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
 /* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant decodes it, `base3` below;
- * ref/base3_packed.c): the file's density, 5 trits a byte, in the same row groups.
+ * ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of LOWBIT_BASE3_ROWS
+ * (padded with zero rows), stored so that one 64-byte vector holds 4 bytes of each of 16 rows:
  *
- *   codes[rg][u][i][32]  row group rg, 32-byte unit u of the row, row i: byte p holds trits
- *                        t0..t4 (codes 0..2) as 84 t4 + t0 + 3 t1 + 9 t2 + 27 t3, trit k being
- *                        weight p of the 32-weight slice that plane k of unit u holds.
- *   scales               as in the 2-bit layout.
+ *   codes[R][u][j][l][4]  row set R (rows 16R..16R+15), 32-byte unit u of the row, bytes 4j..4j+3
+ *                         (j = 0..7) of row 16R + l: byte p holds trits t0..t4 (codes 0..2) as
+ *                         84 t4 + t0 + 3 t1 + 9 t2 + 27 t3, trit k being weight p of the
+ *                         32-weight slice that plane k of unit u holds.
+ *   scales[R][b][l]       fp16 scale of block b of row 16R + l.
  *
  * With S = group / 32 slices per activation group (4 for PTQ1_0, 8 for TQ1_0), every 5 groups
  * are S units: unit u of such a period holds slices 4 (u % (S/4)) .. + 3 of the period's group
  * u / (S/4) in planes 0..3 and slice u of its group 4 in plane 4, so each group's sums close
  * within its own units (group 4's at the period's end) and no slice straddles a group.  The last
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there. */
+#define LOWBIT_BASE3_ROWS 16
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
@@ -221,7 +224,7 @@ struct lowbit_matrix {
     int64_t nbytes;       /* bytes owned (codes + scales) */
 };
 
-/* Bytes of one packed row group's codes (4 rows) */
+/* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
 }
@@ -373,16 +376,18 @@ int lowbit_base3_chosen(int type);
 int64_t lowbit_base3_units(int64_t cols, int64_t group); /* units per row */
 /* Offset in its row of the slice that plane k of unit u holds (ng groups of G), -1 if none */
 int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k);
-/* Row group rg from the file layout (rows row_bytes apart) */
-void lowbit_base3_pack_group(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t rg);
+/* Row set R from the file layout (rows row_bytes apart) */
+void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
 void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y);
 void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            int64_t batch, float *y, int64_t ldy);
-/* Row groups [rg0, rg0 + nrg) of a base-3 matrix in the 2-bit layout: dst[nrg][nchunks][4][32] */
+/* Row groups [rg0, rg0 + nrg) (4 rows each) of a base-3 matrix in the 2-bit layout: codes
+ * dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4] */
 typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
-                                       uint8_t *dst);
-void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst);
+                                       uint8_t *dst, uint16_t *sdst);
+void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                             uint16_t *sdst);
 /* A base-3 GEMM run by a 2-bit layout GEMM (`gemm`, a table's packed_gemm) on the rows' codes
  * decoded by `decode` into a scratch copy; the reference if that memory is not there. */
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,

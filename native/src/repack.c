@@ -103,8 +103,8 @@ static void pack_group(void *ctx, int64_t rg) {
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
-    if (P->m->base3)
-        lowbit_base3_pack_group(P->m, P->w, P->row_bytes, rg);
+    if (P->m->base3) /* rg: a row set */
+        lowbit_base3_pack_set(P->m, P->w, P->row_bytes, rg);
     else
         pack_group(ctx, rg);
 }
@@ -147,7 +147,9 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     m->nscales = m->qk ? cols / m->qk : 0;
     m->base3 = lowbit_base3_chosen(type);
     if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
-    const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
+    const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS; /* base3 */
+    const int64_t ngroups = m->base3 ? nsets * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS)
+                                     : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
     void *mem = NULL;
@@ -170,7 +172,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     memset(mem, 0, code_bytes + scale_bytes + 64);
     m->nbytes = (int64_t)(code_bytes + scale_bytes);
     pack_job P = {m, (const uint8_t *)w, rb};
-    lowbit_parallel_for(ngroups, pack_group_any, &P, threads);
+    lowbit_parallel_for(m->base3 ? nsets : ngroups, pack_group_any, &P, threads);
     *status = LOWBIT_OK;
     return m;
 }

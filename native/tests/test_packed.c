@@ -105,7 +105,10 @@ static void test_type(int type, int isa) {
                 continue;
             }
             int64_t rows4 = (rows + 3) / 4 * 4, nch = (cols + 127) / 128;
-            if (m->base3) nch = base3_units(cols, G); /* 32-byte units in place of chunks */
+            if (m->base3) { /* 32-byte units in place of chunks, rows in sets of 16 */
+                nch = base3_units(cols, G);
+                rows4 = (rows + 15) / 16 * 16;
+            }
             int64_t want = rows4 * nch * 32 + (type == LOWBIT_TYPE_I2_S ? 0 : rows4 * (cols / bs) * 2);
             CHECK(lowbit_matrix_nbytes(m) == want, "nbytes %lld != %lld",
                   (long long)lowbit_matrix_nbytes(m), (long long)want);

@@ -29,31 +29,39 @@ int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k) {
     return (5 * p + 4) * G + uu * 32;
 }
 
+/* Where byte p of unit u of row r sits, and the scale of block b of row r */
+static size_t code_at(const lowbit_matrix *m, int64_t r, int64_t u, int p) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)(((R * m->nunits + u) * 8 + p / 4) * 64 + l * 4 + p % 4);
+}
+static size_t scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)((R * m->nscales + b) * LOWBIT_BASE3_ROWS + l);
+}
+
 /* Codes (0..2) of row r in weight order from the dense layout */
 static void row_codes(const lowbit_matrix *m, int64_t r, uint8_t *codes) {
     static const uint8_t pow3[4] = {1, 3, 9, 27};
     const int64_t G = m->group, ng = m->cols / G;
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
-    for (int64_t u = 0; u < m->nunits; u++) {
-        const uint8_t *src = m->codes + ((rg * m->nunits + u) * LOWBIT_PACK_ROWS + i) * 32;
+    for (int64_t u = 0; u < m->nunits; u++)
         for (int k = 0; k < 5; k++) {
             const int64_t off = lowbit_base3_slice(G, ng, u, k);
             if (off < 0) continue;
             for (int p = 0; p < 32; p++) {
-                const int t4 = src[p] / 84, rest = src[p] - 84 * t4;
+                const uint8_t v = m->codes[code_at(m, r, u, p)];
+                const int t4 = v / 84, rest = v - 84 * t4;
                 codes[off + p] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
             }
         }
-    }
 }
 
-void lowbit_base3_pack_group(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t rg) {
+void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R) {
     const int64_t G = m->group, ng = m->cols / G, qk = m->qk;
     uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
     if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
-    for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
-        const int64_t r = rg * LOWBIT_PACK_ROWS + i;
-        if (r >= m->rows) continue; /* padding rows keep zero codes and zero scales */
+    for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {
+        const int64_t r = R * LOWBIT_BASE3_ROWS + l;
+        if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
         const uint8_t *row = w + r * row_bytes;
         for (int64_t b = 0; b < m->nscales; b++) {
             uint16_t d;
@@ -66,16 +74,16 @@ void lowbit_base3_pack_group(lowbit_matrix *m, const uint8_t *w, int64_t row_byt
                 lowbit_base3_codes(128, blk->qs, blk->qh, codes + b * qk);
                 d = blk->d;
             }
-            m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i] = d;
+            m->scales[scale_at(m, r, b)] = d;
         }
         for (int64_t u = 0; u < m->nunits; u++) {
-            uint8_t *dst = m->codes + ((rg * m->nunits + u) * LOWBIT_PACK_ROWS + i) * 32;
             int64_t off[5];
             for (int k = 0; k < 5; k++) off[k] = lowbit_base3_slice(G, ng, u, k);
             for (int p = 0; p < 32; p++) {
                 int t[5];
                 for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? 0 : codes[off[k] + p];
-                dst[p] = (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
+                m->codes[code_at(m, r, u, p)] =
+                    (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
             }
         }
     }
@@ -88,12 +96,11 @@ void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
     if (!codes) return; /* a few KB */
     for (int64_t r = r0; r < r1 && r < m->rows; r++) {
-        const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
         row_codes(m, r, codes);
         float acc = 0.0f;
         for (int64_t g = 0; g < m->cols / G; g++) {
             /* one scale block per group (group = block for both formats) */
-            const float dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + g) * LOWBIT_PACK_ROWS + i]);
+            const float dw = lowbit_fp16_to_fp32(m->scales[scale_at(m, r, g)]);
             int32_t isum = 0;
             for (int64_t j = g * G; j < (g + 1) * G; j++) isum += codes[j] * a->q[j];
             isum -= a->s[g]; /* the +1 code offset */
@@ -109,12 +116,16 @@ void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     for (int64_t b = 0; b < batch; b++) lowbit_base3_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
 }
 
-void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst) {
+void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                             uint16_t *sdst) {
     uint8_t *codes = (uint8_t *)calloc((size_t)m->nchunks * 128, 1);
     if (!codes) return; /* a few KB */
     for (int64_t g = 0; g < nrg; g++)
         for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
-            row_codes(m, (rg0 + g) * LOWBIT_PACK_ROWS + i, codes);
+            const int64_t r = (rg0 + g) * LOWBIT_PACK_ROWS + i;
+            row_codes(m, r, codes);
+            for (int64_t b = 0; b < m->nscales; b++)
+                sdst[(g * m->nscales + b) * LOWBIT_PACK_ROWS + i] = m->scales[scale_at(m, r, b)];
             for (int64_t c = 0; c < m->nchunks; c++) {
                 uint8_t *d = dst + ((g * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
                 const uint8_t *src = codes + 128 * c;
@@ -134,17 +145,18 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
     if (r1 <= r0) return;
     const int64_t rg0 = r0 / LOWBIT_PACK_ROWS, nrg = (r1 + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS - rg0;
     const size_t bytes = (size_t)nrg * (size_t)m->nchunks * LOWBIT_PACK_ROWS * 32;
+    const size_t sbytes = (size_t)nrg * (size_t)m->nscales * LOWBIT_PACK_ROWS * 2;
     uint8_t *scratch = NULL;
-    if (posix_memalign((void **)&scratch, 64, bytes) != 0) {
+    if (posix_memalign((void **)&scratch, 64, bytes + sbytes) != 0) {
         lowbit_base3_gemm_ref(m, r0, r1, a, batch, y, ldy);
         return;
     }
-    decode(m, rg0, nrg, scratch);
-    /* the rows' 2-bit copy: row group rg0 is its row group 0, the scales are the matrix's own */
+    /* the rows' 2-bit copy: row group rg0 is its row group 0 */
     lowbit_matrix c = *m;
     c.base3 = 0;
     c.codes = scratch;
-    c.scales = m->scales + rg0 * m->nscales * LOWBIT_PACK_ROWS;
+    c.scales = (uint16_t *)(scratch + bytes);
+    decode(m, rg0, nrg, c.codes, c.scales);
     c.rows = r1 - rg0 * LOWBIT_PACK_ROWS;
     const int64_t shift = rg0 * LOWBIT_PACK_ROWS;
     gemm(&c, r0 - shift, r1 - shift, a, batch, y + shift, ldy);

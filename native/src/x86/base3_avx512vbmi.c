@@ -10,16 +10,19 @@
  * (planes 0 and 2 masked with 3 out of the byte and the byte >> 4, planes 1 and 3 with 12 in
  * place, into separate accumulators as 4 x their sums), and t4 goes to vpdpbusd as it is.
  *
- * A 4-row unit tile is 128 bytes, two zmm of two rows each (a row per 256-bit half); rows go 8 at
- * a time (two row groups), their group sums reduced to one ymm, a lane a row, and each group's
- * float step -- acc += (float)(isum - s[g]) * (dw * d[g]), rounded product then add (the library
- * is built with -ffp-contract=off) -- runs in group order: a period's groups 0..3 as their units
- * end, its group 4 (plane 4 of all its units) after them. */
+ * A row set's unit is 8 vectors, vector j holding bytes 4j..4j+3 of the unit of each of the 16
+ * rows (a lane a row), so vpdpbusd against the broadcast activation quad of plane k accumulates
+ * each row's sums in its own lane: no horizontal reduction, and each group's float step --
+ * acc += (float)(isum - s[g]) * (dw * d[g]), rounded product then add (the library is built with
+ * -ffp-contract=off) -- runs for 16 rows at once, in group order: a period's groups 0..3 as their
+ * units end, its group 4 (plane 4 of all its units) after them.  (A 4-row layout with a row per
+ * 256-bit half, as the 2-bit kernels read, spent a third of its ops reducing each group.)
+ */
 #include <cpuid.h>
 #include <immintrin.h>
+#include <string.h>
 
 #include "../internal.h"
-#include "avx512_reduce.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -62,185 +65,211 @@ AI void decode64(__m512i v, const b3_tables *T, __m512i *c, __m512i *t4) {
     *c = _mm512_permutex2var_epi8(T->lo, r, T->hi);
 }
 
-AI void pf_tile(const uint8_t *tile, const int dist) {
-    if (dist) {
-        _mm_prefetch((const char *)(tile + dist), _MM_HINT_T1);
-        _mm_prefetch((const char *)(tile + dist + 64), _MM_HINT_T1);
-    }
+/* The activation quad at q (4 codes) in every lane */
+AI __m512i quad(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_set1_epi32(v);
 }
 
-AI __m512i bcast32(const int8_t *q) {
-    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
-}
+/* NS row sets of one GEMV step (1, or 2 far apart: paired tasks), NA accumulators of each kind
+ * per set (independent vpdpbusd chains): E planes 0, 2; O 4 x planes 1, 3; X plane 4 (group 4) */
+#define NA_OF(NS) (4 / (NS))
 
-/* One unit of the 8 rows (tiles ta: rows 0-3, tb: rows 4-7), zmm z = rows 2z, 2z + 1: E[z] +=
- * planes 0, 2, O[z] += 4 x planes 1, 3 against A[0..3]; X4: X[z] += plane 4 against A4 */
-AI void unit8(const int X4, const uint8_t *ta, const uint8_t *tb, const __m512i A[4], __m512i A4,
-              const b3_tables *T, __m512i E[4], __m512i O[4], __m512i X[4]) {
+/* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in
+ * the tail (no plane 4).  Fully unrolled, so that the accumulators stay in registers. */
+AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
+               const int8_t *const q[5], const b3_tables *T, __m512i E[2][4], __m512i O[2][4],
+               __m512i X[2][4]) {
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
-    for (int z = 0; z < 4; z++) {
-        __m512i c, t4;
-        decode64(_mm512_loadu_si512((z < 2 ? ta : tb) + 64 * (z & 1)), T, &c, &t4);
-        const __m512i u = _mm512_srli_epi16(c, 4);
-        E[z] = _mm512_dpbusd_epi32(E[z], _mm512_and_si512(c, m3), A[0]);
-        O[z] = _mm512_dpbusd_epi32(O[z], _mm512_and_si512(c, m12), A[1]);
-        E[z] = _mm512_dpbusd_epi32(E[z], _mm512_and_si512(u, m3), A[2]);
-        O[z] = _mm512_dpbusd_epi32(O[z], _mm512_and_si512(u, m12), A[3]);
-        if (X4) X[z] = _mm512_dpbusd_epi32(X[z], t4, A4);
+    const int NA = NA_OF(NS);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const int ac = j % NA;
+#pragma GCC unroll 2
+        for (int s = 0; s < NS; s++) {
+            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            __m512i c, t4;
+            decode64(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t4);
+            const __m512i u = _mm512_srli_epi16(c, 4);
+            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(c, m3), quad(q[0] + 4 * j));
+            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(c, m12), quad(q[1] + 4 * j));
+            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(u, m3), quad(q[2] + 4 * j));
+            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(u, m12), quad(q[3] + 4 * j));
+            if (X4) X[s][ac] = _mm512_dpbusd_epi32(X[s][ac], t4, quad(q[4] + 4 * j));
+        }
     }
 }
 
-/* Lane r = the sum of the 8 lanes of row r, rows 2j and 2j + 1 being the halves of P[j] */
-AI __m256i rows8_sums(const __m512i P[4]) {
-    /* 128-bit quarter q: the sums of quarter q of P[0..3] */
-    const __m512i u = tr64(tr32(P[0], P[1]), tr32(P[2], P[3]));
-    /* quarter 0: rows 0, 2, 4, 6; quarter 2: rows 1, 3, 5, 7 */
-    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_i64x2(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
-    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, v));
+/* The sum of the NA accumulators, plus (O) a quarter of the others' (exact: 4 x sums) */
+AI __m512i acc_sum(const int NA, const __m512i *E, const __m512i *O) {
+    __m512i e = E[0], o = O ? O[0] : _mm512_setzero_si512();
+    for (int i = 1; i < NA; i++) {
+        e = _mm512_add_epi32(e, E[i]);
+        if (O) o = _mm512_add_epi32(o, O[i]);
+    }
+    return O ? _mm512_add_epi32(e, _mm512_srai_epi32(o, 2)) : e;
 }
 
-/* The group sums of E, O (unit8): E + O / 4 per row.  An E lane is at most 2 x 2 units x 4 x 2 x
- * 128 = 4096 in magnitude, an int16 with its sign extension above: one vpdpwssd by (4, 0) makes
- * O + 4 E, 4 x the sums, shifted back (exactly) once they are reduced. */
-AI __m256i group_sums(const __m512i E[4], const __m512i O[4]) {
-    const __m512i four = _mm512_set1_epi32(4);
-    __m512i P[4];
-    for (int z = 0; z < 4; z++) P[z] = _mm512_dpwssd_epi32(O[z], E[z], four);
-    return _mm256_srai_epi32(rows8_sums(P), 2);
+/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
+AI __m512 float_step(const lowbit_matrix *m, int64_t R, const lowbit_act *a, int64_t g,
+                     __m512i isum, __m512 acc) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(m->scales + (R * m->nscales + g) * 16));
+    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
+    const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
 }
 
-/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 8 rows (lanes in row order) */
-AI __m256 float_step(const lowbit_matrix *m, int64_t ga, int64_t gb, const lowbit_act *a,
-                     int64_t g, __m256i isum, __m256 acc) {
-    const uint16_t *sa = m->scales + (ga * m->nscales + g) * 4;
-    const uint16_t *sb = m->scales + (gb * m->nscales + g) * 4;
-    const __m128i h = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)sa),
-                                         _mm_loadl_epi64((const __m128i *)sb));
-    const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(a->d[g]));
-    const __m256i s = _mm256_sub_epi32(isum, _mm256_set1_epi32(a->s[g]));
-    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(s), sc));
+/* y of the rows of sets R[s] that are in [lim[2s], lim[2s + 1]) and below m->rows */
+AI void store16(const lowbit_matrix *m, int64_t R, __m512 v, int64_t lo, int64_t hi, float *y) {
+    float out[16];
+    _mm512_storeu_ps(out, v);
+    if (hi > m->rows) hi = m->rows;
+    for (int l = 0; l < 16; l++) {
+        const int64_t r = R * 16 + l;
+        if (r >= lo && r < hi) y[r] = out[l];
+    }
 }
 
-/* y of the rows of row groups ga (0..3) and, if wb, gb (4..7); rows past m->rows not written */
-AI void store8(const lowbit_matrix *m, int64_t ga, int64_t gb, int wb, __m256 v, float *y) {
-    float out[8];
-    _mm256_storeu_ps(out, v);
-    for (int i = 0; i < 4 && ga * 4 + i < m->rows; i++) y[ga * 4 + i] = out[i];
-    for (int i = 0; wb && i < 4 && gb * 4 + i < m->rows; i++) y[gb * 4 + i] = out[4 + i];
-}
-
-/* Row groups ga, gb of a matrix of S slices a group (4: PTQ1_0, 8: TQ1_0); PF the prefetch
- * distance, a constant in each instance. */
-AI void rows8(const int S, const int PF, const lowbit_matrix *m, int64_t ga, int64_t gb, int wb,
-              const lowbit_act *a, const b3_tables *T, float *y) {
+/* Row sets R[0..NS) of a matrix of S slices a group (4: PTQ1_0, 8: TQ1_0); PF the prefetch
+ * distance, a constant in each instance */
+AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, const int64_t R[2],
+               const int64_t lim[4], const lowbit_act *a, const b3_tables *T, float *y) {
     const int64_t G = 32 * S, ng = m->cols / G, np = ng / 5, nu = m->nunits;
-    const uint8_t *ta = m->codes + ga * nu * 128, *tb = m->codes + gb * nu * 128;
-    const int8_t *q = a->q;
-    __m256 acc = _mm256_setzero_ps();
-    __m512i E[4], O[4], X[4], A[4];
-    for (int64_t p = 0; p < np; p++) {
-        for (int z = 0; z < 4; z++) X[z] = _mm512_setzero_si512();
-        const int8_t *q4 = q + (5 * p + 4) * G; /* group 4: slice u of the period's unit u */
-        for (int j = 0; j < 4; j++) {
-            for (int z = 0; z < 4; z++) E[z] = O[z] = _mm512_setzero_si512();
-            for (int uu = 0; uu < S / 4; uu++) {
-                const int8_t *qg = q + (5 * p + j) * G + 128 * uu;
-                for (int k = 0; k < 4; k++) A[k] = bcast32(qg + 32 * k);
-                pf_tile(ta, PF);
-                pf_tile(tb, PF);
-                unit8(1, ta, tb, A, bcast32(q4 + 32 * (j * S / 4 + uu)), T, E, O, X);
-                ta += 128;
-                tb += 128;
+    const int NA = NA_OF(NS);
+    const uint8_t *t[2];
+    for (int s = 0; s < NS; s++) t[s] = m->codes + R[s] * nu * 512;
+    __m512 acc[2];
+    __m512i E[2][4], O[2][4], X[2][4];
+    for (int s = 0; s < NS; s++) acc[s] = _mm512_setzero_ps();
+    for (int64_t g0 = 0; g0 < ng; g0 += 5) {
+        const int full = g0 / 5 < np; /* a period of 5 groups, else the tail's groups */
+        for (int s = 0; s < NS; s++)
+            for (int i = 0; i < NA; i++) X[s][i] = _mm512_setzero_si512();
+        for (int j = 0; j < 5 && g0 + j < ng; j++) {
+            if (j == 4) { /* group 4: plane 4 of the period's units */
+                for (int s = 0; s < NS; s++)
+                    acc[s] = float_step(m, R[s], a, g0 + 4, acc_sum(NA, X[s], NULL), acc[s]);
+                break;
             }
-            acc = float_step(m, ga, gb, a, 5 * p + j, group_sums(E, O), acc);
+            for (int s = 0; s < NS; s++)
+                for (int i = 0; i < NA; i++) E[s][i] = O[s][i] = _mm512_setzero_si512();
+            for (int uu = 0; uu < S / 4; uu++) {
+                const int8_t *qg = a->q + (g0 + j) * G + 128 * uu, *q[5];
+                for (int k = 0; k < 4; k++) q[k] = qg + 32 * k;
+                q[4] = a->q + (g0 + 4) * G + 32 * (j * S / 4 + uu); /* full periods only */
+                if (full)
+                    unit16(NS, PF, 1, t, q, T, E, O, X);
+                else
+                    unit16(NS, PF, 0, t, q, T, E, O, X);
+                for (int s = 0; s < NS; s++) t[s] += 512;
+            }
+            for (int s = 0; s < NS; s++)
+                acc[s] = float_step(m, R[s], a, g0 + j, acc_sum(NA, E[s], O[s]), acc[s]);
         }
-        acc = float_step(m, ga, gb, a, 5 * p + 4, rows8_sums(X), acc);
     }
-    for (int64_t g = 5 * np; g < ng; g++) { /* the tail: planes 0..3 only */
-        for (int z = 0; z < 4; z++) E[z] = O[z] = _mm512_setzero_si512();
-        for (int uu = 0; uu < S / 4; uu++) {
-            const int8_t *qg = q + g * G + 128 * uu;
-            for (int k = 0; k < 4; k++) A[k] = bcast32(qg + 32 * k);
-            pf_tile(ta, PF);
-            pf_tile(tb, PF);
-            unit8(0, ta, tb, A, A[0], T, E, O, X);
-            ta += 128;
-            tb += 128;
-        }
-        acc = float_step(m, ga, gb, a, g, group_sums(E, O), acc);
-    }
-    store8(m, ga, gb, wb, acc, y);
+    for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
 }
 
-/* rows8 on row groups ga0 + step * k and gb0 + step * k for k < n */
-AI void run_rows(const int S, const int PF, const lowbit_matrix *m, int64_t ga0, int64_t gb0,
-                 int64_t step, int64_t n, int wb, const lowbit_act *a, float *y) {
-    const b3_tables T = tables_load();
-    for (int64_t k = 0; k < n; k++) rows8(S, PF, m, ga0 + step * k, gb0 + step * k, wb, a, &T, y);
-}
-
-/* run_rows with S and the prefetch distance as constants */
-static void run_any(const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step, int64_t n,
-                    int wb, const lowbit_act *a, float *y) {
-    if (m->group == 256) {
-        if (pf_base3)
-            run_rows(8, LOWBIT_PF_BASE3_INTEL, m, ga0, gb0, step, n, wb, a, y);
-        else
-            run_rows(8, 0, m, ga0, gb0, step, n, wb, a, y);
-    } else {
-        if (pf_base3)
-            run_rows(4, LOWBIT_PF_BASE3_INTEL, m, ga0, gb0, step, n, wb, a, y);
-        else
-            run_rows(4, 0, m, ga0, gb0, step, n, wb, a, y);
-    }
+/* rows16 with NS, S and the prefetch distance as constants */
+static void run_sets(int NS, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                     const lowbit_act *a, const b3_tables *T, float *y) {
+#define RUN(ns, S)                                                                                 \
+    do {                                                                                           \
+        if (pf_base3)                                                                              \
+            rows16(ns, S, LOWBIT_PF_BASE3_INTEL, m, R, lim, a, T, y);                              \
+        else                                                                                       \
+            rows16(ns, S, 0, m, R, lim, a, T, y);                                                  \
+    } while (0)
+    if (NS == 2 && m->group == 256)
+        RUN(2, 8);
+    else if (NS == 2)
+        RUN(2, 4);
+    else if (m->group == 256)
+        RUN(1, 8);
+    else
+        RUN(1, 4);
+#undef RUN
 }
 
 static void base3_gemv(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                        float *y) {
     if (r1 > m->rows) r1 = m->rows;
-    if (r1 <= r0) return;
-    /* adjacent row groups in pairs; a lone last one is read twice, its twin not written */
-    const int64_t g0 = r0 / 4, ngr = (r1 - r0 + 3) / 4;
-    run_any(m, g0, g0 + 1, 2, ngr / 2, 1, a, y);
-    if (ngr & 1) run_any(m, g0 + ngr - 1, g0 + ngr - 1, 1, 1, 0, a, y);
+    const b3_tables T = tables_load();
+    const int64_t lim[4] = {r0, r1, r0, r1};
+    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
+        const int64_t Rs[2] = {R, R};
+        run_sets(1, m, Rs, lim, a, &T, y);
+    }
 }
 
-/* Row group k of range A with row group k of range B, far apart, as the 8 rows of rows8: two runs
- * of memory side by side (internal.h, packed_gemv_pair); A's rows past B's alone. */
+/* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
+ * (internal.h, packed_gemv_pair); A's rows past B's alone.  Ranges not starting on a row set run
+ * one after the other. */
 static void base3_gemv_pair(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0, int64_t b1,
                             const lowbit_act *a, float *y) {
-    const int64_t npair = (b1 - b0 + 3) / 4;
-    run_any(m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
-    base3_gemv(m, a0 + 4 * npair, a1, a, y);
+    if (a0 % 16 || b0 % 16) {
+        base3_gemv(m, a0, a1, a, y);
+        base3_gemv(m, b0, b1, a, y);
+        return;
+    }
+    const b3_tables T = tables_load();
+    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
+    for (int64_t k = 0; k < npair; k++) {
+        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
+        run_sets(2, m, Rs, lim, a, &T, y);
+    }
+    base3_gemv(m, a0 + 16 * npair, a1, a, y);
 }
 
 /* ---- the GEMM: rows decoded into the 2-bit layout ---------------------------------------------
  * A unit's planes 0..3 are one 128-weight chunk of the 2-bit layout (its byte is the decoded c as
  * it is); the 2-bit chunk cc of a period's group 4 is plane 4 of its units 4 cc .. 4 cc + 3, one
- * 2-bit field each. */
-static void base3_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst) {
+ * 2-bit field each.  The decoded vectors (lane = row) are written out row by row. */
+
+/* V[j] lane l: bytes 4j..4j+3 of row 16R + l of one chunk: to the 2-bit chunk of the rows of
+ * groups [rg0, rg0 + nrg) among them */
+AI void put_chunk(const __m512i V[8], int64_t R, int64_t rg0, int64_t nrg, int64_t nch,
+                  int64_t chunk, uint8_t *dst) {
+    _Alignas(64) uint8_t tmp[8][64];
+    for (int j = 0; j < 8; j++) _mm512_store_si512((__m512i *)tmp[j], V[j]);
+    for (int l = 0; l < 16; l++) {
+        const int64_t g = 4 * R + l / 4 - rg0;
+        if (g < 0 || g >= nrg) continue;
+        uint8_t *d = dst + ((g * nch + chunk) * 4 + l % 4) * 32;
+        for (int j = 0; j < 8; j++) memcpy(d + 4 * j, tmp[j] + 4 * l, 4);
+    }
+}
+
+static void base3_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                         uint16_t *sdst) {
     const b3_tables T = tables_load();
     const int64_t G = m->group, S = G / 32, ng = m->cols / G, np = ng / 5, per = S / 4;
     const int64_t nu = m->nunits, nch = m->nchunks;
-    for (int64_t g = 0; g < nrg; g++) {
-        const uint8_t *src = m->codes + (rg0 + g) * nu * 128;
-        uint8_t *out = dst + g * nch * 128;
+    for (int64_t R = rg0 / 4; R * 4 < rg0 + nrg; R++) {
+        const uint8_t *src = m->codes + R * nu * 512;
+        __m512i X[8];
+        for (int j = 0; j < 8; j++) X[j] = _mm512_setzero_si512(); /* (quiets -Wmaybe-uninitialized) */
         for (int64_t u = 0; u < nu; u++) {
             const int64_t p = u / S, uu = u % S;
-            /* the chunk of planes 0..3: chunk uu % per of group 5p + uu / per (tail alike) */
-            const int64_t chunk = (5 * p + uu / per) * per + uu % per;
-            const int64_t x_chunk = (5 * p + 4) * per + uu / 4; /* group 4's chunk, full periods */
-            for (int h = 0; h < 2; h++) {
-                __m512i c, t4;
-                decode64(_mm512_loadu_si512(src + u * 128 + 64 * h), &T, &c, &t4);
-                _mm512_store_si512((__m512i *)(out + chunk * 128 + 64 * h), c);
+            __m512i C[8];
+            for (int j = 0; j < 8; j++) {
+                __m512i t4;
+                decode64(_mm512_loadu_si512(src + u * 512 + 64 * j), &T, &C[j], &t4);
                 if (p < np) { /* plane 4 of unit uu is field uu % 4 of its chunk */
-                    __m512i *x = (__m512i *)(out + x_chunk * 128 + 64 * h);
                     const __m512i f = _mm512_slli_epi16(t4, (unsigned)(2 * (uu % 4)));
-                    _mm512_store_si512(x, uu % 4 ? _mm512_or_si512(_mm512_load_si512(x), f) : f);
+                    X[j] = uu % 4 ? _mm512_or_si512(X[j], f) : f;
                 }
             }
+            /* planes 0..3: chunk uu % per of group 5p + uu / per (the tail alike) */
+            put_chunk(C, R, rg0, nrg, nch, (5 * p + uu / per) * per + uu % per, dst);
+            if (p < np && uu % 4 == 3) put_chunk(X, R, rg0, nrg, nch, (5 * p + 4) * per + uu / 4, dst);
+        }
+        for (int l = 0; l < 16; l++) {
+            const int64_t g = 4 * R + l / 4 - rg0;
+            if (g < 0 || g >= nrg) continue;
+            for (int64_t b = 0; b < m->nscales; b++)
+                sdst[(g * m->nscales + b) * 4 + l % 4] = m->scales[(R * m->nscales + b) * 16 + l];
         }
     }
 }
