@@ -1,6 +1,7 @@
 """TQ1_0 / PTQ1_0 in the dense base-3 packed layout against the 2-bit one, in one process.
 
     python bench/base3_layouts.py [--threads 1] [--rounds 5] [--mb 768] [--fmt ptq1_0,tq1_0]
+        [--shapes 6912x2560,...]
 
 For each format and shape, copies of one random matrix are packed both ways (PYLOWBIT_BASE3=1 and
 =0, each >= --mb MB of packed bytes, so that a pass over the copies streams from DRAM) and their
@@ -48,13 +49,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--mb", type=int, default=768)
     ap.add_argument("--fmt", default="ptq1_0,tq1_0")
+    ap.add_argument("--shapes", default=",".join(f"{r}x{c}" for r, c in SHAPES),
+                    help="comma-separated ROWSxCOLS")
     args = ap.parse_args()
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     probe = probe_buffer(512 << 20)
     print(f"isa {lb.isa_active()}, {args.threads} thread(s), >= {args.mb} MB of copies per layout")
     print("fmt     shape          packed/file (dense, 2-bit)  share dense  share 2-bit  dense/2-bit")
     for fmt in args.fmt.split(","):
-        for rows, cols in SHAPES:
+        for rows, cols in (tuple(map(int, sh.split("x"))) for sh in args.shapes.split(",")):
             w = random_weights(fmt, rows, cols)
             x = np.random.default_rng(1).standard_normal(cols).astype(np.float32)
             layouts = [packed_copies(w, d, args.mb << 20) for d in (True, False)]

@@ -188,7 +188,8 @@ static inline float lowbit_act_clamp(float v) {
  *
  * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
  * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
- * per weight this way, a trade for 2-bit-speed unpacking.  Other types (Q8_0, Q1_0, F16, F32) are
+ * per weight this way, a trade for 2-bit-speed unpacking (a variant that decodes base-3 in
+ * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
 /* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant decodes it, `base3` below;
