@@ -442,7 +442,7 @@ def set_isa(str name):
 
 # ---- the kernel list -------------------------------------------------------------------------
 
-LAYOUTS = ("none", "file", "packed")
+LAYOUTS = ("none", "file", "packed", "base3")
 ROLES = tuple(lowbit_role_name(i).decode() for i in range(LOWBIT_ROLE_COUNT))
 
 

@@ -243,6 +243,26 @@ _SCALE_AT = {"tq1_0": (54, 52), "tq2_0": (66, 64), "q1_0": (18, 0), "q2_0": (18,
              "pq2_0": (34, 0), "ptq1_0": (28, 26), "q8_0": (34, 0)}
 
 
+def base3_dense(fmt, variant):
+    """Whether `variant` packs `fmt` in the dense base-3 layout (PYLOWBIT_BASE3 unset): TQ1_0 /
+    PTQ1_0 on avx512vnni where the CPU has AVX-512 VBMI."""
+    if fmt not in ("tq1_0", "ptq1_0") or variant != "avx512vnni":
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512vbmi " in line + " " for line in f)
+    except OSError:
+        return False
+
+
+def base3_units(fmt, cols):
+    """32-byte units of a dense base-3 row (internal.h's rule, counted here independently): every
+    5 groups of S = group / 32 slices take S units, the last ng % 5 groups S / 4 units each."""
+    group = 256 if fmt == "tq1_0" else 128
+    s, ng = group // 32, cols // group
+    return ng // 5 * s + ng % 5 * (s // 4)
+
+
 def random_code_weights(fmt, rows, cols, seed=0):
     """Random code bytes (every code value, incl. 2-bit code 3 and Q8_0 -128) with sane scales."""
     rng = np.random.default_rng(seed)
@@ -296,11 +316,14 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             packs = fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS)
             assert p.is_packed == packs
             if packs:
-                # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4); fp16 scales
+                # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
+                # formats' dense units where the variant decodes them; fp16 scales
                 blk = lb.format_info(fmt).block_size
-                rows4 = -(-rows // 4) * 4
+                dense = base3_dense(fmt, variant)
+                rows4 = -(-rows // 16) * 16 if dense else -(-rows // 4) * 4  # dense: sets of 16
                 scales = 0 if fmt == "i2_s" else rows4 * (cols // blk) * 2
-                assert p.packed_nbytes == rows4 * (-(-cols // 128)) * 32 + scales
+                units = base3_units(fmt, cols) if dense else -(-cols // 128)
+                assert p.packed_nbytes == rows4 * units * 32 + scales
             for threads in (1, 2):
                 yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)
                 if (packs or fmt in FLOAT_FORMATS) and variant in BIT_EXACT_VARIANTS:

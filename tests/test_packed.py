@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-from test_kernels import random_code_weights  # every code value, arbitrary fp16 scales
+from test_kernels import emulate_for, random_code_weights  # every code value, arbitrary fp16 scales
 
 NONSCALAR = [v for v in lb.isa_supported() if v != "scalar"]
 
@@ -105,3 +105,74 @@ def test_group256_sums_at_their_bound(fmt, variant, isa):
             want = wd @ (q.astype(np.float64) * np.repeat(d.astype(np.float64), 256))
             np.testing.assert_allclose(p.gemv(x), want, rtol=1e-6)
             _same_as_scalar(p, x, variant, isa)
+
+
+# ---- the dense base-3 layout (TQ1_0 / PTQ1_0) -----------------------------------------------------
+# internal.h: 5 trits a byte in 32-byte units, every 5 activation groups in S = group / 32 units and
+# the last ng % 5 groups in S / 4 units each.  PYLOWBIT_BASE3 forces the layout at pack time, so
+# every variant runs both layouts here (a variant that does not decode base-3 runs the reference);
+# every result must equal the scalar file layout's bit for bit.
+
+BASE3 = ["tq1_0", "ptq1_0"]
+VARIANTS = lb.isa_supported()
+
+
+def _base3_cases(fmt):
+    bs = lb.format_info(fmt).block_size
+    # 1..11 groups: tails of 0..4 groups after 0..2 periods; rows: lone, partial and paired row
+    # groups, one 64-row task and several (paired tasks need more than one)
+    return [((1, 5, 8, 67, 130, 259)[k % 6], k * bs) for k in range(1, 12)]
+
+
+@pytest.mark.parametrize("dense", ["0", "1"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("fmt", BASE3)
+def test_base3_layouts_equal_file_layout(fmt, variant, dense, isa, monkeypatch):
+    from test_kernels import base3_units
+    rng = np.random.default_rng(21)
+    monkeypatch.setenv("PYLOWBIT_BASE3", dense)
+    for k, (rows, cols) in enumerate(_base3_cases(fmt)):
+        w = random_code_weights(fmt, rows, cols, seed=k)
+        x = (rng.standard_normal((9, cols)) * rng.uniform(0.1, 10, cols)).astype(np.float32)
+        isa("scalar")
+        ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
+        isa(variant)
+        p = w.pack()
+        units = base3_units(fmt, cols) if dense == "1" else -(-cols // 128)
+        rows4 = -(-rows // 16) * 16 if dense == "1" else -(-rows // 4) * 4
+        assert p.packed_nbytes == rows4 * units * 32 + rows4 * (cols // lb.format_info(fmt).block_size) * 2
+        for threads in (1, 2):
+            np.testing.assert_array_equal(p.gemv(x[0], threads=threads), ref_v)
+            np.testing.assert_array_equal(p.gemm(x, threads=threads), ref_m)
+
+
+@pytest.mark.parametrize("fmt", BASE3)
+def test_base3_dense_is_file_density(fmt, monkeypatch):
+    """At the models' widths the dense copy is within 2 % of the file's bytes; the 2-bit one is
+    1.2x them."""
+    for cols in (2560, 5120, 6912, 17408):
+        w = random_code_weights(fmt, 64, cols)
+        monkeypatch.setenv("PYLOWBIT_BASE3", "1")
+        dense = w.pack().packed_nbytes
+        monkeypatch.setenv("PYLOWBIT_BASE3", "0")
+        two_bit = w.pack().packed_nbytes
+        assert dense <= 1.02 * w.data.nbytes
+        assert two_bit >= 1.2 * w.data.nbytes
+
+
+@pytest.mark.parametrize("fmt", BASE3)
+def test_base3_at_the_code_bounds(fmt, isa, monkeypatch):
+    """Every weight +1 (top code, trits all 2: bytes 242) or -1 against activation codes all +127
+    or all -127: the kernels' int16 steps at their bound, against the exact value."""
+    monkeypatch.setenv("PYLOWBIT_BASE3", "1")
+    cols = 11 * lb.format_info(fmt).block_size
+    for value in (1.0, -1.0):
+        w = lb.quantize(np.full((12, cols), value, np.float32), fmt)
+        wd = w.dequantize().astype(np.float64)
+        for variant in VARIANTS:
+            isa(variant)
+            p = w.pack()
+            for sign in (1.0, -1.0):
+                x = np.full(cols, sign, np.float32)
+                want = wd @ emulate_for(x, fmt)[0]  # exact: every activation code is +-127
+                np.testing.assert_allclose(p.gemv(x), want, rtol=1e-6)

@@ -477,7 +477,7 @@ int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, i
 /* The weight bytes of rows [r0, r1) of a job's matrix. */
 static lowbit_span rows_span(const job *J, int64_t r0, int64_t r1) {
     if (J->m) {
-        const int64_t group_bytes = J->m->nchunks * 128; /* a packed row group: 4 rows */
+        const int64_t group_bytes = lowbit_packed_group_bytes(J->m); /* a row group: 4 rows */
         return (lowbit_span){J->m->codes + r0 / 4 * group_bytes, (r1 - r0 + 3) / 4 * group_bytes};
     }
     return (lowbit_span){(const uint8_t *)J->w + r0 * J->row_bytes, (r1 - r0) * J->row_bytes};

@@ -87,6 +87,7 @@ static unsigned detect_supported(void) {
     if (os_ymm && avx2 && fma && f16c) m |= 1u << LOWBIT_ISA_AVX2;
     if (os_zmm && avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni)
         m |= 1u << LOWBIT_ISA_AVX512VNNI;
+    lowbit_cpu_vbmi = (m >> LOWBIT_ISA_AVX512VNNI & 1) && (c >> 1) & 1; /* ECX bit 1: AVX512_VBMI */
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
 #if defined(LOWBIT_LINUX)
@@ -103,6 +104,7 @@ static unsigned detect_supported(void) {
 
 static unsigned g_supported;
 int lowbit_cpu_intel;
+int lowbit_cpu_vbmi;
 static lowbit_kernels g_tables[LOWBIT_ISA_COUNT];
 static _Atomic int g_active = -1;
 static char g_env_error[256];
@@ -180,7 +182,7 @@ static int usable(int isa) {
 
 void lowbit_plan_packed(lowbit_matrix *m) {
     ensure_init();
-    const int L = LOWBIT_LAYOUT_PACKED;
+    const int L = m->base3 ? LOWBIT_LAYOUT_BASE3 : LOWBIT_LAYOUT_PACKED;
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!usable(isa)) continue;
         lowbit_packed_plan *p = &m->plan[isa];
@@ -188,6 +190,23 @@ void lowbit_plan_packed(lowbit_matrix *m) {
         p->pair = entry_fn(select_entry(isa, m->type, L, LOWBIT_ROLE_PAIR_GEMV, m)).pair;
         p->gemm = entry_fn(select_entry(isa, m->type, L, LOWBIT_ROLE_GEMM, m)).packed_gemm;
     }
+}
+
+/* The shape fields of a base-3 matrix of `type` (TQ1_0 / PTQ1_0) with rows of `cols`, or 0. */
+static int describe_base3(int type, int64_t cols, lowbit_matrix *m) {
+    if (type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0) return 0;
+    if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
+    m->base3 = 1;
+    m->nunits = lowbit_base3_units(cols, m->group);
+    return 1;
+}
+
+int lowbit_base3_has_kernel(int type) {
+    ensure_init();
+    lowbit_matrix m;
+    if (!describe_base3(type, 1280, &m)) return 0;
+    const int i = select_entry(lowbit_isa_active(), type, LOWBIT_LAYOUT_BASE3, LOWBIT_ROLE_GEMV, &m);
+    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
 static int best_isa(unsigned usable) {
@@ -277,8 +296,9 @@ const char *lowbit_role_name(int role) {
 
 const char *lowbit_layout_name(int layout) {
     static const char *const NAMES[] = {[LOWBIT_LAYOUT_NONE] = "none", [LOWBIT_LAYOUT_FILE] = "file",
-                                        [LOWBIT_LAYOUT_PACKED] = "packed"};
-    return layout >= 0 && layout <= LOWBIT_LAYOUT_PACKED ? NAMES[layout] : NULL;
+                                        [LOWBIT_LAYOUT_PACKED] = "packed",
+                                        [LOWBIT_LAYOUT_BASE3] = "base3"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_BASE3 ? NAMES[layout] : NULL;
 }
 
 int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
@@ -287,8 +307,10 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     if (role < 0 || role >= LOWBIT_ROLE_COUNT || !lowbit_layout_name(layout) || cols < 0)
         return LOWBIT_EINVAL;
     if (!usable(isa)) return LOWBIT_EISA;
-    if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
+    if (layout == LOWBIT_LAYOUT_BASE3)
+        return describe_base3(type, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
+    if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
     if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK || !m.packed) return -1;
     return select_entry(isa, type, layout, role, &m);
 }

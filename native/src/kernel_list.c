@@ -26,6 +26,9 @@ static int when_one_block_groups(const lowbit_matrix *m) {
     return m->type != LOWBIT_TYPE_I2_S && lowbit_pair_rows_ok(m);
 }
 
+/* a CPU with AVX512_VBMI (vpermb, vpermi2b), which the avx512vnni variant does not require */
+static int when_vbmi(const lowbit_matrix *m) { return (void)m, lowbit_cpu_vbmi; }
+
 /* ---- the list ---------------------------------------------------------------------------------- */
 
 #define ANY (-1)

@@ -162,6 +162,7 @@ void lowbit_packed_gemm_ref(const struct lowbit_matrix *m, int64_t r0, int64_t r
 int lowbit_cpu_is_intel(void);
 /* The same, for kernels to read in their loops: set by the dispatcher before any kernel runs. */
 extern int lowbit_cpu_intel;
+extern int lowbit_cpu_vbmi; /* AVX512_VBMI usable (dispatch.c) */
 int lowbit_type_packs(int type); /* 1 if lowbit_matrix_pack builds the interleaved layout */
 /* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
 void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);

@@ -25,12 +25,33 @@
  *
  * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
  * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
- * per weight this way, a trade for 2-bit-speed unpacking.  Other types (Q8_0, Q1_0, F16, F32) are
+ * per weight this way, a trade for 2-bit-speed unpacking (a variant that decodes base-3 in
+ * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
+/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it, `base3`
+ * below; ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
+ * LOWBIT_BASE3_ROWS (padded with zero rows), stored so that one 64-byte vector holds 4 bytes of
+ * each of 16 rows:
+ *
+ *   codes[R][u][j][l][4]  row set R (rows 16R..16R+15), 32-byte unit u of the row, bytes 4j..4j+3
+ *                         (j = 0..7) of row 16R + l: byte p holds trits t0..t4 (codes 0..2) as
+ *                         84 t4 + t0 + 3 t1 + 9 t2 + 27 t3, trit k being weight p of the
+ *                         32-weight slice that plane k of unit u holds.
+ *   scales[R][b][l]       fp16 scale of block b of row 16R + l.
+ *
+ * With S = group / 32 slices per activation group (4 for PTQ1_0, 8 for TQ1_0), every 5 groups
+ * are S units: unit u of such a period holds slices 4 (u % (S/4)) .. + 3 of the period's group
+ * u / (S/4) in planes 0..3 and slice u of its group 4 in plane 4, so each group's sums close
+ * within its own units (group 4's at the period's end) and no slice straddles a group.  The last
+ * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
+ * Its kernels are the list's BASE3 layout entries. */
+#define LOWBIT_BASE3_ROWS 16
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
+    int base3;            /* packed in the dense base-3 layout (above), not the 2-bit one */
+    int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
     int64_t qk;           /* scale block of the format (0 for I2_S) */
     int64_t group;        /* activation group */
@@ -43,6 +64,11 @@ struct lowbit_matrix {
     int64_t nbytes;       /* bytes owned (codes + scales) */
     lowbit_packed_plan plan[LOWBIT_ISA_COUNT]; /* per usable variant, lowbit_plan_packed */
 };
+
+/* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
+static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
+    return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
+}
 
 /* The packed GEMV variant `isa` planned for m: pair kernels run it on the rows they leave over. */
 #define LOWBIT_PLANNED_GEMV(m, isa) ((m)->plan[isa].gemv)
@@ -72,9 +98,38 @@ static inline int32_t lowbit_i2s_code_offset(const lowbit_matrix *m, const lowbi
  * table with packed_gemv_pair32): whole groups of one scale block each, 256 weights (TQ2_0,
  * TQ1_0) or 128 (PQ2_0, PTQ1_0), and I2_S in whole 128-weight chunks. */
 static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
-    if (!m->packed) return 0;
+    if (!m->packed || m->base3) return 0;
     if (m->type == LOWBIT_TYPE_I2_S) return m->cols % 128 == 0;
     return (m->group == 256 || m->group == 128) && m->qk == m->group && m->cols % m->group == 0;
 }
+
+/* ---- the dense base-3 layout (ref/base3_packed.c) ---- */
+/* 1 if lowbit_matrix_pack builds `type` in it: TQ1_0 / PTQ1_0 where the active variant's chain has
+ * a base-3 GEMV other than the reference (lowbit_base3_has_kernel); PYLOWBIT_BASE3=0 forces the
+ * 2-bit layout, =1 the dense one. */
+int lowbit_base3_chosen(int type);
+int lowbit_base3_has_kernel(int type); /* dispatch.c */
+int64_t lowbit_base3_units(int64_t cols, int64_t group); /* units per row */
+/* Offset in its row of the slice that plane k of unit u holds (ng groups of G), -1 if none */
+int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k);
+/* Row set R from the file layout (rows row_bytes apart) */
+void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
+void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y);
+void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy);
+/* Row groups [rg0, rg0 + nrg) (4 rows each) of a base-3 matrix in the 2-bit layout: codes
+ * dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4] */
+typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
+                                       uint8_t *dst, uint16_t *sdst);
+void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                             uint16_t *sdst);
+/* A base-3 GEMM run by a 2-bit layout GEMM (`gemm`) on the rows' codes decoded by `decode` into a
+ * scratch copy; the reference if that memory is not there. */
+void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
+                               void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
+                                            const lowbit_act *, int64_t, float *, int64_t),
+                               const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               int64_t batch, float *y, int64_t ldy);
 
 #endif /* LOWBIT_PACKED_H */

@@ -109,6 +109,14 @@ int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
     return LOWBIT_OK;
 }
 
+static void pack_group_any(void *ctx, int64_t rg) {
+    const pack_job *P = (const pack_job *)ctx;
+    if (P->m->base3) /* rg: a row set */
+        lowbit_base3_pack_set(P->m, P->w, P->row_bytes, rg);
+    else
+        pack_group(ctx, rg);
+}
+
 lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
                                   int threads, int *status) {
     int st_local;
@@ -139,9 +147,13 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
         *status = LOWBIT_OK; /* borrowed file layout */
         return m;
     }
+    m->base3 = lowbit_base3_chosen(type);
+    if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
     lowbit_plan_packed(m);
-    const int64_t ngroups = (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    const size_t code_bytes = (size_t)ngroups * m->nchunks * LOWBIT_PACK_ROWS * 32;
+    const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS; /* base3 */
+    const int64_t ngroups = m->base3 ? nsets * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS)
+                                     : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
+    const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
      * 2 MB or more gets huge pages where the system grants them (lowbit_alloc_pages), asked before
@@ -159,7 +171,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     memset(mem, 0, code_bytes + scale_bytes + 64);
     m->nbytes = (int64_t)(code_bytes + scale_bytes);
     pack_job P = {m, (const uint8_t *)w, rb};
-    lowbit_parallel_for(ngroups, pack_group, &P, threads);
+    lowbit_parallel_for(m->base3 ? nsets : ngroups, pack_group_any, &P, threads);
     *status = LOWBIT_OK;
     return m;
 }

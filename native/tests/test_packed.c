@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "internal.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "harness.h"
 
@@ -50,6 +53,36 @@ static uint8_t *random_weights(int type, int64_t rows, int64_t cols, int64_t *nb
     return w;
 }
 
+/* Units of a dense base-3 row (internal.h), counted from the layout's rule: 5 groups of S
+ * slices in S units, the last ng % 5 groups in S / 4 units each. */
+static int64_t base3_units(int64_t cols, int64_t G) {
+    const int64_t S = G / 32, ng = cols / G;
+    return ng / 5 * S + ng % 5 * S / 4;
+}
+
+/* AVX-512 VBMI (CPUID leaf 7, ECX bit 1): what the avx512vnni variant needs to pack base-3 */
+static int cpu_vbmi(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (c >> 1) & 1;
+#else
+    return 0;
+#endif
+}
+
+/* The layouts a type packs to: the base-3 formats both ways (PYLOWBIT_BASE3), others one. */
+static int n_layouts(int type) {
+    return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0 ? 2 : 1;
+}
+static void set_layout(int type, int dense) {
+    if (n_layouts(type) > 1)
+        setenv("PYLOWBIT_BASE3", dense ? "1" : "0", 1);
+    else
+        unsetenv("PYLOWBIT_BASE3");
+}
+
 #define GUARD 8
 #define GUARD_VAL 1234.5f
 
@@ -72,6 +105,10 @@ static void test_type(int type, int isa) {
                 continue;
             }
             int64_t rows4 = (rows + 3) / 4 * 4, nch = (cols + 127) / 128;
+            if (m->base3) { /* 32-byte units in place of chunks, rows in sets of 16 */
+                nch = base3_units(cols, G);
+                rows4 = (rows + 15) / 16 * 16;
+            }
             int64_t want = rows4 * nch * 32 + (type == LOWBIT_TYPE_I2_S ? 0 : rows4 * (cols / bs) * 2);
             CHECK(lowbit_matrix_nbytes(m) == want, "nbytes %lld != %lld",
                   (long long)lowbit_matrix_nbytes(m), (long long)want);
@@ -172,6 +209,15 @@ static void test_gemm_tails(int type, int isa) {
         float *y = (float *)malloc((size_t)(batch * rows + GUARD) * 4);
         lowbit_set_isa(LOWBIT_ISA_SCALAR);
         CHECK(m && lowbit_matrix_gemm_act(m, a, batch, ref, 1) == LOWBIT_OK, "ref");
+        { /* the scalar packed reference of either layout is the file layout's, bit for bit */
+            float *fref = (float *)malloc((size_t)(batch * rows) * 4);
+            CHECK(lowbit_gemm_act(type, w, rows, cols, a, batch, fref, 1) == LOWBIT_OK, "file ref");
+            CHECK(!memcmp(fref, ref, (size_t)(batch * rows) * 4),
+                  "%s (%s layout) rows %lld cols %lld: packed reference != file reference",
+                  lowbit_type_name(type), m && m->base3 ? "base-3" : "2-bit", (long long)rows,
+                  (long long)cols);
+            free(fref);
+        }
         lowbit_set_isa(isa);
         for (int threads = 1; threads <= 2; threads++) {
             for (int64_t i = 0; i < batch * rows + GUARD; i++) y[i] = GUARD_VAL;
@@ -340,12 +386,43 @@ int main(void) {
            usable);
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!(usable & (1u << isa))) continue;
-        for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
-            test_type(TYPES[t], isa);
-            test_gemm_tails(TYPES[t], isa);
-        }
+        for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
+            for (int dense = 0; dense < n_layouts(TYPES[t]); dense++) {
+                set_layout(TYPES[t], dense);
+                test_type(TYPES[t], isa);
+                test_gemm_tails(TYPES[t], isa);
+            }
     }
-    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) test_arm_fast_paths(TYPES[t]);
+    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
+        for (int dense = 0; dense < n_layouts(TYPES[t]); dense++) {
+            set_layout(TYPES[t], dense);
+            test_arm_fast_paths(TYPES[t]);
+        }
+    unsetenv("PYLOWBIT_BASE3");
+    { /* the layout each type gets: base-3 dense only where asked for or the variant decodes it */
+        for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
+            if (!(usable & (1u << isa))) continue;
+            lowbit_set_isa(isa);
+            for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
+                const int type = TYPES[t];
+                int64_t nb;
+                uint8_t *w = random_weights(type, 4, 1280, &nb);
+                int st;
+                for (int env = 0; env < 3; env++) { /* unset, "0", "1" */
+                    if (env) setenv("PYLOWBIT_BASE3", env == 2 ? "1" : "0", 1);
+                    lowbit_matrix *m = lowbit_matrix_pack(type, w, 4, 1280, 1, &st);
+                    const int want = n_layouts(type) > 1 &&
+                                     (env ? env == 2 : isa == LOWBIT_ISA_AVX512VNNI && cpu_vbmi());
+                    CHECK(m && m->base3 == want, "%s %s env %d: base3 %d", lowbit_isa_name(isa),
+                          lowbit_type_name(type), env, m ? m->base3 : -1);
+                    lowbit_matrix_free(m);
+                    unsetenv("PYLOWBIT_BASE3");
+                }
+                free(w);
+            }
+        }
+        lowbit_set_isa(LOWBIT_ISA_SCALAR);
+    }
     /* types that are not repacked borrow the buffer and still compute */
     {
         int64_t nb;

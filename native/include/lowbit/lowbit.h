@@ -226,7 +226,8 @@ LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was f
 typedef enum lowbit_layout {
     LOWBIT_LAYOUT_NONE = 0,   /* not a weight kernel: quantizer, read probe */
     LOWBIT_LAYOUT_FILE = 1,   /* the weights as stored in GGUF */
-    LOWBIT_LAYOUT_PACKED = 2, /* lowbit_matrix_pack's row-interleaved copy */
+    LOWBIT_LAYOUT_PACKED = 2, /* lowbit_matrix_pack's row-interleaved copy, 2-bit codes */
+    LOWBIT_LAYOUT_BASE3 = 3,  /* lowbit_matrix_pack's dense base-3 copy (TQ1_0, PTQ1_0) */
 } lowbit_layout;
 typedef enum lowbit_role {
     LOWBIT_ROLE_GEMV = 0,
@@ -250,7 +251,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 /* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
-LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed"; NULL if unknown */
+LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
  * matter); type -1 for the quantizer and the read probe.  -1 if none (no pairing, or a type the

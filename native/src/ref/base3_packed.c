@@ -1,0 +1,164 @@
+/* The dense base-3 packed layout of TQ1_0 / PTQ1_0 (internal.h, above struct lowbit_matrix):
+ * building it, its scalar reference GEMV / GEMM, and decoding row groups of it into the 2-bit
+ * layout for the GEMMs that read that one.  The reference takes the same integer group sums (the
+ * codes are only reordered) in the same float order as lowbit_packed_gemv_ref and the file-layout
+ * reference, so the three agree bit for bit. */
+#include <stdlib.h>
+
+#include "../internal.h"
+
+void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
+
+int lowbit_base3_chosen(int type) {
+    if (type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0) return 0;
+    const char *env = getenv("PYLOWBIT_BASE3");
+    if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
+    return lowbit_base3_has_kernel(type);
+}
+
+int64_t lowbit_base3_units(int64_t cols, int64_t group) {
+    const int64_t S = group / 32, ng = cols / group;
+    return ng / 5 * S + ng % 5 * (S / 4);
+}
+
+int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k) {
+    const int64_t S = G / 32, per = S / 4; /* units per period, units per group (planes 0..3) */
+    const int64_t p = u / S, uu = u % S;
+    if (k < 4) return (5 * p + uu / per) * G + (4 * (uu % per) + k) * 32;
+    if (5 * p + 4 >= ng) return -1; /* the tail's units have no plane 4 */
+    return (5 * p + 4) * G + uu * 32;
+}
+
+/* Where byte p of unit u of row r sits, and the scale of block b of row r */
+static size_t code_at(const lowbit_matrix *m, int64_t r, int64_t u, int p) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)(((R * m->nunits + u) * 8 + p / 4) * 64 + l * 4 + p % 4);
+}
+static size_t scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)((R * m->nscales + b) * LOWBIT_BASE3_ROWS + l);
+}
+
+/* Codes (0..2) of row r in weight order from the dense layout */
+static void row_codes(const lowbit_matrix *m, int64_t r, uint8_t *codes) {
+    static const uint8_t pow3[4] = {1, 3, 9, 27};
+    const int64_t G = m->group, ng = m->cols / G;
+    for (int64_t u = 0; u < m->nunits; u++)
+        for (int k = 0; k < 5; k++) {
+            const int64_t off = lowbit_base3_slice(G, ng, u, k);
+            if (off < 0) continue;
+            for (int p = 0; p < 32; p++) {
+                const uint8_t v = m->codes[code_at(m, r, u, p)];
+                const int t4 = v / 84, rest = v - 84 * t4;
+                codes[off + p] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
+            }
+        }
+}
+
+void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R) {
+    const int64_t G = m->group, ng = m->cols / G, qk = m->qk;
+    uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
+    if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
+    for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {
+        const int64_t r = R * LOWBIT_BASE3_ROWS + l;
+        if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
+        const uint8_t *row = w + r * row_bytes;
+        for (int64_t b = 0; b < m->nscales; b++) {
+            uint16_t d;
+            if (m->type == LOWBIT_TYPE_TQ1_0) {
+                const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
+                lowbit_base3_codes(256, blk->qs, blk->qh, codes + b * qk);
+                d = blk->d;
+            } else {
+                const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
+                lowbit_base3_codes(128, blk->qs, blk->qh, codes + b * qk);
+                d = blk->d;
+            }
+            m->scales[scale_at(m, r, b)] = d;
+        }
+        for (int64_t u = 0; u < m->nunits; u++) {
+            int64_t off[5];
+            for (int k = 0; k < 5; k++) off[k] = lowbit_base3_slice(G, ng, u, k);
+            for (int p = 0; p < 32; p++) {
+                int t[5];
+                for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? 0 : codes[off[k] + p];
+                m->codes[code_at(m, r, u, p)] =
+                    (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
+            }
+        }
+    }
+    free(codes);
+}
+
+void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const int64_t G = m->group;
+    uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
+    if (!codes) return; /* a few KB */
+    for (int64_t r = r0; r < r1 && r < m->rows; r++) {
+        row_codes(m, r, codes);
+        float acc = 0.0f;
+        for (int64_t g = 0; g < m->cols / G; g++) {
+            /* one scale block per group (group = block for both formats) */
+            const float dw = lowbit_fp16_to_fp32(m->scales[scale_at(m, r, g)]);
+            int32_t isum = 0;
+            for (int64_t j = g * G; j < (g + 1) * G; j++) isum += codes[j] * a->q[j];
+            isum -= a->s[g]; /* the +1 code offset */
+            acc += (float)isum * (dw * a->d[g]);
+        }
+        y[r] = acc;
+    }
+    free(codes);
+}
+
+void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy) {
+    for (int64_t b = 0; b < batch; b++) lowbit_base3_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
+}
+
+void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                             uint16_t *sdst) {
+    uint8_t *codes = (uint8_t *)calloc((size_t)m->nchunks * 128, 1);
+    if (!codes) return; /* a few KB */
+    for (int64_t g = 0; g < nrg; g++)
+        for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
+            const int64_t r = (rg0 + g) * LOWBIT_PACK_ROWS + i;
+            row_codes(m, r, codes);
+            for (int64_t b = 0; b < m->nscales; b++)
+                sdst[(g * m->nscales + b) * LOWBIT_PACK_ROWS + i] = m->scales[scale_at(m, r, b)];
+            for (int64_t c = 0; c < m->nchunks; c++) {
+                uint8_t *d = dst + ((g * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
+                const uint8_t *src = codes + 128 * c;
+                for (int p = 0; p < 32; p++)
+                    d[p] = (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+            }
+        }
+    free(codes);
+}
+
+void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
+                               void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
+                                            const lowbit_act *, int64_t, float *, int64_t),
+                               const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               int64_t batch, float *y, int64_t ldy) {
+    if (r1 > m->rows) r1 = m->rows;
+    if (r1 <= r0) return;
+    const int64_t rg0 = r0 / LOWBIT_PACK_ROWS, nrg = (r1 + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS - rg0;
+    const size_t bytes = (size_t)nrg * (size_t)m->nchunks * LOWBIT_PACK_ROWS * 32;
+    const size_t sbytes = (size_t)nrg * (size_t)m->nscales * LOWBIT_PACK_ROWS * 2;
+    uint8_t *scratch = NULL;
+    if (posix_memalign((void **)&scratch, 64, bytes + sbytes) != 0) {
+        lowbit_base3_gemm_ref(m, r0, r1, a, batch, y, ldy);
+        return;
+    }
+    /* the rows' 2-bit copy: row group rg0 is its row group 0 */
+    lowbit_matrix c = *m;
+    c.base3 = 0;
+    c.codes = scratch;
+    c.scales = (uint16_t *)(scratch + bytes);
+    decode(m, rg0, nrg, c.codes, c.scales);
+    c.rows = r1 - rg0 * LOWBIT_PACK_ROWS;
+    const int64_t shift = rg0 * LOWBIT_PACK_ROWS;
+    gemm(&c, r0 - shift, r1 - shift, a, batch, y + shift, ldy);
+    free(scratch);
+}

@@ -1,0 +1,294 @@
+/* AVX-512 VNNI + VBMI kernels of the dense base-3 layout (TQ1_0 / PTQ1_0, internal.h above struct
+ * lowbit_matrix): the GEMV decodes the trits in registers, bit-exact with lowbit_base3_gemv_ref
+ * (and so with the 2-bit packed and the file-layout references); the GEMM decodes a task's rows
+ * into the 2-bit layout and runs the AVX-512 2-bit GEMM on them.  Listed in kernel_list.inc with
+ * `when vbmi` (the avx512vnni variant does not require VBMI; these do).
+ *
+ * A byte v = 84 t4 + r, r = t0 + 3 t1 + 9 t2 + 27 t3 < 81, so v >> 2 is below 21, in [21, 42) or
+ * in [42, 63) as t4 is 0, 1 or 2: a vpermb of v >> 2 (a 16-bit shift: vpermb reads the low 6 bits
+ * only) gives t4, a second one 84 t4, and a vpermi2b of r = v - 84 t4 the 2-bit layout's byte of
+ * t0..t3 (t0 | t1 << 2 | t2 << 4 | t3 << 6), which the VNNI kernels' masks then split into planes
+ * (planes 0 and 2 masked with 3 out of the byte and the byte >> 4, planes 1 and 3 with 12 in
+ * place, into separate accumulators as 4 x their sums), and t4 goes to vpdpbusd as it is.
+ *
+ * A row set's unit is 8 vectors, vector j holding bytes 4j..4j+3 of the unit of each of the 16
+ * rows (a lane a row), so vpdpbusd against the broadcast activation quad of plane k accumulates
+ * each row's sums in its own lane: no horizontal reduction, and each group's float step --
+ * acc += (float)(isum - s[g]) * (dw * d[g]), rounded product then add (the library is built with
+ * -ffp-contract=off) -- runs for 16 rows at once, in group order: a period's groups 0..3 as their
+ * units end, its group 4 (plane 4 of all its units) after them.  (A 4-row layout with a row per
+ * 256-bit half, as the 2-bit kernels read, spent a third of its ops reducing each group.)
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "../internal.h"
+#include "../platform.h" /* lowbit_once */
+
+#define AI static inline __attribute__((always_inline))
+
+/* Software prefetch of both lines of each tile this far ahead in its run, into L2, on Intel (the
+ * same choice as the 2-bit 8-row kernels, kernels_avx512vnni.c: pf_rows8). */
+#ifndef LOWBIT_PF_BASE3_INTEL
+#define LOWBIT_PF_BASE3_INTEL 16384
+#endif
+static int pf_base3; /* 0 or LOWBIT_PF_BASE3_INTEL */
+
+/* t4 and 84 t4 by v >> 2; the 2-bit byte of t0..t3 by r (128 entries, r < 81 used) */
+static _Alignas(64) uint8_t TABLES[4][64];
+
+typedef struct {
+    __m512i t4, t84, lo, hi;
+} b3_tables;
+
+static void tables_fill(void) {
+    for (int x = 0; x < 64; x++) {
+        TABLES[0][x] = (uint8_t)(x >= 42 ? 2 : x >= 21 ? 1 : 0);
+        TABLES[1][x] = (uint8_t)(84 * TABLES[0][x]);
+    }
+    for (int r = 0; r < 128; r++) {
+        const int v = r < 81 ? r : 0;
+        TABLES[2 + r / 64][r % 64] =
+            (uint8_t)(v % 3 | (v / 3 % 3) << 2 | (v / 9 % 3) << 4 | (v / 27 % 3) << 6);
+    }
+}
+
+AI b3_tables tables_load(void) {
+    return (b3_tables){_mm512_load_si512(TABLES[0]), _mm512_load_si512(TABLES[1]),
+                       _mm512_load_si512(TABLES[2]), _mm512_load_si512(TABLES[3])};
+}
+
+/* 64 code bytes -> the 2-bit byte of their trits 0..3 (*c) and trit 4 (*t4) */
+AI void decode64(__m512i v, const b3_tables *T, __m512i *c, __m512i *t4) {
+    const __m512i w = _mm512_srli_epi16(v, 2);
+    *t4 = _mm512_permutexvar_epi8(w, T->t4);
+    const __m512i r = _mm512_sub_epi8(v, _mm512_permutexvar_epi8(w, T->t84));
+    *c = _mm512_permutex2var_epi8(T->lo, r, T->hi);
+}
+
+/* The activation quad at q (4 codes) in every lane */
+AI __m512i quad(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* NS row sets of one GEMV step (1, or 2 far apart: paired tasks), NA accumulators of each kind
+ * per set (independent vpdpbusd chains): E planes 0, 2; O 4 x planes 1, 3; X plane 4 (group 4) */
+#define NA_OF(NS) (4 / (NS))
+
+/* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in
+ * the tail (no plane 4).  Fully unrolled, so that the accumulators stay in registers. */
+AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
+               const int8_t *const q[5], const b3_tables *T, __m512i E[2][4], __m512i O[2][4],
+               __m512i X[2][4]) {
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+    const int NA = NA_OF(NS);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const int ac = j % NA;
+#pragma GCC unroll 2
+        for (int s = 0; s < NS; s++) {
+            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            __m512i c, t4;
+            decode64(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t4);
+            const __m512i u = _mm512_srli_epi16(c, 4);
+            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(c, m3), quad(q[0] + 4 * j));
+            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(c, m12), quad(q[1] + 4 * j));
+            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(u, m3), quad(q[2] + 4 * j));
+            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(u, m12), quad(q[3] + 4 * j));
+            if (X4) X[s][ac] = _mm512_dpbusd_epi32(X[s][ac], t4, quad(q[4] + 4 * j));
+        }
+    }
+}
+
+/* The sum of the NA accumulators, plus (O) a quarter of the others' (exact: 4 x sums) */
+AI __m512i acc_sum(const int NA, const __m512i *E, const __m512i *O) {
+    __m512i e = E[0], o = O ? O[0] : _mm512_setzero_si512();
+    for (int i = 1; i < NA; i++) {
+        e = _mm512_add_epi32(e, E[i]);
+        if (O) o = _mm512_add_epi32(o, O[i]);
+    }
+    return O ? _mm512_add_epi32(e, _mm512_srai_epi32(o, 2)) : e;
+}
+
+/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
+AI __m512 float_step(const lowbit_matrix *m, int64_t R, const lowbit_act *a, int64_t g,
+                     __m512i isum, __m512 acc) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(m->scales + (R * m->nscales + g) * 16));
+    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
+    const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
+}
+
+/* y of the rows of sets R[s] that are in [lim[2s], lim[2s + 1]) and below m->rows */
+AI void store16(const lowbit_matrix *m, int64_t R, __m512 v, int64_t lo, int64_t hi, float *y) {
+    float out[16];
+    _mm512_storeu_ps(out, v);
+    if (hi > m->rows) hi = m->rows;
+    for (int l = 0; l < 16; l++) {
+        const int64_t r = R * 16 + l;
+        if (r >= lo && r < hi) y[r] = out[l];
+    }
+}
+
+/* Row sets R[0..NS) of a matrix of S slices a group (4: PTQ1_0, 8: TQ1_0); PF the prefetch
+ * distance, a constant in each instance */
+AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, const int64_t R[2],
+               const int64_t lim[4], const lowbit_act *a, const b3_tables *T, float *y) {
+    const int64_t G = 32 * S, ng = m->cols / G, np = ng / 5, nu = m->nunits;
+    const int NA = NA_OF(NS);
+    const uint8_t *t[2];
+    for (int s = 0; s < NS; s++) t[s] = m->codes + R[s] * nu * 512;
+    __m512 acc[2];
+    __m512i E[2][4], O[2][4], X[2][4];
+    for (int s = 0; s < NS; s++) acc[s] = _mm512_setzero_ps();
+    for (int64_t g0 = 0; g0 < ng; g0 += 5) {
+        const int full = g0 / 5 < np; /* a period of 5 groups, else the tail's groups */
+        for (int s = 0; s < NS; s++)
+            for (int i = 0; i < NA; i++) X[s][i] = _mm512_setzero_si512();
+        for (int j = 0; j < 5 && g0 + j < ng; j++) {
+            if (j == 4) { /* group 4: plane 4 of the period's units */
+                for (int s = 0; s < NS; s++)
+                    acc[s] = float_step(m, R[s], a, g0 + 4, acc_sum(NA, X[s], NULL), acc[s]);
+                break;
+            }
+            for (int s = 0; s < NS; s++)
+                for (int i = 0; i < NA; i++) E[s][i] = O[s][i] = _mm512_setzero_si512();
+            for (int uu = 0; uu < S / 4; uu++) {
+                const int8_t *qg = a->q + (g0 + j) * G + 128 * uu, *q[5];
+                for (int k = 0; k < 4; k++) q[k] = qg + 32 * k;
+                q[4] = a->q + (g0 + 4) * G + 32 * (j * S / 4 + uu); /* full periods only */
+                if (full)
+                    unit16(NS, PF, 1, t, q, T, E, O, X);
+                else
+                    unit16(NS, PF, 0, t, q, T, E, O, X);
+                for (int s = 0; s < NS; s++) t[s] += 512;
+            }
+            for (int s = 0; s < NS; s++)
+                acc[s] = float_step(m, R[s], a, g0 + j, acc_sum(NA, E[s], O[s]), acc[s]);
+        }
+    }
+    for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
+}
+
+/* rows16 with NS, S and the prefetch distance as constants */
+static void run_sets(int NS, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                     const lowbit_act *a, const b3_tables *T, float *y) {
+#define RUN(ns, S)                                                                                 \
+    do {                                                                                           \
+        if (pf_base3)                                                                              \
+            rows16(ns, S, LOWBIT_PF_BASE3_INTEL, m, R, lim, a, T, y);                              \
+        else                                                                                       \
+            rows16(ns, S, 0, m, R, lim, a, T, y);                                                  \
+    } while (0)
+    if (NS == 2 && m->group == 256)
+        RUN(2, 8);
+    else if (NS == 2)
+        RUN(2, 4);
+    else if (m->group == 256)
+        RUN(1, 8);
+    else
+        RUN(1, 4);
+#undef RUN
+}
+
+static lowbit_once g_tables_once = LOWBIT_ONCE_INIT;
+
+static void tables_init(void) {
+    tables_fill();
+    pf_base3 = lowbit_cpu_is_intel() ? LOWBIT_PF_BASE3_INTEL : 0;
+}
+
+void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    lowbit_once_run(&g_tables_once, tables_init);
+    if (r1 > m->rows) r1 = m->rows;
+    const b3_tables T = tables_load();
+    const int64_t lim[4] = {r0, r1, r0, r1};
+    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
+        const int64_t Rs[2] = {R, R};
+        run_sets(1, m, Rs, lim, a, &T, y);
+    }
+}
+
+/* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
+ * (internal.h, packed_gemv_pair); A's rows past B's alone.  Ranges not starting on a row set run
+ * one after the other. */
+void base3_gemv_pair_avx512vbmi(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                int64_t b1, const lowbit_act *a, float *y) {
+    if (a0 % 16 || b0 % 16) {
+        base3_gemv_avx512vbmi(m, a0, a1, a, y);
+        base3_gemv_avx512vbmi(m, b0, b1, a, y);
+        return;
+    }
+    lowbit_once_run(&g_tables_once, tables_init);
+    const b3_tables T = tables_load();
+    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
+    for (int64_t k = 0; k < npair; k++) {
+        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
+        run_sets(2, m, Rs, lim, a, &T, y);
+    }
+    base3_gemv_avx512vbmi(m, a0 + 16 * npair, a1, a, y);
+}
+
+/* ---- the GEMM: rows decoded into the 2-bit layout ---------------------------------------------
+ * A unit's planes 0..3 are one 128-weight chunk of the 2-bit layout (its byte is the decoded c as
+ * it is); the 2-bit chunk cc of a period's group 4 is plane 4 of its units 4 cc .. 4 cc + 3, one
+ * 2-bit field each.  The decoded vectors (lane = row) are written out row by row. */
+
+/* V[j] lane l: bytes 4j..4j+3 of row 16R + l of one chunk: to the 2-bit chunk of the rows of
+ * groups [rg0, rg0 + nrg) among them */
+AI void put_chunk(const __m512i V[8], int64_t R, int64_t rg0, int64_t nrg, int64_t nch,
+                  int64_t chunk, uint8_t *dst) {
+    _Alignas(64) uint8_t tmp[8][64];
+    for (int j = 0; j < 8; j++) _mm512_store_si512((__m512i *)tmp[j], V[j]);
+    for (int l = 0; l < 16; l++) {
+        const int64_t g = 4 * R + l / 4 - rg0;
+        if (g < 0 || g >= nrg) continue;
+        uint8_t *d = dst + ((g * nch + chunk) * 4 + l % 4) * 32;
+        for (int j = 0; j < 8; j++) memcpy(d + 4 * j, tmp[j] + 4 * l, 4);
+    }
+}
+
+static void base3_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                         uint16_t *sdst) {
+    const b3_tables T = tables_load();
+    const int64_t G = m->group, S = G / 32, ng = m->cols / G, np = ng / 5, per = S / 4;
+    const int64_t nu = m->nunits, nch = m->nchunks;
+    for (int64_t R = rg0 / 4; R * 4 < rg0 + nrg; R++) {
+        const uint8_t *src = m->codes + R * nu * 512;
+        __m512i X[8];
+        for (int j = 0; j < 8; j++) X[j] = _mm512_setzero_si512(); /* (quiets -Wmaybe-uninitialized) */
+        for (int64_t u = 0; u < nu; u++) {
+            const int64_t p = u / S, uu = u % S;
+            __m512i C[8];
+            for (int j = 0; j < 8; j++) {
+                __m512i t4;
+                decode64(_mm512_loadu_si512(src + u * 512 + 64 * j), &T, &C[j], &t4);
+                if (p < np) { /* plane 4 of unit uu is field uu % 4 of its chunk */
+                    const __m512i f = _mm512_slli_epi16(t4, (unsigned)(2 * (uu % 4)));
+                    X[j] = uu % 4 ? _mm512_or_si512(X[j], f) : f;
+                }
+            }
+            /* planes 0..3: chunk uu % per of group 5p + uu / per (the tail alike) */
+            put_chunk(C, R, rg0, nrg, nch, (5 * p + uu / per) * per + uu % per, dst);
+            if (p < np && uu % 4 == 3) put_chunk(X, R, rg0, nrg, nch, (5 * p + 4) * per + uu / 4, dst);
+        }
+        for (int l = 0; l < 16; l++) {
+            const int64_t g = 4 * R + l / 4 - rg0;
+            if (g < 0 || g >= nrg) continue;
+            for (int64_t b = 0; b < m->nscales; b++)
+                sdst[(g * m->nscales + b) * 4 + l % 4] = m->scales[(R * m->nscales + b) * 16 + l];
+        }
+    }
+}
+
+void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+
+void base3_gemm_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           int64_t batch, float *y, int64_t ldy) {
+    lowbit_once_run(&g_tables_once, tables_init);
+    lowbit_base3_gemm_decoded(base3_decode, packed_gemm_avx512vnni, m, r0, r1, a, batch, y, ldy);
+}
