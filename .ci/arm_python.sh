@@ -6,6 +6,8 @@
 # proot + qemu-user-static, once per emulated CPU:
 #   -cpu max         FEAT_DotProd: the dotprod variant is active, neon and scalar are tested too;
 #   -cpu cortex-a53  ARMv8.0: detection must leave dotprod out; the plain NEON path is active.
+# (Of qemu's models, a64fx and cortex-a35/a53/a57/a72 lack FEAT_DotProd; cortex-a76, neoverse-n1
+# and max have it.)
 # Usage: .ci/arm_python.sh (run by .ci/run; needs root for apt-get and mmdebstrap's root mode).
 # LOWBIT_ARM_PY_DIR keeps the root, the wheels and the build there (default: a temporary directory).
 set -euo pipefail
