@@ -6,6 +6,8 @@
 # proot + qemu-user-static, once per emulated CPU:
 #   -cpu max         FEAT_DotProd: the dotprod variant is active, neon and scalar are tested too;
 #   -cpu cortex-a53  ARMv8.0: detection must leave dotprod out; the plain NEON path is active.
+# (Of qemu's models, a64fx and cortex-a35/a53/a57/a72 lack FEAT_DotProd; cortex-a76, neoverse-n1
+# and max have it.)
 # Usage: .ci/arm_python.sh (run by .ci/run; needs root for apt-get and mmdebstrap's root mode).
 # LOWBIT_ARM_PY_DIR keeps the root, the wheels and the build there (default: a temporary directory).
 set -euo pipefail
@@ -28,49 +30,64 @@ if [ -z "$WORK" ]; then
 fi
 mkdir -p "$WORK"
 FS=$WORK/root                 # the arm64 root
-SITE=/opt/site                # inside it: the dependencies and pylowbit (PYTHONPATH)
+HOSTSITE=$WORK/site           # the dependencies and pylowbit, bound into the root at $SITE
+SITE=/opt/site                # (PYTHONPATH inside the root)
 PYVER=3.11                    # Debian bookworm's python3
+since() { echo "$(((SECONDS - $1) / 60)) min $(((SECONDS - $1) % 60)) s"; }
 
-# --- the root: files of the Debian packages only (no maintainer scripts run: nothing to emulate)
+# --- the root: files of the Debian packages only (no maintainer scripts run: nothing to emulate).
+# Made in the background while the wheels download: both wait on the network.
+t=$SECONDS
+ROOTPID=
 if [ ! -x "$FS/usr/bin/python3" ]; then
   rm -rf "$FS"
   mmdebstrap --quiet --mode=root --variant=extract --architectures=arm64 \
-    --include=python3,libpython$PYVER-dev,libstdc++6 bookworm "$FS"
+    --include=python3,libpython$PYVER-dev,libstdc++6 bookworm "$FS" >"$WORK/mmdebstrap.log" 2>&1 &
+  ROOTPID=$!
 fi
-mkdir -p "$FS$SITE" "$FS/tmp"
 
-# --- the dependencies: aarch64 wheels from PyPI, unpacked into the root by the host's pip
-python3 -m pip install -q --disable-pip-version-check --target "$FS$SITE" --upgrade \
+# --- the dependencies: aarch64 wheels from PyPI, unpacked by the host's pip
+mkdir -p "$HOSTSITE"
+python3 -m pip install -q --disable-pip-version-check --target "$HOSTSITE" --upgrade \
   --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 \
   --platform manylinux2014_aarch64 --python-version $PYVER --implementation cp \
   --abi "cp${PYVER/./}" --only-binary=:all: \
   "numpy>=2" "gguf>=0.19,<0.20" "tokenizers>=0.15" "rich>=13" "jinja2>=3" \
-  pytest hypothesis "scipy>=1.10"
+  pytest hypothesis "scipy>=1.10" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+python3 -m pip install -q --disable-pip-version-check "cython>=3.0" 2>&1 |
+  { grep -v "is ignored: it is neither" || true; }
+echo "arm-python: aarch64 wheels in $(since $t)"
+if [ -n "$ROOTPID" ]; then
+  wait "$ROOTPID" || { tail -20 "$WORK/mmdebstrap.log"; echo "arm-python: mmdebstrap FAILED"; exit 1; }
+fi
+mkdir -p "$FS$SITE" "$FS/tmp"
+echo "arm-python: arm64 root (with the wheels) in $(since $t)"
 
 # --- pylowbit, cross-compiled: cython runs on the host, gcc targets aarch64 with the root's
 # Python and numpy headers; installed into the site directory with its Python sources
+t=$SECONDS
 BUILD=$WORK/build
-python3 -m pip install -q --disable-pip-version-check "cython>=3.0"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/native/cmake/aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
   -DPython_INCLUDE_DIR="$FS/usr/include/python$PYVER" \
-  -DPython_NumPy_INCLUDE_DIR="$FS$SITE/numpy/_core/include" \
+  -DPython_NumPy_INCLUDE_DIR="$HOSTSITE/numpy/_core/include" \
   -DCMAKE_C_FLAGS="-idirafter $FS/usr/include" >/dev/null
 cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" >"$BUILD/build.log" 2>&1 ||
   { tail -30 "$BUILD/build.log"; exit 1; }
-rm -rf "$FS$SITE/pylowbit" "$FS/opt/tests" "$FS/opt/pyproject.toml"
-cmake --install "$BUILD" --prefix "$FS$SITE" >/dev/null
-(cd "$ROOT" && git ls-files -z pylowbit | grep -z '\.py$' | xargs -0 tar cf -) | tar xf - -C "$FS$SITE"
+rm -rf "$HOSTSITE/pylowbit" "$FS/opt/tests" "$FS/opt/pyproject.toml"
+cmake --install "$BUILD" --prefix "$HOSTSITE" >/dev/null
+(cd "$ROOT" && git ls-files -z pylowbit | grep -z '\.py$' | xargs -0 tar cf -) | tar xf - -C "$HOSTSITE"
 cp -r "$ROOT/tests" "$FS/opt/tests"
 cp "$ROOT/pyproject.toml" "$FS/opt/" # the pytest settings (markers, the default deselection)
-file -L "$FS$SITE/pylowbit/liblowbit.so" "$FS$SITE/pylowbit/_lowbit.so" 2>/dev/null || true
-echo "arm-python: root, wheels and build ready in $(((SECONDS - T0) / 60)) min $(((SECONDS - T0) % 60)) s"
+file -L "$HOSTSITE/pylowbit/liblowbit.so" "$HOSTSITE/pylowbit/_lowbit.so" 2>/dev/null || true
+echo "arm-python: pylowbit cross-compiled in $(since $t); ready after $(since $T0)"
 
 guest() { # cpu, command...: run a command of the arm64 root under qemu with that CPU model
   local cpu=$1
   shift
   env -i PATH=/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 PYTHONPATH=$SITE PYTHONDONTWRITEBYTECODE=1 \
-    QEMU_CPU="$cpu" proot -q qemu-aarch64-static -r "$FS" -b /proc -b /dev -b /sys -w /opt "$@"
+    QEMU_CPU="$cpu" proot -q qemu-aarch64-static -r "$FS" -b /proc -b /dev -b /sys \
+    -b "$HOSTSITE:$SITE" -w /opt "$@"
 }
 
 # The subset: the kernels (every Arm variant against scalar and numpy), the FWHT, the decoder ops,
@@ -105,10 +122,14 @@ run_cpu() { # cpu, active variant it must pick, supported variants, tests...
   grep -q "^active *$active$" "$WORK/info.txt" || { echo "expected active $active"; exit 1; }
   grep -q "^supported *$supported$" "$WORK/info.txt" || { echo "expected supported $supported"; exit 1; }
   echo "== qemu-aarch64 -cpu $cpu: pytest $*"
-  guest "$cpu" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp=/tmp/pytest "$@"
-  echo "arm-python: -cpu $cpu took $(((SECONDS - t) / 60)) min $(((SECONDS - t) % 60)) s"
+  guest "$cpu" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp=/tmp/pytest \
+    --durations=5 "$@" | tee "$WORK/pytest-$cpu.txt"
+  summary[$cpu]=$(tail -1 "$WORK/pytest-$cpu.txt")
+  echo "arm-python: -cpu $cpu took $(since $t)"
 }
 
+declare -A summary
 run_cpu max dotprod "scalar, neon, dotprod" "${SUBSET[@]}"
 run_cpu cortex-a53 neon "scalar, neon" "${SUBSET_A53[@]}"
-echo "arm-python: all passed in $(((SECONDS - T0) / 60)) min $(((SECONDS - T0) % 60)) s"
+for cpu in max cortex-a53; do echo "arm-python: -cpu $cpu: ${summary[$cpu]}"; done
+echo "arm-python: all passed in $(since $T0)"
