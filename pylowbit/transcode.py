@@ -2,7 +2,7 @@
 row interleave of a packed matrix is `pack`, native/src/repack.c).
 
 Every low-bit format here stores `value = code * scale` with a small signed code and one scale per
-block (FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),
+block (docs/FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),
 Q8_0 (32, fp16, int8 codes) and I2_S (one fp32 scale for the whole tensor).  A transcode unpacks the
 codes and per-block scales (vectorized, numpy), checks that the target can hold them exactly, and
 packs them again:

@@ -1,6 +1,6 @@
 """A plain numpy float64 forward pass, written separately from pylowbit.model, to check it.
 
-Weights are decoded here from the byte layouts of FORMATS.md (gguf-py for the types it knows), not
+Weights are decoded here from the byte layouts of docs/FORMATS.md (gguf-py for the types it knows), not
 through pylowbit's codecs.  Activation quantization of the kernels (int8 in llama.cpp's groups and
 rounding: Q8_K / Q8_0 / P2 / A8 per weight type, see _ACT and _codes) is emulated where the kernels do it,
 so the remaining difference is float rounding.

@@ -1,5 +1,5 @@
 """Block codecs: bit-exact against gguf-py where it has the format, hand-written golden vectors
-from FORMATS.md where it does not."""
+from docs/FORMATS.md where it does not."""
 import struct
 
 import numpy as np
@@ -101,7 +101,7 @@ def test_roundtrip_of_representable_values(fmt):
     np.testing.assert_array_equal(lb.quantize(x, fmt).dequantize(), x)
 
 
-# ---- golden vectors written by hand from FORMATS.md -------------------------------------------
+# ---- golden vectors written by hand from docs/FORMATS.md -------------------------------------------
 
 HALF = bytes.fromhex("0038")  # fp16 0.5, little endian
 

@@ -1,4 +1,4 @@
-"""`prism.hadamard.*` folded rotations (FORMATS.md): metadata validation and the activation transform.
+"""`prism.hadamard.*` folded rotations (docs/FORMATS.md): metadata validation and the activation transform.
 
 A listed weight W was stored as W' = W S H (S = diag(signs), H = blockwise normalized Sylvester WHT),
 so W x = W' (H S x): the decoder rotates the activation, x' = H(s * x), before each folded matmul.

@@ -29,7 +29,7 @@ PRESETS = {
     # Smallest shape every format fits: widths are multiples of 256 (TQ1_0/TQ2_0 blocks).
     "tiny": dict(n_layer=2, d_model=256, n_ff=512, n_head=4, n_head_kv=2, head_dim=64, vocab_size=512,
                  ctx=256, rope_base=10000.0, eps=1e-5, sliding_window=8, swa_pattern=2),
-    # BitNet b1.58 2B4T (FORMATS.md): the bench shape, ~1.2 GB in I2_S.
+    # BitNet b1.58 2B4T (docs/FORMATS.md): the bench shape, ~1.2 GB in I2_S.
     "bitnet-2b": dict(n_layer=30, d_model=2560, n_ff=6912, n_head=20, n_head_kv=5, head_dim=128,
                       vocab_size=128256, ctx=4096, rope_base=500000.0, eps=1e-5, sliding_window=0, swa_pattern=6),
 }
@@ -182,7 +182,7 @@ def _code_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 _TWO_BIT, _TRIT5, _TRIT4 = _code_tables()
 # fmt -> (weights a block, bytes a block, fp16 scale offset, (start, end) of 4-trit qh bytes or None);
-# every other byte of a block is a code byte of the format's kind (FORMATS.md layouts)
+# every other byte of a block is a code byte of the format's kind (docs/FORMATS.md layouts)
 _BLOCKS = {
     "q2_0": (64, 18, 0, None), "pq2_0": (128, 34, 0, None), "tq2_0": (256, 66, 64, None),
     "tq1_0": (256, 54, 52, (48, 52)), "ptq1_0": (128, 28, 26, (24, 26)),

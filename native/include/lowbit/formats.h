@@ -1,7 +1,7 @@
 /* Block layouts of every weight and activation format liblowbit speaks.
  *
- * One struct per format, C order exactly as stored in GGUF files (see FORMATS.md in the project
- * docs).  Scales `d` are IEEE fp16 stored as uint16_t unless the comment says fp32.  Every struct
+ * One struct per format, C order exactly as stored in GGUF files (docs/FORMATS.md in the
+ * repository).  Scales `d` are IEEE fp16 stored as uint16_t unless the comment says fp32.  Every struct
  * size is asserted at compile time: a layout change that alters the byte size cannot slip in.
  */
 #ifndef LOWBIT_FORMATS_H
