@@ -81,11 +81,11 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
 }
 
 #ifdef LOWBIT_HAVE_AVX2
-void lowbit_attention_loop__avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+void lowbit_attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
                                  int64_t window, float scale, float *out, float *p, int64_t r0,
                                  int64_t r1);
-int64_t lowbit_silu_mul__avx2(const float *gate, const float *up, int64_t n, float *out);
+int64_t lowbit_silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out);
 #endif
 
 /* One task of a threaded lowbit_attention: a contiguous run of query rows, with its own scores. */
@@ -102,7 +102,7 @@ static void attn_task(void *ctx, int64_t i) {
     float *p = j->p + i * (j->pos + j->rows / j->H);
 #ifdef LOWBIT_HAVE_AVX2
     if (j->avx2) {
-        lowbit_attention_loop__avx2(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos,
+        lowbit_attention_loop_avx2(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos,
                                     j->window, j->scale, j->out, p, r0, r1);
         return;
     }
@@ -163,7 +163,7 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
 #ifdef LOWBIT_HAVE_AVX2
         const int isa = lowbit_isa_active();
         if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
-            i = lowbit_silu_mul__avx2(gate, up, n, out); /* the same bits, 8 at a time */
+            i = lowbit_silu_mul_avx2(gate, up, n, out); /* the same bits, 8 at a time */
 #endif
         for (; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
         break;
