@@ -4,6 +4,7 @@ would start it)."""
 import json
 import os
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -17,9 +18,9 @@ def bench(*args, env=None, tmp_path=None, pre=""):
     code = f"{pre}\nimport sys\nfrom pylowbit.cli import main\nsys.exit(main(['bench', *sys.argv[1:]]))"
     e = dict(os.environ)
     e.update(env or {})
-    # -P: the interpreter does not put the working directory (a source checkout) on sys.path
+    # run outside the source tree, so that `import pylowbit` finds the installed package
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=e, cwd=tmp_path, timeout=300)
+                          env=e, cwd=tmp_path or tempfile.gettempdir(), timeout=300)
 
 
 def assert_one_line_error(r, *needles):

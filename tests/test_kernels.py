@@ -1,4 +1,6 @@
 """GEMV / GEMM against a float64 numpy reference, and every ISA variant against scalar."""
+import os
+
 import numpy as np
 import pytest
 
@@ -620,6 +622,19 @@ def kernel_weights(fmt, rows, cols, seed):
     return weights(fmt, rows, cols, seed)
 
 
+def pack_in_layout(w, layout):
+    """w packed in `layout` ("packed": 2-bit codes, "base3": dense) whatever the variant would pick."""
+    old = os.environ.get("PYLOWBIT_BASE3")
+    os.environ["PYLOWBIT_BASE3"] = "1" if layout == "base3" else "0"
+    try:
+        return w.pack()
+    finally:
+        if old is None:
+            del os.environ["PYLOWBIT_BASE3"]
+        else:
+            os.environ["PYLOWBIT_BASE3"] = old
+
+
 def check_weight_kernel(k, isa):
     """GEMV / paired GEMV / GEMM cases the kernel runs, against the scalar file layout; how many."""
     fmts = [k["fmt"]] if k["fmt"] else PACKED_FORMATS
@@ -638,7 +653,7 @@ def check_weight_kernel(k, isa):
             isa("scalar")
             ref = w.gemm(x)
             isa(k["isa"])
-            m = w.pack() if k["layout"] == "packed" else w
+            m = w if k["layout"] == "file" else pack_in_layout(w, k["layout"])
             assert k["layout"] == "file" or m.is_packed
             y = m.gemm(x) if batch > 1 else m.gemv(x[0])[None]
             if k["isa"] == "scalar":  # the reference itself: against float64

@@ -26,7 +26,7 @@ def _modules(*argv, tmp_path) -> set[str]:
     """sys.modules after `pylowbit ARGV` in a fresh interpreter, less those a bare start imports
     (site hooks of the environment may import e.g. hashlib before any pylowbit code runs)."""
     def run(code, *args):
-        # -P: the working directory (a source checkout) is not put on sys.path
+        # in tmp_path: the working directory (a source checkout) is not on sys.path
         r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                            cwd=tmp_path, timeout=300)
         assert r.returncode == 0, r.stderr
