@@ -1,4 +1,4 @@
-/* The dense base-3 packed layout of TQ1_0 / PTQ1_0 (internal.h, above struct lowbit_matrix):
+/* The dense base-3 packed layout of TQ1_0 / PTQ1_0 (packed.h, above struct lowbit_matrix):
  * building it, its scalar reference GEMV / GEMM, and decoding row groups of it into the 2-bit
  * layout for the GEMMs that read that one.  The reference takes the same integer group sums (the
  * codes are only reordered) in the same float order as lowbit_packed_gemv_ref and the file-layout

@@ -1,4 +1,4 @@
-/* AVX-512 VNNI + VBMI kernels of the dense base-3 layout (TQ1_0 / PTQ1_0, internal.h above struct
+/* AVX-512 VNNI + VBMI kernels of the dense base-3 layout (TQ1_0 / PTQ1_0, packed.h above struct
  * lowbit_matrix): the GEMV decodes the trits in registers, bit-exact with lowbit_base3_gemv_ref
  * (and so with the 2-bit packed and the file-layout references); the GEMM decodes a task's rows
  * into the 2-bit layout and runs the AVX-512 2-bit GEMM on them.  Listed in kernel_list.inc with
@@ -28,7 +28,7 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of both lines of each tile this far ahead in its run, into L2, on Intel (the
- * same choice as the 2-bit 8-row kernels, kernels_avx512vnni.c: pf_rows8). */
+ * same choice as the 2-bit 8-row kernels, packed_avx512vnni.c). */
 #ifndef LOWBIT_PF_BASE3_INTEL
 #define LOWBIT_PF_BASE3_INTEL 16384
 #endif
@@ -213,7 +213,7 @@ void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 }
 
 /* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
- * (internal.h, packed_gemv_pair); A's rows past B's alone.  Ranges not starting on a row set run
+ * (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row set run
  * one after the other. */
 void base3_gemv_pair_avx512vbmi(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                 int64_t b1, const lowbit_act *a, float *y) {
