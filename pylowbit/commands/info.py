@@ -50,8 +50,9 @@ def kernels() -> None:
             rows.append((fmt, "file", "float_gemv"))
             continue
         rows += [(fmt, "file", "gemv"), (fmt, "file", "gemm")]
-        if _lowbit.kernel_selected("scalar", fmt, "packed", "gemv", KERNEL_COLS):  # it packs
-            rows += [(fmt, "packed", r) for r in ("gemv", "pair_gemv", "gemm")]
+        for layout in ("packed", "base3"):
+            if _lowbit.kernel_selected("scalar", fmt, layout, "gemv", KERNEL_COLS):  # it packs so
+                rows += [(fmt, layout, r) for r in ("gemv", "pair_gemv", "gemm")]
     print(f"  {'format':7s} {'layout':6s} {'role':10s} " + " ".join(f"{v:30s}" for v in usable))
     for fmt, layout, role in rows:
         names = [_lowbit.kernel_selected(v, fmt, layout, role, KERNEL_COLS) or "-" for v in usable]
