@@ -3,6 +3,19 @@
 #define LOWBIT_TEST_HARNESS_H
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* Sets (value) or removes (NULL) a variable of this process's environment, POSIX or Windows. */
+static inline void set_env(const char *name, const char *value) {
+#if defined(_WIN32)
+    _putenv_s(name, value ? value : ""); /* "" removes it */
+#else
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+#endif
+}
 
 static long g_pass, g_fail;
 

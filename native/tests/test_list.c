@@ -112,18 +112,6 @@ static void set_isa(int isa) {
     }
 }
 
-/* PYLOWBIT_BASE3 for the pack of a case: the entry's layout, not the one the variant would pick */
-static void force_base3(const char *v) {
-#if defined(_WIN32)
-    _putenv_s("PYLOWBIT_BASE3", v ? v : "");
-#else
-    if (v)
-        setenv("PYLOWBIT_BASE3", v, 1);
-    else
-        unsetenv("PYLOWBIT_BASE3");
-#endif
-}
-
 /* One weight case of entry i: 1 if the entry runs it (and it was checked), else 0. */
 static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t rows, int64_t cols,
                        int64_t batch, int mixed) {
@@ -139,9 +127,10 @@ static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t row
     set_isa(k->isa);
     int st;
     if (k->layout == LOWBIT_LAYOUT_PACKED || k->layout == LOWBIT_LAYOUT_BASE3) {
-        force_base3(k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
+        /* the entry's layout, not the one the variant would pick */
+        set_env("PYLOWBIT_BASE3", k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
         lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
-        force_base3(NULL);
+        set_env("PYLOWBIT_BASE3", NULL);
         CHECK(m && st == LOWBIT_OK, "%s: pack %s r=%lld c=%lld", k->name, lowbit_type_name(type),
               (long long)rows, (long long)cols);
         st = m ? lowbit_matrix_gemm_act(m, A.a, batch, y, 2) : -1;

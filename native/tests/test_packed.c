@@ -78,9 +78,9 @@ static int n_layouts(int type) {
 }
 static void set_layout(int type, int dense) {
     if (n_layouts(type) > 1)
-        setenv("PYLOWBIT_BASE3", dense ? "1" : "0", 1);
+        set_env("PYLOWBIT_BASE3", dense ? "1" : "0");
     else
-        unsetenv("PYLOWBIT_BASE3");
+        set_env("PYLOWBIT_BASE3", NULL);
 }
 
 #define GUARD 8
@@ -398,7 +398,7 @@ int main(void) {
             set_layout(TYPES[t], dense);
             test_arm_fast_paths(TYPES[t]);
         }
-    unsetenv("PYLOWBIT_BASE3");
+    set_env("PYLOWBIT_BASE3", NULL);
     { /* the layout each type gets: base-3 dense only where asked for or the variant decodes it */
         for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
             if (!(usable & (1u << isa))) continue;
@@ -409,14 +409,14 @@ int main(void) {
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
                 int st;
                 for (int env = 0; env < 3; env++) { /* unset, "0", "1" */
-                    if (env) setenv("PYLOWBIT_BASE3", env == 2 ? "1" : "0", 1);
+                    if (env) set_env("PYLOWBIT_BASE3", env == 2 ? "1" : "0");
                     lowbit_matrix *m = lowbit_matrix_pack(type, w, 4, 1280, 1, &st);
                     const int want = n_layouts(type) > 1 &&
                                      (env ? env == 2 : isa == LOWBIT_ISA_AVX512VNNI && cpu_vbmi());
                     CHECK(m && m->base3 == want, "%s %s env %d: base3 %d", lowbit_isa_name(isa),
                           lowbit_type_name(type), env, m ? m->base3 : -1);
                     lowbit_matrix_free(m);
-                    unsetenv("PYLOWBIT_BASE3");
+                    set_env("PYLOWBIT_BASE3", NULL);
                 }
                 free(w);
             }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../internal.h"
+#include "../platform.h" /* lowbit_alloc_pages */
 
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 
@@ -146,8 +147,8 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
     const int64_t rg0 = r0 / LOWBIT_PACK_ROWS, nrg = (r1 + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS - rg0;
     const size_t bytes = (size_t)nrg * (size_t)m->nchunks * LOWBIT_PACK_ROWS * 32;
     const size_t sbytes = (size_t)nrg * (size_t)m->nscales * LOWBIT_PACK_ROWS * 2;
-    uint8_t *scratch = NULL;
-    if (posix_memalign((void **)&scratch, 64, bytes + sbytes) != 0) {
+    uint8_t *scratch = (uint8_t *)lowbit_alloc_pages(bytes + sbytes);
+    if (!scratch) {
         lowbit_base3_gemm_ref(m, r0, r1, a, batch, y, ldy);
         return;
     }
@@ -160,5 +161,5 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
     c.rows = r1 - rg0 * LOWBIT_PACK_ROWS;
     const int64_t shift = rg0 * LOWBIT_PACK_ROWS;
     gemm(&c, r0 - shift, r1 - shift, a, batch, y + shift, ldy);
-    free(scratch);
+    lowbit_free_pages(scratch, bytes + sbytes);
 }
