@@ -639,7 +639,10 @@ cdef class Decoder:
         cdef int j
         for j in range(g.n):
             g.rows[j] = rows[j]
-            g.m[j] = NULL if mats is None else matrix_of(mats[j])
+            if mats is None:  # (not a conditional expression: it would drop the const)
+                g.m[j] = NULL
+            else:
+                g.m[j] = matrix_of(mats[j])
         if mats is None:
             g.host_id = len(self._host)
             self._host.append((host, tuple(rows), cols))

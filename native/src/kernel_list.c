@@ -2,32 +2,39 @@
  * Compiled without ISA flags: it only takes the kernels' addresses. */
 #include "internal.h"
 
+/* A build lists only its own architecture's kernels, so some predicates go unused in it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREDICATE static __attribute__((unused)) int
+#else
+#define PREDICATE static int
+#endif
+
 /* ---- which packed matrices an entry takes ----------------------------------------------------- */
 
-static int when_any(const lowbit_matrix *m) { return (void)m, 1; }
-static int when_group32(const lowbit_matrix *m) { return m->group == 32; }
-static int when_group32_qk64(const lowbit_matrix *m) { return m->group == 32 && m->qk == 64; }
-static int when_group32_qk64_or_128(const lowbit_matrix *m) {
+PREDICATE when_any(const lowbit_matrix *m) { return (void)m, 1; }
+PREDICATE when_group32(const lowbit_matrix *m) { return m->group == 32; }
+PREDICATE when_group32_qk64(const lowbit_matrix *m) { return m->group == 32 && m->qk == 64; }
+PREDICATE when_group32_qk64_or_128(const lowbit_matrix *m) {
     return m->group == 32 && (m->qk == 64 || m->qk == 128);
 }
-static int when_group128(const lowbit_matrix *m) { return m->group == 128; }
-static int when_group128_qk128(const lowbit_matrix *m) { return m->group == 128 && m->qk == 128; }
-static int when_group256(const lowbit_matrix *m) { return m->group == 256; }
-static int when_group256_whole(const lowbit_matrix *m) {
+PREDICATE when_group128(const lowbit_matrix *m) { return m->group == 128; }
+PREDICATE when_group128_qk128(const lowbit_matrix *m) { return m->group == 128 && m->qk == 128; }
+PREDICATE when_group256(const lowbit_matrix *m) { return m->group == 256; }
+PREDICATE when_group256_whole(const lowbit_matrix *m) {
     return m->group == 256 && m->cols % 256 == 0;
 }
 /* I2_S in whole 128-weight chunks: the row-sum path may apply (lowbit_i2s_row_sums_ok, per call) */
-static int when_i2s_whole_chunks(const lowbit_matrix *m) {
+PREDICATE when_i2s_whole_chunks(const lowbit_matrix *m) {
     return m->type == LOWBIT_TYPE_I2_S && m->cols % 128 == 0;
 }
-static int when_pair_rows(const lowbit_matrix *m) { return lowbit_pair_rows_ok(m); }
+PREDICATE when_pair_rows(const lowbit_matrix *m) { return lowbit_pair_rows_ok(m); }
 /* groups of one scale block each, 256 or 128 weights (lowbit_pair_rows_ok without I2_S) */
-static int when_one_block_groups(const lowbit_matrix *m) {
+PREDICATE when_one_block_groups(const lowbit_matrix *m) {
     return m->type != LOWBIT_TYPE_I2_S && lowbit_pair_rows_ok(m);
 }
 
 /* a CPU with AVX512_VBMI (vpermb, vpermi2b), which the avx512vnni variant does not require */
-static int when_vbmi(const lowbit_matrix *m) { return (void)m, lowbit_cpu_vbmi; }
+PREDICATE when_vbmi(const lowbit_matrix *m) { return (void)m, lowbit_cpu_vbmi; }
 
 /* ---- the list ---------------------------------------------------------------------------------- */
 
