@@ -113,7 +113,7 @@ def test_a_file_in_use_elsewhere_is_a_clear_error(tmp_path, windows, monkeypatch
 
 def test_off_windows_a_permission_error_stays_one(tmp_path, monkeypatch):
     monkeypatch.setattr(_platform, "WINDOWS", False)
-    monkeypatch.setattr(gguf, "_open_anonymous", lambda d: __import__("tempfile").mkstemp(dir=d))
+    monkeypatch.setattr(gguf.files, "_open_anonymous", lambda d: __import__("tempfile").mkstemp(dir=d))
 
     def denied(src, dst):
         raise PermissionError(13, "Permission denied", str(dst))
