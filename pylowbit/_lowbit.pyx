@@ -81,6 +81,16 @@ def type_facts(int type_id):
             "code_offset": f.code_offset}
 
 
+cdef int64_t _check_weights(Py_ssize_t got, int type_id, int64_t rows, int64_t cols) except -1:
+    """The bytes a rows x cols matrix of type_id takes, checked to be the `got` bytes given."""
+    cdef int64_t need = lowbit_tensor_bytes(type_id, rows * cols) if rows >= 0 and cols >= 0 else LOWBIT_EINVAL
+    if need < 0:
+        check(<int>need, f"matrix {rows}x{cols} of type {type_id}")
+    if got != need:
+        raise ValueError(f"weights of type {type_id}, shape ({rows}, {cols}) need {need} bytes, got {got}")
+    return need
+
+
 cdef int check_aligned(const void *p, int type_id, str what) except -1:
     # Blocks hold fp16 scales (2-byte aligned structs); F32 needs 4.
     cdef uintptr_t need = 4 if type_id == 0 else 2
@@ -179,12 +189,7 @@ def quantize_act_for(const float[::1] x not None, int type_id):
 def gemm(const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,
          const float[:, ::1] x not None, float[:, ::1] out not None, int threads=0):
     """out[batch, rows] = x[batch, cols] . W^T for W (rows x cols) in GGUF bytes of `type_id`."""
-    cdef int64_t need = lowbit_tensor_bytes(type_id, rows * cols) if rows >= 0 and cols >= 0 else -1
-    if need < 0:
-        check(<int>need if need < 0 else LOWBIT_EINVAL, f"matrix {rows}x{cols} of type {type_id}")
-    if w.shape[0] != need:
-        raise ValueError(f"weights of type {type_id}, shape ({rows}, {cols}) need {need} bytes, "
-                         f"got {w.shape[0]}")
+    _check_weights(w.shape[0], type_id, rows, cols)
     if x.shape[1] != cols:
         raise ValueError(f"activations have {x.shape[1]} columns, the matrix has {cols}")
     if out.shape[0] != x.shape[0] or out.shape[1] != rows:
@@ -244,12 +249,7 @@ cdef class PackedMatrix:
     def __cinit__(self, const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,
                   int threads=0):
         self.m = NULL
-        cdef int64_t need = lowbit_tensor_bytes(type_id, rows * cols) if rows >= 0 and cols >= 0 else -1
-        if need < 0:
-            check(<int>need if need < 0 else LOWBIT_EINVAL, f"matrix {rows}x{cols} of type {type_id}")
-        if w.shape[0] != need:
-            raise ValueError(f"weights of type {type_id}, shape ({rows}, {cols}) need {need} bytes, "
-                             f"got {w.shape[0]}")
+        cdef int64_t need = _check_weights(w.shape[0], type_id, rows, cols)
         if need == 0:
             raise ValueError("cannot pack an empty matrix")
         check_aligned(&w[0], type_id, "pack")
@@ -405,137 +405,5 @@ def stream_read(const uint8_t[::1] buf not None, int threads=0):
     return r
 
 
-# ---- ISA dispatch and threads ---------------------------------------------------------------
-
-def _isa_list(unsigned mask):
-    return [lowbit_isa_name(i).decode() for i in range(LOWBIT_ISA_COUNT) if mask & (1u << i)]
-
-
-def isa_compiled():
-    return _isa_list(lowbit_isa_compiled())
-
-
-def isa_supported():
-    return _isa_list(lowbit_isa_supported())
-
-
-def isa_active():
-    return lowbit_isa_name(lowbit_isa_active()).decode()
-
-
-def isa_env_error():
-    cdef const char *e = lowbit_isa_env_error()
-    return None if e == NULL else e.decode()
-
-
-def set_isa(str name):
-    cdef int isa = lowbit_isa_from_name(name.encode())
-    if isa < 0:
-        raise ValueError(f"unknown ISA variant {name!r}; known: scalar, avx2, avx512vnni, neon, dotprod")
-    if not (lowbit_isa_compiled() >> isa) & 1:
-        raise RuntimeError(f"ISA variant {name!r} is not compiled into this build "
-                           f"(compiled: {', '.join(isa_compiled())})")
-    if lowbit_set_isa(isa) != LOWBIT_OK:
-        raise RuntimeError(f"this CPU does not support ISA variant {name!r} "
-                           f"(supported: {', '.join(isa_supported())})")
-
-
-# ---- the kernel list -------------------------------------------------------------------------
-
-LAYOUTS = ("none", "file", "packed", "base3")
-ROLES = tuple(lowbit_role_name(i).decode() for i in range(LOWBIT_ROLE_COUNT))
-
-
-def kernels():
-    """Every kernel of this build (the C kernel list, in its order): dicts with name, isa,
-    fmt (the weight format's name, None: any), layout, role, requires, when."""
-    cdef lowbit_kernel_info k
-    out = []
-    for i in range(lowbit_kernel_count()):
-        check(lowbit_kernel_get(i, &k), f"kernel {i}")
-        fmt = lowbit_type_name(k.type) if k.type >= 0 else NULL
-        out.append({"index": i, "name": k.name.decode(), "isa": lowbit_isa_name(k.isa).decode(),
-                    "fmt": fmt.decode() if fmt != NULL else None,
-                    "layout": lowbit_layout_name(k.layout).decode(),
-                    "role": lowbit_role_name(k.role).decode(), "requires": k.requires.decode(),
-                    "when": k.when.decode()})
-    return out
-
-
-def kernel_selected(str isa, fmt, str layout, str role, int64_t cols=0):
-    """The name of the kernel variant `isa` runs for (fmt, layout, role) on rows of `cols`
-    weights (fmt None: the quantizer, the read probe), or None (none: no pairing, or a layout the
-    format does not take)."""
-    cdef int isa_id = lowbit_isa_from_name(isa.encode())
-    if isa_id < 0:
-        raise ValueError(f"unknown ISA variant {isa!r}")
-    if layout not in LAYOUTS or role not in ROLES:
-        raise ValueError(f"layout must be one of {LAYOUTS} and role one of {ROLES}")
-    cdef int t = -1
-    if fmt is not None:
-        t = lowbit_type_from_name(fmt.encode())
-        if t < 0:
-            raise ValueError(f"unknown format {fmt!r}")
-    cdef int i = lowbit_kernel_selected(isa_id, t, LAYOUTS.index(layout), ROLES.index(role), cols)
-    if i == LOWBIT_EISA:
-        raise RuntimeError(f"ISA variant {isa!r} is not usable here")
-    if i < -1:
-        check(i, "kernel_selected")
-    if i < 0:
-        return None
-    cdef lowbit_kernel_info k
-    check(lowbit_kernel_get(i, &k), f"kernel {i}")
-    return k.name.decode()
-
-
-def prefer_kernel(name):
-    """Tests: the named kernel wins wherever it fits (lowbit_kernel_prefer), None restores the
-    list's order.  Matrices packed before keep their kernels."""
-    cdef int i = -1
-    if name is not None:
-        names = [k["name"] for k in kernels()]
-        if name not in names:
-            raise ValueError(f"no kernel named {name!r} in this build")
-        i = names.index(name)
-    check(lowbit_kernel_prefer(i), "prefer_kernel")
-
-
-def get_threads():
-    return lowbit_get_threads()
-
-
-def set_threads(int n):
-    if lowbit_set_threads(n) != LOWBIT_OK:
-        raise ValueError(f"threads must be between 1 and 256, got {n}")
-
-
-I2S_ACT_SCALES = ("bitnet", "pow2")
-
-
-def set_i2s_act_scale(mode):
-    """I2_S's activation scale, process-wide: "bitnet" (the default: bitnet.cpp's 127 / max|x| per
-    vector) or "pow2" (that step rounded up to a power of two: up to one bit of activation
-    resolution less).  Returns the previous mode."""
-    if mode not in I2S_ACT_SCALES:
-        raise ValueError(f"I2_S activation scale must be one of {I2S_ACT_SCALES}, got {mode!r}")
-    return I2S_ACT_SCALES[lowbit_set_i2s_act_scale(I2S_ACT_SCALES.index(mode))]
-
-
-def threads_origin():
-    return lowbit_threads_origin().decode()
-
-
-def threads_for_topology(sys_root, allowed_cpus=None):
-    cdef char why[256]
-    cdef bytes root_b = None if sys_root is None else os.fsencode(sys_root)
-    cdef bytes allowed_b = None if allowed_cpus is None else str(allowed_cpus).encode()
-    cdef const char *root_p = NULL
-    cdef const char *allowed_p = NULL
-    if root_b is not None:
-        root_p = root_b
-    if allowed_b is not None:
-        allowed_p = allowed_b
-    cdef int n = lowbit_threads_for_topology(root_p, allowed_p, why, sizeof(why))
-    if n < 0:
-        raise ValueError(f"allowed_cpus: {why.decode()} (expected a CPU list such as '0-3,8')")
-    return n, why.decode()
+# The run-time choices (ISA variant, kernels, threads), in a file of their own (one module).
+include "_lowbit_dispatch.pxi"

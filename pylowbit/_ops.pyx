@@ -255,4 +255,4 @@ def add(a, b, out=None):
 
 # The Gated-DeltaNet ops and the decoder's layer loop, in files of their own (one module).
 include "_ops_gdn.pxi"
-include "_decoder.pxi"
+include "_ops_decoder.pxi"
