@@ -96,7 +96,8 @@ guest() { # cpu, command...: run a command of the arm64 root under qemu with tha
 # giving the same logits, `pylowbit run`).
 T=tests/test_threads.py
 F=tests/test_fwht.py # not its dense-matrix and 2^20-point comparisons: hours under emulation
-SUBSET=(tests/test_kernels.py tests/test_ops.py tests/test_gdn_ops.py
+KERNEL_TESTS=(tests/test_kernels.py tests/test_bit_exact.py tests/test_ggml_formats.py tests/test_act_quantizer.py)
+SUBSET=("${KERNEL_TESTS[@]}" tests/test_ops.py tests/test_gdn_ops.py
   $F::test_variant_bit_exact_vs_scalar $F::test_fused_quantize_equals_unfused
   $F::test_fused_quantize_matches_a8_model $F::test_block_is_per_slice_transform
   $F::test_signs_and_inverse_order $F::test_bad_sign_values $F::test_threads_do_not_change_bits
@@ -110,7 +111,7 @@ SUBSET=(tests/test_kernels.py tests/test_ops.py tests/test_gdn_ops.py
   tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
 # On the NEON-only CPU: the NEON kernels against scalar (the code above already ran under -cpu
 # max; here a dotprod instruction outside the dotprod variant would fault) and the decoder.
-SUBSET_A53=(-k "neon or every_variant or cli_run" tests/test_kernels.py
+SUBSET_A53=(-k "neon or every_variant or cli_run" "${KERNEL_TESTS[@]}"
   tests/test_model.py::test_every_variant_computes_the_same_logits
   tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
 

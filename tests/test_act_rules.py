@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-from pylowbit import _lowbit
 from pylowbit.model import Model
 from pylowbit.model.synthetic import write_synthetic_model
-from test_kernels import act_group, act_rule, emulate_a8, emulate_for
+from test_kernels import act_group, act_rule, emulate_a8, emulate_for, scale_at
 
 VARIANTS = lb.isa_supported()
 QUANT_FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0", "q5_0", "q4_k",
@@ -91,8 +90,9 @@ def _max_code_weights(fmt, rows, cols):
     rng = np.random.default_rng(rows * 7 + cols)
     if fmt == "ptq1_0":
         return lb.quantize(np.ones((rows, cols), np.float32) * rng.uniform(0.5, 2.0, (rows, 1)).astype(np.float32), fmt)
-    data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8).reshape(-1, 34)
-    data[:, 0:2] = rng.uniform(0.01, 2.0, len(data)).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    size, at = scale_at(fmt)
+    data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8).reshape(-1, size)
+    data[:, at:at + 2] = rng.uniform(0.01, 2.0, len(data)).astype(np.float16).view(np.uint8).reshape(-1, 2)
     return lb.QTensor(data.reshape(-1), fmt, (rows, cols))
 
 

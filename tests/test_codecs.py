@@ -9,6 +9,7 @@ from gguf import quants as gq
 
 import pylowbit as lb
 from pylowbit.transcode import pq2_0_to_q2_0, q2_0_to_pq2_0
+from test_kernels import scale_at
 
 GGUF_TYPES = {"tq1_0": T.TQ1_0, "tq2_0": T.TQ2_0, "q8_0": T.Q8_0}
 WRITTEN = sorted(set(lb.FORMATS) - lb.core.DECODE_ONLY)  # decode-only ones: tests/test_kernels.py
@@ -49,8 +50,8 @@ def test_dequantize_matches_gguf_bit_exact(fmt):
     # Random bytes make random fp16 scales, NaN/inf included; keep them finite so the comparison
     # is about codes (both sides follow IEEE for non-finite scales, checked below separately).
     blocks = raw.reshape(nblocks, info.type_size)
-    scale_at = {"q8_0": 0, "tq1_0": 52, "tq2_0": 64}[fmt]
-    blocks[:, scale_at:scale_at + 2] = np.frombuffer(
+    at = scale_at(fmt)[1]
+    blocks[:, at:at + 2] = np.frombuffer(
         rng.standard_normal(nblocks).astype(np.float16).tobytes(), dtype=np.uint8).reshape(-1, 2)
     n = nblocks * info.block_size
     ours = lb.dequantize(raw, fmt, (n,))
@@ -63,9 +64,9 @@ def test_dequantize_nonfinite_scale_like_gguf(fmt):
     info = lb.format_info(fmt)
     x = np.linspace(-1, 1, info.block_size, dtype=np.float32)
     blk = lb.quantize(x, fmt).data.copy()
-    scale_at = {"q8_0": 0, "tq1_0": 52, "tq2_0": 64}[fmt]
+    at = scale_at(fmt)[1]
     for special in (np.inf, np.nan):
-        blk[scale_at:scale_at + 2] = np.frombuffer(np.float16(special).tobytes(), dtype=np.uint8)
+        blk[at:at + 2] = np.frombuffer(np.float16(special).tobytes(), dtype=np.uint8)
         np.testing.assert_array_equal(lb.dequantize(blk, fmt, x.shape),
                                       gq.dequantize(blk, GGUF_TYPES[fmt]).reshape(-1))
 

@@ -1,4 +1,6 @@
-"""GEMV / GEMM against a float64 numpy reference, and every ISA variant against scalar."""
+"""GEMV / GEMM against a float64 numpy reference, every ISA variant against scalar, and every kernel of
+the C list; the weight and activation helpers the other kernel tests import (test_bit_exact.py,
+test_ggml_formats.py, test_act_rules.py...)."""
 import os
 
 import numpy as np
@@ -236,13 +238,48 @@ def test_i2_s_row_sums_only_with_p2_scales(isa):
         np.testing.assert_array_equal(outs["avx2"], outs["scalar"])
 
 
-# ---- bit-exactness and the packed (row-interleaved) layout -------------------------------------
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stream_read_reads_every_word(variant, isa):
+    """The bandwidth probe returns the sum of the 64-bit words (mod 2^64) in every variant, whatever
+    the thread count, so it reads all of them: several pool tasks and a last partial 128 bytes."""
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 2**64, (3 << 20) // 8 + 8, dtype=np.uint64)  # 3 MB + 64 bytes
+    want = int(words.sum(dtype=np.uint64))
+    buf = words.view(np.uint8)
+    isa(variant)
+    for threads in (1, 2):
+        assert _lowbit.stream_read(buf, threads) == want
+        assert _lowbit.stream_read(buf[:-64], threads) == int(words[:-8].sum(dtype=np.uint64))
+
+
+def test_gemm_into_equals_gemm_and_checks_shapes():
+    """The decoder's unchecked-in-Python path: same numbers as gemm, bad shapes still refused in C."""
+    rng = np.random.default_rng(5)
+    w = lb.quantize(rng.standard_normal((40, 256)).astype(np.float32), "tq2_0")
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    for m in (w, w.pack()):
+        np.testing.assert_array_equal(m.gemm_into(x, np.empty((3, 40), np.float32)), m.gemm(x))
+        with pytest.raises(ValueError, match="columns"):
+            m.gemm_into(np.ascontiguousarray(x[:, :128]), np.empty((3, 40), np.float32))
+        with pytest.raises(ValueError, match="out has shape"):
+            m.gemm_into(x, np.empty((3, 41), np.float32))
+
+
+# ---- weights with every code value, and the packed layout's facts (tests: test_bit_exact.py) ---
 
 # Variants whose kernels keep the scalar spec's float order too (not only exact integer sums), so
 # their quantized-format results equal scalar bit for bit.
 BIT_EXACT_VARIANTS = {"scalar", "avx2", "avx512vnni"}
-_SCALE_AT = {"tq1_0": (54, 52), "tq2_0": (66, 64), "q1_0": (18, 0), "q2_0": (18, 0),
-             "pq2_0": (34, 0), "ptq1_0": (28, 26), "q8_0": (34, 0)}
+
+
+def scale_at(fmt):
+    """(bytes a block, byte offset of its fp16 scale) of fmt: the C library's format facts table."""
+    facts = _lowbit.type_facts(lb.format_info(fmt).type_id)
+    return facts["block_bytes"], facts["scale_offset"]
+
+
+# the formats whose blocks hold one fp16 scale each (I2_S: one fp32 scale in the tensor's tail)
+BLOCK_SCALED = [f for f in KERNEL_FORMATS if scale_at(f)[1] >= 0]
 
 
 def base3_dense(fmt, variant):
@@ -273,326 +310,35 @@ def random_code_weights(fmt, rows, cols, seed=0):
     if fmt == "i2_s":
         data[n - 32:n - 28] = np.frombuffer(np.float32(0.75).tobytes(), np.uint8)
     else:
-        size, at = _SCALE_AT[fmt]
+        size, at = scale_at(fmt)
         blocks = data.reshape(-1, size)
         d = rng.uniform(0.25, 2, blocks.shape[0]).astype(np.float16)
         blocks[:, at:at + 2] = d.view(np.uint8).reshape(-1, 2)
     return lb.QTensor(data, fmt, (rows, cols))
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v in BIT_EXACT_VARIANTS])
-@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
-def test_bit_exact_variants_equal_scalar(fmt, variant, isa):
-    rng = np.random.default_rng(5)
-    for rows, cols in shapes(fmt) + [(67, 2560)]:
-        for w in (weights(fmt, rows, cols, seed=rows), random_code_weights(fmt, rows, cols, rows)):
-            x = rng.standard_normal((6, cols)).astype(np.float32)
-            isa("scalar")
-            ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
-            isa(variant)
-            np.testing.assert_array_equal(w.gemv(x[0]), ref_v)
-            np.testing.assert_array_equal(w.gemm(x), ref_m)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt", ALL_FORMATS)
-def test_packed_matches_scalar_file_layout(fmt, variant, isa):
-    """The repacked layout gives the file layout's results (bit for bit for repacked formats on
-    bit-exact variants), for GEMV and GEMM, on 1 and 2 threads."""
-    rng = np.random.default_rng(6)
-    cases = shapes(fmt) + [(67, 2560)]
-    if variant in BIT_EXACT_VARIANTS and fmt in ("tq2_0", "pq2_0"):
-        cases.append((2052, 4096))  # > 2 MB packed: 2 MB-aligned, huge pages asked for (repack.c)
-    for k, (rows, cols) in enumerate(cases):
-        ws = [weights(fmt, rows, cols, seed=rows)]
-        if fmt in _SCALE_AT or fmt == "i2_s":
-            ws.append(random_code_weights(fmt, rows, cols, rows))
-        for w in ws:
-            x = rng.standard_normal((5, cols)).astype(np.float32)
-            isa("scalar")
-            ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
-            isa(variant)
-            p = w.pack()
-            assert p.shape == w.shape and p.fmt == w.fmt
-            assert (p.data is None) == p.is_packed  # repacked: the file bytes are let go
-            packs = fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS)
-            assert p.is_packed == packs
-            if packs:
-                # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
-                # formats' dense units where the variant decodes them; fp16 scales
-                blk = lb.format_info(fmt).block_size
-                dense = base3_dense(fmt, variant)
-                rows4 = -(-rows // 16) * 16 if dense else -(-rows // 4) * 4  # dense: sets of 16
-                scales = 0 if fmt == "i2_s" else rows4 * (cols // blk) * 2
-                units = base3_units(fmt, cols) if dense else -(-cols // 128)
-                assert p.packed_nbytes == rows4 * units * 32 + scales
-            for threads in (1, 2):
-                yv, ym = p.gemv(x[0], threads=threads), p.gemm(x, threads=threads)
-                if (packs or fmt in FLOAT_FORMATS) and variant in BIT_EXACT_VARIANTS:
-                    np.testing.assert_array_equal(yv, ref_v)
-                    np.testing.assert_array_equal(ym, ref_m)
-                else:
-                    tol = np.abs(w.dequantize()).astype(np.float64) @ np.abs(x.T) * 1e-6 + 1e-30
-                    assert np.all(np.abs(yv - ref_v) <= tol[:, 0])
-                    assert np.all(np.abs(ym - ref_m) <= tol.T)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt", ["q2_0", "pq2_0", "ptq1_0"])
-def test_packed_group32_sums_at_their_bound(fmt, variant, isa):
-    """Every weight at its largest code against activation codes all +127 or all -127: the
-    group-32 (Q2_0) and group-128 (PQ2_0, PTQ1_0) GEMVs' int16 partial sums at their bound (AVX2
-    keeps planes 1 and 3 as 4x codes in int16 lanes: an overflow there would show).  Rows 4..12:
-    pairs of row groups and a lone one."""
-    cols = 1024 + 64 if fmt == "q2_0" else 1024  # Q2_0: a last half chunk too
-    for rows in (4, 8, 12):
-        if fmt == "ptq1_0":  # base-3: +1 is the top code
-            w = lb.quantize(np.ones((rows, cols), np.float32), fmt)
-        else:
-            size, at = _SCALE_AT[fmt]
-            data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8)  # code 3
-            data.reshape(-1, size)[:, at:at + 2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
-            w = lb.QTensor(data, fmt, (rows, cols))
-        wd = w.dequantize().astype(np.float64)
-        assert np.all(wd == wd.max()) and wd.max() > 0
-        for sign in (1.0, -1.0):
-            x = np.full(cols, sign, np.float32)
-            isa("scalar")
-            ref = w.gemv(x)
-            isa(variant)
-            y = w.pack().gemv(x)
-            want = wd @ emulate_for(x, fmt)[0]  # exact: every activation code is +-127
-            np.testing.assert_allclose(y, want, rtol=1e-6)
-            if variant in BIT_EXACT_VARIANTS:
-                np.testing.assert_array_equal(y, ref)
-
-
-def test_packed_outlives_its_source():
-    w = weights("tq2_0", 9, 512)
-    x = np.random.default_rng(7).standard_normal(512).astype(np.float32)
-    ref = w.gemv(x)
-    p = lb.QTensor(w.data.copy(), "tq2_0", w.shape).pack()
-    assert p.data is None and p.nbytes == p.packed_nbytes
-    with pytest.raises(ValueError, match="keep_source"):
-        p.dequantize()
-    np.testing.assert_array_equal(w.pack(keep_source=True).dequantize(), w.dequantize())
-    import gc
-    gc.collect()
-    np.testing.assert_array_equal(p.gemv(x), ref)
-    q8 = lb.QTensor(weights("q8_0", 9, 512).data.copy(), "q8_0", (9, 512))
-    ref8 = q8.gemv(x)
-    p8 = q8.pack()  # borrows the bytes: must keep them alive
-    del q8
-    gc.collect()
-    np.testing.assert_array_equal(p8.gemv(x), ref8)
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-def test_gemm_row_and_column_tiles(threads):
-    """Few rows and a batch of 64: the work is split by columns too; every column is the GEMV."""
-    rng = np.random.default_rng(8)
-    for fmt in ("tq2_0", "q2_0"):
-        w = weights(fmt, 70, 512)
-        x = rng.standard_normal((64, 512)).astype(np.float32)
-        for m in (w, w.pack()):
-            y = m.gemm(x, threads=threads)
-            for b in (0, 1, 31, 62, 63):
-                np.testing.assert_array_equal(y[b], m.gemv(x[b], threads=1))
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_activation_quantizer_ties_and_edges(variant, isa):
-    """Half-way cases: roundf (away from zero) for A8 groups, half to even for the Q8_0 (32) and
-    Q8_K (256) groups, as llama.cpp rounds them; clamps at +-127."""
-    isa(variant)
-    for group, even in ((64, False), (32, True), (256, True)):
-        x = np.zeros(2 * group, np.float32)
-        x[0] = 127.0 if group != 256 else -127.0  # scale 1, inverse 1: codes are round(x)
-        x[1:12] = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -126.5, 0.49999997, -0.49999997, 3.5]
-        x[12:32] = np.linspace(-127, 127, 20, dtype=np.float32)
-        x[group] = np.float32(1e-30)  # group 2: tiny
-        q, d, s = lb.quantize_act(x, group)
-        _, q_ref, d_ref = emulate_a8(x, group)
-        np.testing.assert_array_equal(q, q_ref)
-        np.testing.assert_array_equal(d, d_ref)
-        assert d[0] == 1.0
-        if even:
-            assert list(q[1:9]) == [0, 0, 2, -2, 2, -2, 126, -126] and q[11] == 4
-        else:
-            assert list(q[1:9]) == [1, -1, 2, -2, 3, -3, 127, -127]
-        assert q[9] == 0 and q[10] == 0
-        np.testing.assert_array_equal(s, q.reshape(-1, group).sum(axis=1, dtype=np.int32))
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_q8_k_and_q8_0_scales_are_llama_cpps(variant, isa):
-    """Q8_K: the sign of the first largest-|x| element sets the sign of d (d = 1 / (-127 / max));
-    Q8_0: d is amax / 127 rounded to fp16; all-zero groups give d = 0 and codes 0."""
-    isa(variant)
-    x = np.zeros(512, np.float32)
-    x[3], x[7], x[9] = 2.0, -2.0, 1.0  # first largest is +2: iscale = -63.5, d = -1/63.5
-    q, d, _ = lb.quantize_act(x, 256)
-    assert d[0] == np.float32(1) / np.float32(-63.5) and d[1] == 0
-    assert (q[3], q[7], q[9]) == (-127, 127, -64)  # 63.5 rounds to even 64
-    assert not q[256:].any()
-    y = np.zeros(64, np.float32)
-    y[5] = -100.0
-    q, d, _ = lb.quantize_act(y, 32)
-    assert d[0] == np.float32(np.float16(np.float32(100) / np.float32(127))) and d[0] != np.float32(100) / np.float32(127)
-    assert q[5] == -127 and d[1] == 0 and not q[32:].any()
-
-
-@pytest.mark.parametrize("group", [32, 128, 256, 64, 512])
-def test_activation_quantizer_hostile_groups_match_scalar(group, isa):
-    """NaN / inf products clamp to -127, +m and -m ties give Q8_K the first one's sign, groups so
-    small that 127 / amax overflows, and group counts around the SIMD 8-group batches: every
-    variant equals scalar bit for bit."""
-    rng = np.random.default_rng(group)
-    for ng in (1, 7, 8, 9, 17):
-        x = rng.standard_normal((ng, group)).astype(np.float32)
-        for g in range(ng):
-            a, b = sorted(rng.choice(group, 2, replace=False))
-            kind = g % 6
-            if kind == 0:
-                x[g, a] = np.nan
-            elif kind == 1:
-                x[g, a], x[g, b] = np.inf, -2.0
-            elif kind == 2:
-                x[g, a], x[g, b] = -5.0, 5.0  # a tie: the first (a < b) decides
-            elif kind == 3:
-                x[g] *= np.float32(1e-38)  # 127 / amax overflows: the clamps matter
-            elif kind == 4:
-                x[g] = 0.0
-        x = x.reshape(-1)
-        isa("scalar")
-        want = lb.quantize_act(x, group)
-        for variant in VARIANTS:
-            isa(variant)
-            got = lb.quantize_act(x, group)
-            for w, o in zip(want, got):
-                assert w.tobytes() == o.tobytes(), (variant, ng)
-        q = want[0].reshape(ng, group)
-        assert q[0][np.isnan(x[:group])] == -127  # NaN -> -127 (formats.h), not +127
-        if ng > 2 and group == 256:
-            assert want[1][2] > 0  # first of +-5 is -5: d = 1 / (-127 / -5)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_stream_read_reads_every_word(variant, isa):
-    """The bandwidth probe returns the sum of the 64-bit words (mod 2^64) in every variant, whatever
-    the thread count, so it reads all of them: several pool tasks and a last partial 128 bytes."""
-    rng = np.random.default_rng(7)
-    words = rng.integers(0, 2**64, (3 << 20) // 8 + 8, dtype=np.uint64)  # 3 MB + 64 bytes
-    want = int(words.sum(dtype=np.uint64))
-    buf = words.view(np.uint8)
-    isa(variant)
-    for threads in (1, 2):
-        assert _lowbit.stream_read(buf, threads) == want
-        assert _lowbit.stream_read(buf[:-64], threads) == int(words[:-8].sum(dtype=np.uint64))
-
-
-def test_gemm_into_equals_gemm_and_checks_shapes():
-    """The decoder's unchecked-in-Python path: same numbers as gemm, bad shapes still refused in C."""
-    rng = np.random.default_rng(5)
-    w = lb.quantize(rng.standard_normal((40, 256)).astype(np.float32), "tq2_0")
-    x = rng.standard_normal((3, 256)).astype(np.float32)
-    for m in (w, w.pack()):
-        np.testing.assert_array_equal(m.gemm_into(x, np.empty((3, 40), np.float32)), m.gemm(x))
-        with pytest.raises(ValueError, match="columns"):
-            m.gemm_into(np.ascontiguousarray(x[:, :128]), np.empty((3, 40), np.float32))
-        with pytest.raises(ValueError, match="out has shape"):
-            m.gemm_into(x, np.empty((3, 41), np.float32))
-
-
-# ---- ggml's Q5_0 / Q4_K / Q6_K (read from llama.cpp's files, multiplied in place) ---------------
+# ---- ggml's Q5_0 / Q4_K / Q6_K weights (tests: test_ggml_formats.py) -----------------------------
 
 GGML_FORMATS = ["q5_0", "q4_k", "q6_k"]
-# fp16 scales to make sane: byte offsets in the block (Q4_K: d and dmin)
-_GGML_SCALES_AT = {"q5_0": (22, [0]), "q4_k": (144, [0, 2]), "q6_k": (210, [208])}
+
+
+def ggml_scales_at(fmt):
+    """(bytes a block, byte offsets of its fp16 scales: Q4_K's d and dmin) from the facts table."""
+    facts = _lowbit.type_facts(lb.format_info(fmt).type_id)
+    return facts["block_bytes"], [o for o in (facts["scale_offset"], facts["scale2_offset"]) if o >= 0]
 
 
 def ggml_weights(fmt, rows, cols, seed=0):
     """Random bytes (every code, every 6-bit scale / min, every int8 Q6_K scale) with finite fp16
     scales: the layouts are checked against gguf-py's decoder, which needs no quantizer."""
     rng = np.random.default_rng(seed)
-    size, at = _GGML_SCALES_AT[fmt]
+    size, at = ggml_scales_at(fmt)
     data = rng.integers(0, 256, lb.tensor_nbytes(fmt, rows * cols), dtype=np.uint8)
     blocks = data.reshape(-1, size)
     for o in at:
         d = (rng.uniform(0.25, 2, blocks.shape[0]) * rng.choice([-1, 1], blocks.shape[0]) * 1e-2)
         blocks[:, o:o + 2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
     return lb.QTensor(data, fmt, (rows, cols))
-
-
-def test_ggml_formats_are_known_with_llama_cpp_activation_groups():
-    assert {f: (lb.format_info(f).type_id, lb.format_info(f).block_size, lb.format_info(f).type_size)
-            for f in GGML_FORMATS} == {"q5_0": (6, 32, 22), "q4_k": (12, 256, 144), "q6_k": (14, 256, 210)}
-    assert {f: act_group(f) for f in GGML_FORMATS} == {"q5_0": 32, "q4_k": 256, "q6_k": 256}
-
-
-@pytest.mark.parametrize("fmt", GGML_FORMATS)
-def test_ggml_dequantize_matches_gguf_bit_exact(fmt):
-    from gguf import GGMLQuantizationType as T
-    from gguf import quants as gq
-
-    w = ggml_weights(fmt, 7, 1024, seed=1)
-    ref = gq.dequantize(w.data.reshape(7, -1), T[fmt.upper()]).reshape(7, 1024)
-    np.testing.assert_array_equal(w.dequantize(), ref)
-
-
-@pytest.mark.parametrize("fmt", GGML_FORMATS)
-def test_ggml_gemv_matches_float64_dot_of_gguf_decode(fmt):
-    """The kernels against gguf-py's dequantize times the emulated activations, in float64."""
-    from gguf import GGMLQuantizationType as T
-    from gguf import quants as gq
-
-    rng = np.random.default_rng(2)
-    for rows, cols in [(1, 256), (5, 512), (33, 2048), (70, 256 * 3)]:
-        w = ggml_weights(fmt, rows, cols, seed=rows)
-        wd = gq.dequantize(w.data.reshape(rows, -1), T[fmt.upper()]).astype(np.float64)
-        x = rng.standard_normal((3, cols)).astype(np.float32)
-        for b in range(3):
-            xa, _, _ = emulate_for(x[b], fmt)
-            ref = wd.reshape(rows, cols) @ xa
-            scale = np.abs(wd.reshape(rows, cols)) @ np.abs(xa) + 1e-30
-            assert np.max(np.abs(w.gemv(x[b]) - ref) / scale) < 2e-6, (rows, cols)
-            assert np.max(np.abs(w.gemm(x)[b] - ref) / scale) < 2e-6, (rows, cols)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt", GGML_FORMATS)
-def test_ggml_every_variant_equals_scalar_bit_exact(fmt, variant, isa):
-    """Q5_0 / Q4_K / Q6_K keep the reference's float order in every variant (NEON and dotprod
-    run the reference itself), so results are bit-identical; packing borrows the file bytes."""
-    rng = np.random.default_rng(5)
-    for rows, cols in [(1, 256), (3, 768), (17, 1280), (65, 512), (67, 2560)]:
-        w = ggml_weights(fmt, rows, cols, seed=rows)
-        x = (rng.standard_normal((6, cols)) * rng.choice([1e-3, 1, 50], (6, cols))).astype(np.float32)
-        isa("scalar")
-        ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
-        isa(variant)
-        p = w.pack()
-        assert not p.is_packed and p.data is w.data  # borrowed, computed in place
-        for threads in (1, 2):
-            np.testing.assert_array_equal(w.gemv(x[0], threads=threads), ref_v)
-            np.testing.assert_array_equal(w.gemm(x, threads=threads), ref_m)
-            np.testing.assert_array_equal(p.gemm(x, threads=threads), ref_m)
-
-
-@pytest.mark.parametrize("fmt", GGML_FORMATS)
-def test_ggml_formats_refuse_malformed_sizes_and_quantize(fmt):
-    info = lb.format_info(fmt)
-    w = ggml_weights(fmt, 2, 512)
-    with pytest.raises(ValueError, match="needs"):
-        lb.QTensor(w.data[:-1], fmt, (2, 512))
-    with pytest.raises(ValueError, match="multiple of the block"):
-        lb.QTensor(w.data, fmt, (2 * 512 // (info.block_size // 2), info.block_size // 2))
-    with pytest.raises(ValueError, match="columns|shape"):
-        w.gemv(np.zeros(256, np.float32))
-    with pytest.raises(ValueError, match="does not quantize"):
-        lb.quantize(np.zeros(512, np.float32), fmt)
-    with pytest.raises(ValueError, match="unsupported"):  # the C library refuses it too
-        _lowbit.quantize(np.zeros(512, np.float32), info.type_id)
 
 
 # ---- every kernel of the list (native/src/kernel_list.inc), one test each ---------------------
@@ -617,7 +363,7 @@ def prefer():
 def kernel_weights(fmt, rows, cols, seed):
     if fmt in GGML_FORMATS:
         return ggml_weights(fmt, rows, cols, seed)
-    if fmt in _SCALE_AT or fmt == "i2_s":
+    if fmt in BLOCK_SCALED or fmt == "i2_s":
         return random_code_weights(fmt, rows, cols, seed)
     return weights(fmt, rows, cols, seed)
 

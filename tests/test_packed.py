@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-from test_kernels import emulate_for, random_code_weights  # every code value, arbitrary fp16 scales
+from test_kernels import emulate_for, random_code_weights, scale_at  # every code value, arbitrary fp16 scales
 
 NONSCALAR = [v for v in lb.isa_supported() if v != "scalar"]
 
@@ -92,7 +92,8 @@ def test_group256_sums_at_their_bound(fmt, variant, isa):
             w = lb.quantize(np.ones((rows, cols), np.float32), fmt)
         else:
             data = np.full(lb.tensor_nbytes(fmt, rows * cols), 0xFF, np.uint8)
-            data.reshape(-1, 66)[:, 64:66] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
+            size, at = scale_at(fmt)
+            data.reshape(-1, size)[:, at:at + 2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
             w = lb.QTensor(data, fmt, (rows, cols))
         wd = w.dequantize().astype(np.float64)
         assert np.all(wd == wd.max()) and wd.max() > 0
