@@ -18,6 +18,22 @@ def pytest_collect_file(file_path, parent):
     return None
 
 
+def _cell(r: dict, key: str, width: int, digits: int) -> str:
+    """r[key] in a column of `width` with `digits` decimals, or "-" when it was not measured."""
+    v = r.get(key)
+    return "-".rjust(width) if v is None else f"{v:{width}.{digits}f}"
+
+
+def _table(tr, kind: str, header: str, line) -> None:
+    """The RESULTS of one kind, after a blank line and a header (nothing if there are none)."""
+    rows = [r for r in RESULTS if r.get("kind") == kind]
+    if rows:
+        tr.write_line("")
+        tr.write_line(header)
+        for r in rows:
+            tr.write_line(line(r))
+
+
 def pytest_terminal_summary(terminalreporter):
     if not RESULTS:
         return
@@ -33,25 +49,14 @@ def pytest_terminal_summary(terminalreporter):
     for r in RESULTS:
         if r.get("kind") != "gemv":
             continue
-        roof = f"{r['roofline_pct']:6.1f}" if r.get("roofline_pct") is not None else "     -"
-        ratio = f"{r['vs_numpy']:7.2f}" if r.get("vs_numpy") is not None else "      -"
-        bw = f"{r['bw_gbps']:5.1f}" if r.get("bw_gbps") is not None else "    -"
         tr.write_line(f"{r['fmt']:8} {r['variant']:7} {r['layout']:6} {r['threads']:>3} "
-                      f"{r['regime']:6} {r['gws']:7.2f} {r['bpw']:6.3f} {bw} {roof} {ratio}")
-    gemm = [r for r in RESULTS if r.get("kind") == "gemm"]
-    if gemm:
-        tr.write_line("")
-        tr.write_line(f"{'format':8} {'variant':7} {'layout':6} {'thr':>3} GEMM batch   GMAC/s")
-        for r in gemm:
-            tr.write_line(f"{r['fmt']:8} {r['variant']:7} {r['layout']:6} {r['threads']:>3} "
-                          f"{r['batch']:>10} {r['gmacs']:8.2f}")
-    packs = [r for r in RESULTS if r.get("kind") == "pack"]
-    if packs:
-        tr.write_line("")
-        tr.write_line(f"{'format':8} repack of 6912x2560: ms   MB/s of file   file MB   packed MB")
-        for r in packs:
-            tr.write_line(f"{r['fmt']:8} {r['ms']:26.1f} {r['mbps']:14.0f} {r['file_mb']:9.2f} "
-                          f"{r['packed_mb']:11.2f}")
+                      f"{r['regime']:6} {r['gws']:7.2f} {r['bpw']:6.3f} {_cell(r, 'bw_gbps', 5, 1)} "
+                      f"{_cell(r, 'roofline_pct', 6, 1)} {_cell(r, 'vs_numpy', 7, 2)}")
+    _table(tr, "gemm", f"{'format':8} {'variant':7} {'layout':6} {'thr':>3} GEMM batch   GMAC/s",
+           lambda r: f"{r['fmt']:8} {r['variant']:7} {r['layout']:6} {r['threads']:>3} "
+                     f"{r['batch']:>10} {r['gmacs']:8.2f}")
+    _table(tr, "pack", f"{'format':8} repack of 6912x2560: ms   MB/s of file   file MB   packed MB",
+           lambda r: f"{r['fmt']:8} {r['ms']:26.1f} {r['mbps']:14.0f} {r['file_mb']:9.2f} {r['packed_mb']:11.2f}")
 
 
 @pytest.fixture(scope="session")

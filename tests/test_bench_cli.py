@@ -134,16 +134,10 @@ def test_vs_llama_cpp_missing(tmp_path):
     assert not list(tmp_path.iterdir())  # refused before writing any model file
 
 
-def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
-    """Several files: every repetition runs each file in turn (after one warm-up each), so the
-    ratios between formats are side by side; rows come out file by file, tests in order."""
+def recording_engine(calls):
+    """A stand-in for benchmark.PylowbitEngine that does no work and appends what it is asked to
+    `calls`: ("load", file), ("threads", n), ("pp", file), ("tg", file), ("close", file)."""
     from types import SimpleNamespace
-
-    import pylowbit.benchmark as B
-
-    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
-    paths = [(f"tiny {f}", B.synthetic_model("tiny", f)) for f in ("tq2_0", "i2_s")]
-    calls = []
 
     class Recorder:
         name = "pylowbit"
@@ -163,9 +157,20 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
             calls.append(("tg", self.path.name))
 
         def close(self):
-            pass
+            calls.append(("close", self.path.name))
 
-    monkeypatch.setattr(B, "PylowbitEngine", Recorder)
+    return Recorder
+
+
+def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
+    """Several files: every repetition runs each file in turn (after one warm-up each), so the
+    ratios between formats are side by side; rows come out file by file, tests in order."""
+    import pylowbit.benchmark as B
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    paths = [(f"tiny {f}", B.synthetic_model("tiny", f)) for f in ("tq2_0", "i2_s")]
+    calls = []
+    monkeypatch.setattr(B, "PylowbitEngine", recording_engine(calls))
     monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
     rows, info = B.run(paths, [1, 2], 4, 2, 3, False)
     names = [p.name for _, p in paths]
@@ -209,35 +214,12 @@ def test_roofline_share_paired_with_probes_around_each_run(cache, monkeypatch):
 def test_files_too_large_together_are_measured_in_turn(cache, monkeypatch, avail):
     """When the models do not fit in the available memory at once (two 27B files on 24 GB), each
     file is loaded, measured on every thread count and closed before the next one loads."""
-    from types import SimpleNamespace
-
     import pylowbit.benchmark as B
 
     monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
     paths = [(f"tiny {f}", B.synthetic_model("tiny", f)) for f in ("tq2_0", "i2_s")]
     calls = []
-
-    class Recorder:
-        name = "pylowbit"
-        load_s = 0.0
-
-        def __init__(self, path, threads, ctx):
-            self.path, self.model = path, SimpleNamespace(vocab_size=100)
-            calls.append(("load", path.name))
-
-        def set_threads(self, threads):
-            calls.append(("threads", threads))
-
-        def prompt(self, tokens):
-            pass
-
-        def generate(self, first, n):
-            calls.append(("tg", self.path.name))
-
-        def close(self):
-            calls.append(("close", self.path.name))
-
-    monkeypatch.setattr(B, "PylowbitEngine", Recorder)
+    monkeypatch.setattr(B, "PylowbitEngine", recording_engine(calls))
     monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
     monkeypatch.setattr(B, "_available_memory", lambda: avail)
     rows, info = B.run(paths, [1, 2], 4, 2, 2, False)

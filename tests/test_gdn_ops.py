@@ -175,19 +175,24 @@ def test_gdn_gates_match_sigmoid_and_softplus_with_the_cut_at_20(isa):
         assert g[0, 1] == np.float32(ssm_a[1] * x)
 
 
-@pytest.mark.parametrize("T,Hk,Hv,d", [(1, 1, 1, 1), (3, 2, 6, 7), (2, 1, 3, 16), (4, 2, 4, 17), (2, 3, 6, 33),
-                                       (2, 2, 4, 128)])
-def test_gated_delta_rule_token_by_token_matches_the_equations(isa, T, Hk, Hv, d):
-    inputs = gdn_inputs(T, Hk, Hv, d, seed=T + d)
+def check_delta_rule_in_every_isa(isa, inputs, chunked):
+    """gated_delta_rule of inputs (q, k, v, g, beta, state), chunked or not, in every ISA variant
+    against the float64 equations: its output and the state it leaves."""
     want_out, want_state = ref_delta_rule(*inputs)
 
     def run():
         state = inputs[5].copy()
-        return ops.gated_delta_rule(*inputs[:5], state, chunked=False), state
+        return ops.gated_delta_rule(*inputs[:5], state, chunked=chunked), state
 
     out, state = each_isa(isa, run)
     close(out, want_out)
     close(state, want_state)
+
+
+@pytest.mark.parametrize("T,Hk,Hv,d", [(1, 1, 1, 1), (3, 2, 6, 7), (2, 1, 3, 16), (4, 2, 4, 17), (2, 3, 6, 33),
+                                       (2, 2, 4, 128)])
+def test_gated_delta_rule_token_by_token_matches_the_equations(isa, T, Hk, Hv, d):
+    check_delta_rule_in_every_isa(isa, gdn_inputs(T, Hk, Hv, d, seed=T + d), chunked=False)
 
 
 def test_gated_delta_rule_tiles_k_heads_over_v_heads():
@@ -248,15 +253,7 @@ def test_chunked_delta_rule_with_strong_decay_and_every_isa(isa):
     T, Hk, Hv, d = 70, 1, 2, 17
     inputs = gdn_inputs(T, Hk, Hv, d, seed=9)
     inputs[3] = f32(-rng(10).uniform(0, 8, (T, Hv)))
-    want_out, want_state = ref_delta_rule(*inputs)
-
-    def run():
-        state = inputs[5].copy()
-        return ops.gated_delta_rule(*inputs[:5], state, chunked=True), state
-
-    out, state = each_isa(isa, run)
-    close(out, want_out)
-    close(state, want_state)
+    check_delta_rule_in_every_isa(isa, inputs, chunked=True)
 
 
 @pytest.mark.parametrize("d", D_SIZES)
