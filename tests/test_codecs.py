@@ -12,7 +12,7 @@ from pylowbit.transcode import pq2_0_to_q2_0, q2_0_to_pq2_0
 from test_kernels import scale_at
 
 GGUF_TYPES = {"tq1_0": T.TQ1_0, "tq2_0": T.TQ2_0, "q8_0": T.Q8_0}
-WRITTEN = sorted(set(lb.FORMATS) - lb.core.DECODE_ONLY)  # decode-only ones: tests/test_kernels.py
+WRITTEN = sorted(set(lb.FORMATS) - lb.core.DECODE_ONLY)  # decode-only ones: tests/test_ggml_formats.py
 
 
 def edge_inputs(n, rng):
