@@ -57,6 +57,13 @@ BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
 LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
 PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
+DEFAULT_BENCH_TYPE = "tq2_0"
+PRESET_DEFAULT_TYPES = {"bitnet-2b-f16": "i2_s"}  # the published file's matrices
+
+
+def default_bench_type(preset: str) -> str:
+    """The weight format `pylowbit bench --preset P` runs without --type."""
+    return PRESET_DEFAULT_TYPES.get(preset, DEFAULT_BENCH_TYPE)
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
 # Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
 # output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
