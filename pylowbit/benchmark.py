@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pylowbit import _platform
-from pylowbit._platform import exclusive_lock
+from pylowbit._platform import cache_dir, exclusive_lock
 
 # Synthetic model shapes: (architecture, synthetic base preset, overrides).  The 2B shape is BitNet
 # b1.58 2B4T's; it is written as a `llama` file (same matrices and bytes per token; llama.cpp reads
@@ -79,12 +79,6 @@ HEADER_ALLOWANCE = 64 << 20  # bytes beyond the tensors a synthetic file may nee
 
 class BenchError(RuntimeError):
     """A user-facing problem (bad path, missing peer): reported as one line."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("PYLOWBIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pylowbit")
-    return Path(base)
 
 
 @dataclass(frozen=True)
