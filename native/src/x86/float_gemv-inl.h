@@ -14,7 +14,8 @@ static inline float to_f32(float v) { return v; }
  * run of 4 cols elements read as four streams side by side; it is prefetched as one run in address
  * order, 64 elements (16 of each row) per step from PF bytes past the run's start, so each line
  * is asked for once and, for rows up to PF / 3 bytes long, before any of the four streams reads it
- * (a prefetch past the matrix's end is harmless).  The prefetch changes no arithmetic: every variant stays bit-identical. */
+ * (a prefetch past the matrix's end is harmless).  The prefetch changes no arithmetic: every
+ * variant stays bit-identical. */
 #define DEFINE_GEMV_PF(name, T, LOAD16, TOF, PF)                                                   \
     void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) {        \
         const int64_t c16 = cols & ~(int64_t)15;                                                   \

@@ -34,4 +34,5 @@ DEFINE_GEMV(gemv_f16_avx512, uint16_t, load_f16, _cvtsh_ss)
 DEFINE_GEMV(gemv_bf16_avx512, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 DEFINE_GEMV_PF(gemv_f32_avx512_l2pf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_INTEL)
 DEFINE_GEMV_PF(gemv_f16_avx512_l2pf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_INTEL)
-DEFINE_GEMV_PF(gemv_bf16_avx512_l2pf, uint16_t, load_bf16, lowbit_bf16_to_fp32, LOWBIT_PF_FLOAT_INTEL)
+DEFINE_GEMV_PF(gemv_bf16_avx512_l2pf, uint16_t, load_bf16, lowbit_bf16_to_fp32,
+               LOWBIT_PF_FLOAT_INTEL)
