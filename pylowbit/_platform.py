@@ -18,6 +18,14 @@ from pathlib import Path
 WINDOWS = os.name == "nt"
 
 
+def cache_dir() -> Path:
+    """pylowbit's cache directory: $PYLOWBIT_CACHE, else pylowbit under $XDG_CACHE_HOME or ~/.cache
+    (the synthetic models, the tokenizer's derived tables)."""
+    base = os.environ.get("PYLOWBIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pylowbit")
+    return Path(base)
+
+
 def usable_cpus() -> int:
     """The logical CPUs this process may run on: its affinity mask where Python can read it
     (os.process_cpu_count, Python 3.13+ everywhere; sched_getaffinity on Linux), else all."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pylowbit import _platform
-from pylowbit._platform import exclusive_lock
+from pylowbit._platform import cache_dir, exclusive_lock
 
 # Synthetic model shapes: (architecture, synthetic base preset, overrides).  The 2B shape is BitNet
 # b1.58 2B4T's; it is written as a `llama` file (same matrices and bytes per token; llama.cpp reads
@@ -57,6 +57,13 @@ BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
 LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
 EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
 PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
+DEFAULT_BENCH_TYPE = "tq2_0"
+PRESET_DEFAULT_TYPES = {"bitnet-2b-f16": "i2_s"}  # the published file's matrices
+
+
+def default_bench_type(preset: str) -> str:
+    """The weight format `pylowbit bench --preset P` runs without --type."""
+    return PRESET_DEFAULT_TYPES.get(preset, DEFAULT_BENCH_TYPE)
 GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
 # Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
 # output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
@@ -72,12 +79,6 @@ HEADER_ALLOWANCE = 64 << 20  # bytes beyond the tensors a synthetic file may nee
 
 class BenchError(RuntimeError):
     """A user-facing problem (bad path, missing peer): reported as one line."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("PYLOWBIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pylowbit")
-    return Path(base)
 
 
 @dataclass(frozen=True)

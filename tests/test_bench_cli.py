@@ -303,6 +303,19 @@ def test_vs_llama_cpp_runs_every_file_llama_cpp_reads(cache, monkeypatch):
                                                     ("tiny i2_s", "pylowbit")}
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the per-run peak needs Linux's resettable VmHWM")
+def test_peak_rss_leaves_the_probe_buffer_out(cache):
+    """The read probe's 512 MiB buffer is resident for the whole run; a tiny model's process stays
+    far below it, so a peak RSS column that counted the buffer could not pass."""
+    r = bench("--preset", "tiny", "--type", "tq2_0", "-t", "1", "-p", "0", "-n", "2", "-r", "1",
+              "--json", env={"PYLOWBIT_CACHE": str(cache)})
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["rows"]
+    assert row["roofline_share"] > 0  # the probe ran
+    assert 0 < row["peak_rss_bytes"] < 400 << 20
+
+
 def test_bitnet_2b_f16_preset_is_shaped_like_the_published_2b4t_file():
     """bitnet.cpp's 2B4T file: bitnet-b1.58, 332 tensors, 210 I2_S matrices, the F16 embedding
     (128256 x 2560) tied as the head; checked from the layout, without writing its 1.2 GB."""
@@ -310,6 +323,7 @@ def test_bitnet_2b_f16_preset_is_shaped_like_the_published_2b4t_file():
     from pylowbit.model.synthetic import synthetic_layout
 
     arch, base, overrides = B.PRESETS["bitnet-2b-f16"]
+    assert B.default_bench_type("bitnet-2b-f16") == "i2_s"  # what `bench --preset` runs by default
     lay = synthetic_layout(arch, base, "i2_s", embed_fmt=B.PRESET_EMBED_TYPES["bitnet-2b-f16"], **overrides)
     assert arch == "bitnet-b1.58" and len(lay) == 332 and "output.weight" not in lay
     assert sum(t == "i2_s" for t, _ in lay.values()) == 210

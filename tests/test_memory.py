@@ -1,6 +1,7 @@
 """What `run` and `perplexity` keep resident (issue #5: peak RSS within the file size + KV cache
 + 15 %), guarded without timing or RSS thresholds: the modules a run imports, the Python objects a
 tokenizer build leaves behind, and the type table that replaced the gguf package import."""
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -27,8 +28,10 @@ def _modules(*argv, tmp_path) -> set[str]:
     (site hooks of the environment may import e.g. hashlib before any pylowbit code runs)."""
     def run(code, *args):
         # in tmp_path: the working directory (a source checkout) is not on sys.path
+        # and with a cache directory of its own (run writes its tokenizer tables there)
         r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                           cwd=tmp_path, timeout=300)
+                           cwd=tmp_path, timeout=300,
+                           env=dict(os.environ, PYLOWBIT_CACHE=str(tmp_path / "cache")))
         assert r.returncode == 0, r.stderr
         return set(r.stdout.rsplit("MODULES ", 1)[1].split())
 

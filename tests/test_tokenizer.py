@@ -323,3 +323,54 @@ def test_qwen35_ids_match_llama_cpp(tmp_path):
     # the chains formed their tokens or not as the split says, so the comparison tells splits apart
     chained = [tok.tokens.index(_byte_level(w)) for w in QWEN35_CHAINS]
     assert set(chained[:5]) <= set(tok.encode(texts[-1])) and not set(chained[5:]) & set(tok.encode(texts[-1]))
+
+
+def test_merges_cache_is_read_back_and_keyed_by_the_file(tmp_path, monkeypatch):
+    """`run`'s tokenizer cache: the second start reads the SentencePiece merges instead of deriving
+    them, encodes exactly as a tokenizer built without the cache, and a changed file (mtime) or a
+    damaged entry is derived again."""
+    import os
+
+    import pylowbit.model.tokenizer as T
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(tmp_path / "cache"))
+    p = write_synthetic_model(tmp_path / "g.gguf", arch="gemma3", fmt="q8_0")
+    with GGUFFile(p) as f:
+        plain = TextTokenizer(f)
+    derived = []
+    real = T._spm_merges
+    monkeypatch.setattr(T, "_spm_merges", lambda *a: derived.append(1) or real(*a))
+
+    def cached():
+        with GGUFFile(p) as f:
+            return TextTokenizer(f, cache=True)
+
+    first = cached()
+    entries = list((tmp_path / "cache" / "tokenizers").iterdir())
+    assert len(derived) == 1 and [e.suffix for e in entries] == [".npy"]
+    second = cached()
+    assert len(derived) == 1  # read back
+    for s in TRICKY:
+        want = plain.encode(s)
+        assert first.encode(s) == want and second.encode(s) == want, s
+    st = os.stat(p)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    cached()
+    assert len(derived) == 2 and len(list(entries[0].parent.iterdir())) == 2  # a new key
+    for e in entries[0].parent.iterdir():
+        e.write_bytes(b"not an npy")
+    damaged = cached()
+    assert len(derived) == 3 and damaged.encode(TRICKY[0]) == plain.encode(TRICKY[0])
+
+
+def test_merges_cache_unwritable_is_no_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(blocker / "cache"))  # under a file: mkdir fails
+    p = write_synthetic_model(tmp_path / "g.gguf", arch="gemma3", fmt="q8_0")
+    with GGUFFile(p) as f:
+        plain = TextTokenizer(f)
+    with GGUFFile(p) as f:
+        tok = TextTokenizer(f, cache=True)
+    assert tok.encode("the capital of France") == plain.encode("the capital of France")
+    assert not (blocker / "cache").exists()

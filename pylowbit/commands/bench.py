@@ -26,9 +26,9 @@ def add_parser(sub):
                    "synthetic model of --preset, written once into the cache directory)")
     p.add_argument("--preset", default="bitnet-2b", choices=list(PRESETS),
                    help="shape of the synthetic model (default: bitnet-2b = BitNet b1.58 2B4T)")
-    p.add_argument("--type", default="tq2_0", metavar="LIST",
+    p.add_argument("--type", default=None, metavar="LIST",
                    help=f"comma-separated weight formats of synthetic models ({', '.join(BENCH_TYPES)}); "
-                        "default tq2_0")
+                        "default tq2_0 (i2_s for bitnet-2b-f16, as the published file)")
     from pylowbit import get_threads
 
     p.add_argument("-t", "--threads", default=",".join(sorted({"1", str(get_threads())}, key=int)),
@@ -75,7 +75,8 @@ def main(args) -> int:
             raise B.BenchError(f"cannot read {args.model}: {e.strerror or e}") from None
         paths = [(path.name, path)]
     else:
-        types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
+        type_list = args.type if args.type is not None else B.default_bench_type(args.preset)
+        types = [t.strip().lower() for t in type_list.split(",") if t.strip()]
         # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
         plain = {t: bool(args.vs) and t not in B.NOT_LLAMA_CPP_TYPES for t in types}
         specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]

@@ -4,7 +4,8 @@
   named by tokenizer.ggml.pre.
 - tokenizer.ggml.model == "llama": SentencePiece-style (gemma3).  SentencePiece merges the adjacent
   pair whose concatenation is the highest-scoring vocabulary piece; that is BPE whose merge ranks
-  are the merged pieces ordered by score, so the merges are derived from the vocabulary once.
+  are the merged pieces ordered by score, so the merges are derived from the vocabulary once (and,
+  with cache=True, kept on disk for the next start: _MergesCache).
   Spaces become U+2581, unknown characters fall back to <0xXX> byte tokens.
 Control tokens (type 3) and user-defined tokens (type 4) are matched in the text before the model
 runs, as llama.cpp does.
@@ -15,6 +16,7 @@ then drop the `tokenizers` object (~70 MB for a 262k vocabulary) with release_en
 from __future__ import annotations
 
 import gc
+import os
 import re
 import sys
 import time
@@ -202,9 +204,10 @@ def _bytes_text(b: bytearray) -> str:
 _NO_IDS = frozenset()
 
 
-def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool):
+def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool, merges_cache=None):
     """The `tokenizers` object of the file's vocabulary, with (stop ids found by text, ids whose string
-    repeats an earlier one) as int arrays: everything made here is garbage when it returns."""
+    repeats an earlier one) as int arrays: everything made here is garbage when it returns.
+    merges_cache: a _MergesCache of the file (SentencePiece vocabularies), or None."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     tokens = list(strings)
@@ -238,11 +241,19 @@ def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool):
         ])
         tok.decoder = decoders.ByteLevel()
     else:  # llama
-        scores = f.get("tokenizer.ggml.scores", list, of=float)
-        if len(scores) != n:
-            raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
-        ids, cuts = (memoryview(a) for a in _spm_merges(types, scores, vocab))  # fast int reads
-        del scores
+        merges = merges_cache.load() if merges_cache else None
+        if merges is None:
+            scores = f.get("tokenizer.ggml.scores", list, of=float)
+            if len(scores) != n:
+                raise ModelError(f"tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
+            merges = _spm_merges(types, scores, vocab)
+            del scores
+            if merges_cache:
+                merges_cache.save(*merges)
+        if len(merges[0]) and (int(merges[0].max()) >= n or int(merges[1].min()) < 1):
+            raise ModelError("tokenizer.ggml.tokens: cached merges do not fit the vocabulary")
+        ids, cuts = (memoryview(a) for a in merges)  # fast int reads
+        del merges
 
         def split(k):
             t, c = tokens[ids[k]], cuts[k]
@@ -265,6 +276,45 @@ def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool):
     stops = np.array([vocab[s] for s in STOP_TEXTS if s in vocab], np.int64)
     unreachable = np.array([i for i, t in enumerate(tokens) if vocab[t] != i], np.int64)
     return tok, stops, unreachable
+
+
+class _MergesCache:
+    """The SentencePiece merges _spm_merges derives from one GGUF file, on disk: one .npy of the
+    (token id, cut) arrays stacked, named by the file's identity (device, inode, size, mtime) and this
+    derivation's version, so a changed or another file gets another name.  Only the derived arrays
+    are kept: `tokenizers` is still built from them, as without the cache, because reading its own
+    saved JSON back takes as long and peaks far higher (docs/PERFORMANCE.md).  Best effort: an
+    unwritable directory or an unreadable entry means deriving as without it; an entry is written
+    to a temporary name and renamed, so a reader sees a whole file or none."""
+
+    VERSION = 1  # bump when _spm_merges's output changes for the same vocabulary
+
+    def __init__(self, path: str | os.PathLike):
+        st = os.stat(path)
+        name = f"spm-merges-v{self.VERSION}-{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}.npy"
+        self.path = _platform.cache_dir() / "tokenizers" / name
+
+    def load(self) -> tuple[np.ndarray, np.ndarray] | None:
+        try:
+            both = np.load(self.path, allow_pickle=False)
+        except Exception:  # noqa: BLE001 - missing, partial or foreign: derive instead
+            return None
+        if both.dtype != np.int32 or both.ndim != 2 or both.shape[0] != 2:
+            return None
+        return both[0], both[1]
+
+    def save(self, ids: np.ndarray, cuts: np.ndarray) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as out:
+                np.save(out, np.stack([ids, cuts]).astype(np.int32), allow_pickle=False)
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
 
 
 # A chat template is code from the file: its rendering is bounded in time and size.
@@ -292,7 +342,10 @@ def _deadline(seconds: float):
 
 
 class TextTokenizer:
-    def __init__(self, f: GGUFFile):
+    def __init__(self, f: GGUFFile, cache: bool = False):
+        """The tokenizer of f's metadata.  cache: read what the build derives from a SentencePiece
+        vocabulary from the on-disk cache of this file (written there the first time); see
+        _MergesCache."""
         kind = f.get("tokenizer.ggml.model", str, None)
         if kind is None:
             raise ModelError("the file has no tokenizer (tokenizer.ggml.model missing)")
@@ -325,7 +378,8 @@ class TextTokenizer:
         self._decode = _Decoder(self.tokens, kind, kind == "llama" and self.add_space_prefix, _NO_IDS)
         _cache_latin1_utf8()
 
-        self.tok, stops, unreachable = _build(f, kind, self.tokens, getattr(self, "add_space_prefix", False))
+        self.tok, stops, unreachable = _build(f, kind, self.tokens, getattr(self, "add_space_prefix", False),
+                                              _MergesCache(f.path) if cache else None)
         gc.collect()
         self.stop_ids = frozenset(s for s in {self.eos_id, eot_id, *stops.tolist()} if s is not None)
         if len(unreachable):  # usually empty

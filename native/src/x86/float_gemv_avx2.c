@@ -38,6 +38,12 @@ static inline vec16 load_bf16(const uint16_t *p) {
 
 #include "float_gemv-inl.h"
 
+/* The Intel twins' software prefetch distance (float_gemv-inl.h) */
+#define LOWBIT_PF_FLOAT_INTEL 16384
+
 DEFINE_GEMV(gemv_f32_avx2, float, load_f32, to_f32)
 DEFINE_GEMV(gemv_f16_avx2, uint16_t, load_f16, _cvtsh_ss)
 DEFINE_GEMV(gemv_bf16_avx2, uint16_t, load_bf16, lowbit_bf16_to_fp32)
+DEFINE_GEMV_PF(gemv_f32_avx2_l2pf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_INTEL)
+DEFINE_GEMV_PF(gemv_f16_avx2_l2pf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_INTEL)
+DEFINE_GEMV_PF(gemv_bf16_avx2_l2pf, uint16_t, load_bf16, lowbit_bf16_to_fp32, LOWBIT_PF_FLOAT_INTEL)
