@@ -7,8 +7,8 @@ For each format and shape, copies of one quantized random matrix (>= --mb MB of 
 that a pass streams from DRAM) are cycled GEMV by GEMV, with liblowbit's read probe (the loop
 `pylowbit bench` takes its roofline from) right before and after each round.  Printed, median
 over rounds: the share of the file-byte roofline (file bytes / GEMV time / the better probe) in
-wall time and in thread CPU time of the calling thread (the two differ when other processes take
-the core, or on several threads, where the caller's CPU time excludes the workers'), the packed /
+wall time (probe in wall time) and, on one thread, in thread CPU time (the probe's too: robust to
+other processes taking the core), the packed /
 file byte ratio, and the in-cache speed (one copy, repeated) as G weights/s against what the
 probe's bandwidth needs at the file's density: below 1 the kernel is compute-bound, not
 bandwidth-bound.
@@ -53,14 +53,17 @@ def main():
             wall, cpu, bws = [], [], []
             for _ in range(args.rounds):
                 bw = read_bandwidth(t, reps=3, buf=probe)
+                bc = read_bandwidth(t, reps=3, buf=probe, clock=time.thread_time) if t == 1 else 0
                 t0, c0 = time.perf_counter(), time.thread_time()
                 for p in copies:
                     p.gemv(x, threads=t)
                 tw, tc = time.perf_counter() - t0, time.thread_time() - c0
                 bw = max(bw, read_bandwidth(t, reps=3, buf=probe))
+                if t == 1:
+                    bc = max(bc, read_bandwidth(t, reps=3, buf=probe, clock=time.thread_time))
                 bws.append(bw)
                 wall.append(w.data.nbytes * n / tw / bw)
-                cpu.append(w.data.nbytes * n / tc / bw)
+                cpu.append(w.data.nbytes * n / tc / bc if t == 1 else float("nan"))
             reps = max(8, int(2e9 // (rows * cols)))
             best = float("inf")
             for _ in range(3):
