@@ -7,9 +7,9 @@
  * A byte v = 84 t4 + r, r = t0 + 3 t1 + 9 t2 + 27 t3 < 81, so v >> 2 is below 21, in [21, 42) or
  * in [42, 63) as t4 is 0, 1 or 2: a vpermb of v >> 2 (a 16-bit shift: vpermb reads the low 6 bits
  * only) gives t4, a second one 84 t4, and a vpermi2b of r = v - 84 t4 the 2-bit layout's byte of
- * t0..t3 (t0 | t1 << 2 | t2 << 4 | t3 << 6), which the VNNI kernels' masks then split into planes
- * (planes 0 and 2 masked with 3 out of the byte and the byte >> 4, planes 1 and 3 with 12 in
- * place, into separate accumulators as 4 x their sums), and t4 goes to vpdpbusd as it is.
+ * t0..t3 (t0 | t1 << 2 | t2 << 4 | t3 << 6).  The GEMM decodes so; the GEMV skips the t4 lookup
+ * and feeds vpdpbusd 84 t4 and each plane k of that byte masked in place (4^k t_k), a plane an
+ * accumulator, and divides the exact multiples out at the group's end (decode64_gemv).
  *
  * A row set's unit is 8 vectors, vector j holding bytes 4j..4j+3 of the unit of each of the 16
  * rows (a lane a row), so vpdpbusd against the broadcast activation quad of plane k accumulates
@@ -73,16 +73,22 @@ AI __m512i quad(const int8_t *q) {
     return _mm512_set1_epi32(v);
 }
 
-/* NS row sets of one GEMV step (1, or 2 far apart: paired tasks), NA accumulators of each kind
- * per set (independent vpdpbusd chains): E planes 0, 2; O 4 x planes 1, 3; X plane 4 (group 4) */
-#define NA_OF(NS) (4 / (NS))
+/* The GEMV's decode: decode64 without its t4 lookup.  Plane 4 goes to vpdpbusd as 84 t4 (at most
+ * 168, an unsigned byte), so its sums come out 84 x theirs: exact, divided out once a period. */
+AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
+    *t84 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 2), T->t84);
+    *c = _mm512_permutex2var_epi8(T->lo, _mm512_sub_epi8(v, *t84), T->hi);
+}
+
+/* NS row sets of one GEMV step (1, or 2 far apart: paired tasks), NA accumulators of each plane
+ * per set (independent vpdpbusd chains).  Plane k of the 2-bit byte c is masked in place (no
+ * shift), so P[k] sums 4^k x plane k's products; P[4] is plane 4 (group 4) at 84 x. */
+#define NA_OF(NS) (2 / (NS))
 
 /* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in
  * the tail (no plane 4).  Fully unrolled, so that the accumulators stay in registers. */
 AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
-               const int8_t *const q[5], const b3_tables *T, __m512i E[2][4], __m512i O[2][4],
-               __m512i X[2][4]) {
-    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+               const int8_t *const q[5], const b3_tables *T, __m512i P[2][5][2]) {
     const int NA = NA_OF(NS);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
@@ -90,26 +96,36 @@ AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[
 #pragma GCC unroll 2
         for (int s = 0; s < NS; s++) {
             if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
-            __m512i c, t4;
-            decode64(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t4);
-            const __m512i u = _mm512_srli_epi16(c, 4);
-            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(c, m3), quad(q[0] + 4 * j));
-            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(c, m12), quad(q[1] + 4 * j));
-            E[s][ac] = _mm512_dpbusd_epi32(E[s][ac], _mm512_and_si512(u, m3), quad(q[2] + 4 * j));
-            O[s][ac] = _mm512_dpbusd_epi32(O[s][ac], _mm512_and_si512(u, m12), quad(q[3] + 4 * j));
-            if (X4) X[s][ac] = _mm512_dpbusd_epi32(X[s][ac], t4, quad(q[4] + 4 * j));
+            __m512i c, t84;
+            decode64_gemv(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t84);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                P[s][k][ac] = _mm512_dpbusd_epi32(
+                    P[s][k][ac], _mm512_and_si512(c, _mm512_set1_epi8((char)(3 << (2 * k)))),
+                    quad(q[k] + 4 * j));
+            if (X4) P[s][4][ac] = _mm512_dpbusd_epi32(P[s][4][ac], t84, quad(q[4] + 4 * j));
         }
     }
 }
 
-/* The sum of the NA accumulators, plus (O) a quarter of the others' (exact: 4 x sums) */
-AI __m512i acc_sum(const int NA, const __m512i *E, const __m512i *O) {
-    __m512i e = E[0], o = O ? O[0] : _mm512_setzero_si512();
-    for (int i = 1; i < NA; i++) {
-        e = _mm512_add_epi32(e, E[i]);
-        if (O) o = _mm512_add_epi32(o, O[i]);
+/* The group's integer sums of one set: planes 0..3's accumulators, each divided by its 4^k
+ * (exact: every term is a multiple) */
+AI __m512i acc_sum(const int NA, __m512i P[5][2]) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        __m512i p = P[k][0];
+        for (int i = 1; i < NA; i++) p = _mm512_add_epi32(p, P[k][i]);
+        sum = _mm512_add_epi32(sum, _mm512_srai_epi32(p, 2 * k));
     }
-    return O ? _mm512_add_epi32(e, _mm512_srai_epi32(o, 2)) : e;
+    return sum;
+}
+
+/* Plane 4's sums of one set: its accumulators divided by 84 (exact): by 4 with a shift, then by
+ * 21 as a product with 21's inverse mod 2^32 */
+AI __m512i acc_sum84(const int NA, __m512i P[5][2]) {
+    __m512i p = P[4][0];
+    for (int i = 1; i < NA; i++) p = _mm512_add_epi32(p, P[4][i]);
+    return _mm512_mullo_epi32(_mm512_srai_epi32(p, 2), _mm512_set1_epi32((int)0x3cf3cf3du));
 }
 
 /* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
@@ -141,32 +157,33 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
     const uint8_t *t[2];
     for (int s = 0; s < NS; s++) t[s] = m->codes + R[s] * nu * 512;
     __m512 acc[2];
-    __m512i E[2][4], O[2][4], X[2][4];
+    __m512i P[2][5][2];
     for (int s = 0; s < NS; s++) acc[s] = _mm512_setzero_ps();
     for (int64_t g0 = 0; g0 < ng; g0 += 5) {
         const int full = g0 / 5 < np; /* a period of 5 groups, else the tail's groups */
         for (int s = 0; s < NS; s++)
-            for (int i = 0; i < NA; i++) X[s][i] = _mm512_setzero_si512();
+            for (int i = 0; i < NA; i++) P[s][4][i] = _mm512_setzero_si512();
         for (int j = 0; j < 5 && g0 + j < ng; j++) {
             if (j == 4) { /* group 4: plane 4 of the period's units */
                 for (int s = 0; s < NS; s++)
-                    acc[s] = float_step(m, R[s], a, g0 + 4, acc_sum(NA, X[s], NULL), acc[s]);
+                    acc[s] = float_step(m, R[s], a, g0 + 4, acc_sum84(NA, P[s]), acc[s]);
                 break;
             }
             for (int s = 0; s < NS; s++)
-                for (int i = 0; i < NA; i++) E[s][i] = O[s][i] = _mm512_setzero_si512();
+                for (int k = 0; k < 4; k++)
+                    for (int i = 0; i < NA; i++) P[s][k][i] = _mm512_setzero_si512();
             for (int uu = 0; uu < S / 4; uu++) {
                 const int8_t *qg = a->q + (g0 + j) * G + 128 * uu, *q[5];
                 for (int k = 0; k < 4; k++) q[k] = qg + 32 * k;
                 q[4] = a->q + (g0 + 4) * G + 32 * (j * S / 4 + uu); /* full periods only */
                 if (full)
-                    unit16(NS, PF, 1, t, q, T, E, O, X);
+                    unit16(NS, PF, 1, t, q, T, P);
                 else
-                    unit16(NS, PF, 0, t, q, T, E, O, X);
+                    unit16(NS, PF, 0, t, q, T, P);
                 for (int s = 0; s < NS; s++) t[s] += 512;
             }
             for (int s = 0; s < NS; s++)
-                acc[s] = float_step(m, R[s], a, g0 + j, acc_sum(NA, E[s], O[s]), acc[s]);
+                acc[s] = float_step(m, R[s], a, g0 + j, acc_sum(NA, P[s]), acc[s]);
         }
     }
     for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
