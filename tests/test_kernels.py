@@ -715,11 +715,36 @@ def check_read_probe(k, isa):
     return 1
 
 
+def check_fwht(k, isa):
+    """Every block kind (powers of two in and out of cache, m * 2^k), both orders, f32 and f64:
+    the entry's bits are the scalar variant's, and a sign that is not +-1 is refused."""
+    if _lowbit.kernel_selected(k["isa"], None, "none", "fwht") != k["name"]:
+        return 0
+    rng = np.random.default_rng(15)
+    cases = 0
+    for block in (2, 16, 256, 1 << 15, 12, 20 * 8, 28 * 64):
+        n = block if block > 1024 else 2 * block
+        for dtype in (np.float32, np.float64):
+            x = rng.standard_normal((3, n)).astype(dtype)
+            signs = rng.choice([-1.0, 1.0], n).astype(dtype)
+            for order in ("signs-then-rotate", "rotate-then-signs"):
+                got = []
+                for v in ("scalar", k["isa"]):
+                    isa(v)
+                    got.append(lb.fwht(x, block=block, signs=signs, order=order))
+                np.testing.assert_array_equal(got[1], got[0])
+                cases += 1
+            signs[-1] = 0.5
+            with pytest.raises(ValueError):
+                lb.fwht(x, block=block, signs=signs)
+    return cases
+
+
 @pytest.mark.parametrize("kernel", LISTED, ids=[k["name"] for k in LISTED])
 def test_listed_kernel_matches_scalar(kernel, isa, prefer):
     prefer(kernel["name"])
     check = {"quantize": check_quantizer, "float_gemv": check_float_gemv,
-             "read": check_read_probe}.get(kernel["role"], check_weight_kernel)
+             "read": check_read_probe, "fwht": check_fwht}.get(kernel["role"], check_weight_kernel)
     assert check(kernel, isa) > 0, f"{kernel['name']} is listed but no case reaches it"
 
 

@@ -173,6 +173,7 @@ static void build_table(int isa, lowbit_kernels *k) {
     k->gemv_f32 = entry_fn(select_entry(isa, LOWBIT_TYPE_F32, fl, fg, NULL)).gemv_f32;
     k->gemv_f16 = entry_fn(select_entry(isa, LOWBIT_TYPE_F16, fl, fg, NULL)).gemv_u16;
     k->gemv_bf16 = entry_fn(select_entry(isa, LOWBIT_TYPE_BF16, fl, fg, NULL)).gemv_u16;
+    entry_fn(select_entry(isa, -1, LOWBIT_LAYOUT_NONE, LOWBIT_ROLE_FWHT, NULL)).fwht(&k->fwht);
 }
 
 static int usable(int isa) {
@@ -290,7 +291,8 @@ const char *lowbit_role_name(int role) {
     static const char *const NAMES[LOWBIT_ROLE_COUNT] = {
         [LOWBIT_ROLE_GEMV] = "gemv",         [LOWBIT_ROLE_PAIR_GEMV] = "pair_gemv",
         [LOWBIT_ROLE_GEMM] = "gemm",         [LOWBIT_ROLE_QUANTIZE] = "quantize",
-        [LOWBIT_ROLE_FLOAT_GEMV] = "float_gemv", [LOWBIT_ROLE_READ] = "read"};
+        [LOWBIT_ROLE_FLOAT_GEMV] = "float_gemv", [LOWBIT_ROLE_READ] = "read",
+        [LOWBIT_ROLE_FWHT] = "fwht"};
     return role >= 0 && role < LOWBIT_ROLE_COUNT ? NAMES[role] : NULL;
 }
 

@@ -22,7 +22,7 @@
  *   vinreg_SUF(v)                     the stages of strides 1 .. W/2 inside one vector
  *   sign_err_SUF(p)                   sign_bits, zero exactly where p[i] is +1 or -1
  * and once: the type sign_bits with sign_bits_zero(), sign_bits_or(a, b), sign_bits_any(b);
- * FWHT_ISA (its lowbit_isa) and FWHT_FILL (the name of its table's fill function); then includes
+ * FWHT_ISA (its lowbit_isa) and FWHT_FILL (the name of its kernel-list entry, which fills its table); then includes
  * this file once.  It includes itself once per element type (with FWHT_SUF set) for the body.
  * How the tuning constants were chosen: docs/PERFORMANCE.md#fwht-tuning. */
 

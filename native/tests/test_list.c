@@ -12,7 +12,9 @@
  *     scalar entries to a double dot product of the dequantized weights;
  *   - the quantizer: codes, scales and sums bit-identical to the scalar variant's, every rule;
  *   - float GEMV: bit-identical to scalar (scalar entries: within summation rounding);
- *   - the read probe: the sum of the 64-bit words.
+ *   - the read probe: the sum of the 64-bit words;
+ *   - the FWHT tables: lowbit_fwht_f32 / _f64 bit-identical to the scalar variant's, every block
+ *     kind (powers of two in and out of cache, m * 2^k), both sign orders, and bad signs refused.
  * Prints "N passed, N failed" last; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -252,6 +254,57 @@ static int read_cases(int i, const lowbit_kernel_info *k) {
     return 1;
 }
 
+/* lowbit_fwht_f32 or _f64 (wide) of `rows` vectors of n under `isa` into y (a copy of x). */
+static int run_fwht(int isa, int wide, const double *x, int64_t rows, int64_t n, int64_t block,
+                    int normalize, const double *signs, int order, void *y) {
+    set_isa(isa);
+    const int64_t total = rows * n;
+    if (wide) {
+        memcpy(y, x, (size_t)total * sizeof(double));
+        return lowbit_fwht_f64((double *)y, rows, n, block, normalize, signs, order, 1);
+    }
+    float *yf = (float *)y, *sf = signs ? (float *)xmalloc((size_t)n * sizeof(float)) : NULL;
+    for (int64_t j = 0; j < total; j++) yf[j] = (float)x[j];
+    for (int64_t j = 0; sf && j < n; j++) sf[j] = (float)signs[j];
+    const int st = lowbit_fwht_f32(yf, rows, n, block, normalize, sf, order, 1);
+    free(sf);
+    return st;
+}
+
+static int fwht_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, -1, k->layout, k->role, 0) != i) return 0;
+    /* in-register, in-cache and beyond-cache powers of two, and each m * 2^k kind */
+    static const int64_t BLOCKS[] = {2, 8, 64, 1024, 1 << 15, 12, 12 * 64, 20 * 16, 28 * 256};
+    int cases = 0;
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++)
+        for (int variant = 0; variant < 16; variant++) {
+            const int wide = variant & 1, order = variant >> 1 & 1, normalize = variant >> 2 & 1;
+            const int64_t block = BLOCKS[b], n = block <= 1024 ? 2 * block : block, rows = 3;
+            double *x = (double *)xmalloc((size_t)(rows * n) * sizeof(double));
+            double *signs = (double *)xmalloc((size_t)n * sizeof(double));
+            void *y[2] = {xmalloc((size_t)(rows * n) * 8), xmalloc((size_t)(rows * n) * 8)};
+            for (int64_t j = 0; j < rows * n; j++) x[j] = (double)(int64_t)(rnd64() % 20001) / 1e4 - 1;
+            for (int64_t j = 0; j < n; j++) signs[j] = rnd64() & 1 ? 1.0 : -1.0;
+            int st[2];
+            for (int v = 0; v < 2; v++)
+                st[v] = run_fwht(v ? k->isa : LOWBIT_ISA_SCALAR, wide, x, rows, n, block, normalize,
+                                 variant & 8 ? signs : NULL, order, y[v]);
+            const size_t bytes = (size_t)(rows * n) * (wide ? 8 : 4);
+            CHECK(st[0] == LOWBIT_OK && st[1] == LOWBIT_OK && memcmp(y[0], y[1], bytes) == 0,
+                  "%s: block=%lld wide=%d order=%d normalize=%d signs=%d differs from scalar", k->name,
+                  (long long)block, wide, order, normalize, variant >> 3);
+            signs[n - 1] = 0.5; /* one bad sign, last: past every vector of a SIMD check */
+            for (int v = 0; v < 2; v++)
+                st[v] = run_fwht(v ? k->isa : LOWBIT_ISA_SCALAR, wide, x, rows, n, block, normalize,
+                                 signs, order, y[v]);
+            CHECK(st[0] != LOWBIT_OK && st[1] == st[0], "%s: a sign of 0.5 accepted (%d, %d)",
+                  k->name, st[0], st[1]);
+            free(x), free(signs), free(y[0]), free(y[1]);
+            cases++;
+        }
+    return cases;
+}
+
 int main(void) {
     const char *seed = getenv("LOWBIT_TEST_SEED");
     g_rng = seed ? strtoull(seed, NULL, 10) | 1 : 1;
@@ -272,6 +325,7 @@ int main(void) {
         case LOWBIT_ROLE_QUANTIZE: cases = quantize_cases(i, &k); break;
         case LOWBIT_ROLE_FLOAT_GEMV: cases = float_cases(i, &k); break;
         case LOWBIT_ROLE_READ: cases = read_cases(i, &k); break;
+        case LOWBIT_ROLE_FWHT: cases = fwht_cases(i, &k); break;
         default: cases = weight_cases(i, &k);
         }
         printf("kernel %s: %d cases\n", k.name, cases);

@@ -43,7 +43,7 @@ def kernels() -> None:
         print(f"  {k['name']:32s} {k['isa']:10s} {k['fmt'] or '-':7s} {k['layout']:6s} {k['role']:10s}{extra}")
     usable = [v for v in lb.isa_supported() if v in lb.isa_compiled()]
     print(f"\nselected         per variant (active: {lb.isa_active()}), packed rows of {KERNEL_COLS} weights")
-    rows = [(None, "none", role) for role in ("quantize", "read")]
+    rows = [(None, "none", role) for role in ("quantize", "read", "fwht")]
     for fmt in lb.FORMATS:
         float_fmt = fmt in ("f32", "f16", "bf16")
         if float_fmt:

@@ -236,7 +236,8 @@ typedef enum lowbit_role {
     LOWBIT_ROLE_QUANTIZE = 3, /* float activations to A8 codes */
     LOWBIT_ROLE_FLOAT_GEMV = 4,
     LOWBIT_ROLE_READ = 5, /* the bandwidth probe of lowbit_stream_read */
-    LOWBIT_ROLE_COUNT = 6,
+    LOWBIT_ROLE_FWHT = 6, /* the Walsh-Hadamard transform's kernels (one table per variant) */
+    LOWBIT_ROLE_COUNT = 7,
 } lowbit_role;
 typedef struct lowbit_kernel_info {
     const char *name;     /* the C function's name: "packed_gemv256_avx2" */

@@ -47,5 +47,5 @@ static inline sign_bits sign_err_f64(const double *p) {
 }
 
 #define FWHT_ISA LOWBIT_ISA_NEON
-#define FWHT_FILL lowbit_fill_fwht_neon
+#define FWHT_FILL fwht_neon
 #include "../fwht-inl.h"

@@ -54,5 +54,5 @@ static inline sign_bits sign_err_f64(const double *p) {
 }
 
 #define FWHT_ISA LOWBIT_ISA_AVX2
-#define FWHT_FILL lowbit_fill_fwht_avx2
+#define FWHT_FILL fwht_avx2
 #include "../fwht-inl.h"

@@ -63,5 +63,5 @@ static inline sign_bits sign_err_f64(const double *p) {
 }
 
 #define FWHT_ISA LOWBIT_ISA_AVX512VNNI
-#define FWHT_FILL lowbit_fill_fwht_avx512
+#define FWHT_FILL fwht_avx512
 #include "../fwht-inl.h"
