@@ -3,8 +3,8 @@
  * Every microkernel is one entry of the list (kernel_list.c): its name (the C function's, also its
  * test's), the ISA it is compiled for, the weight type and layout it reads, its role and a predicate
  * on the matrices it takes.  The selector (dispatch.c) walks an ISA's fallback chain and takes the
- * first entry that fits: for the file layout, the quantizer, the float GEMVs, the read probe and
- * the FWHT once per ISA into a lowbit_kernels table; for packed matrices once per matrix at pack time, into the
+ * first entry that fits: for the file layout, the quantizer, the float GEMVs, the read probe, the
+ * FWHT and the decoder ops once per ISA into a lowbit_kernels table; for packed matrices once per matrix at pack time, into the
  * matrix's plan (packed.h).  Adding a format or an ISA is a list entry. */
 #ifndef LOWBIT_KERNEL_TABLE_H
 #define LOWBIT_KERNEL_TABLE_H
@@ -81,6 +81,20 @@ typedef struct lowbit_fwht_kernels {
  * flags, so called only for a variant the CPU runs (the selector builds only those tables). */
 typedef void lowbit_fwht_sig(lowbit_fwht_kernels *k);
 
+/* The decoder ops (role OP, their entries' type a LOWBIT_OP_*; ops.c, ops_gdn.c):
+ * attention: lowbit_attention's query rows [r0, r1) over the filled caches (ops_attention-inl.h),
+ * p a scratch row of pos + T scores. */
+typedef void lowbit_attention_sig(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
+                                  int64_t window, float scale, float *out, float *p, int64_t r0,
+                                  int64_t r1);
+/* out[i] = silu(gate[i]) * up[i] for a prefix of the n values; returns its length (the caller
+ * finishes with ops_silu, the same bits). */
+typedef int64_t lowbit_silu_mul_sig(const float *gate, const float *up, int64_t n, float *out);
+/* The Gated-DeltaNet loops (gdn_kernels, ops_gdn-inl.h): returns the variant's table. */
+struct gdn_kernels;
+typedef const struct gdn_kernels *lowbit_gdn_sig(void);
+
 typedef lowbit_gemv_sig *lowbit_gemv_fn;
 typedef lowbit_gemm_sig *lowbit_gemm_fn;
 typedef lowbit_packed_gemv_sig *lowbit_packed_gemv_fn;
@@ -91,6 +105,9 @@ typedef lowbit_gemv_f32_sig *lowbit_gemv_f32_fn;
 typedef lowbit_gemv_u16_sig *lowbit_gemv_u16_fn;
 typedef lowbit_read_sig *lowbit_read_fn;
 typedef lowbit_fwht_sig *lowbit_fwht_fn;
+typedef lowbit_attention_sig *lowbit_attention_fn;
+typedef lowbit_silu_mul_sig *lowbit_silu_mul_fn;
+typedef lowbit_gdn_sig *lowbit_gdn_fn;
 
 /* Weight types with quantized file-layout kernels, in table order. */
 enum {
@@ -137,6 +154,9 @@ typedef union {
     lowbit_gemv_u16_fn gemv_u16;
     lowbit_read_fn read;
     lowbit_fwht_fn fwht;
+    lowbit_attention_fn attention;
+    lowbit_silu_mul_fn silu_mul;
+    lowbit_gdn_fn gdn;
 } lowbit_kernel_fn;
 
 /* The vendor condition of an entry: kernels whose best software prefetch differs between Intel
@@ -171,6 +191,9 @@ typedef struct lowbit_kernels {
     lowbit_gemv_u16_fn gemv_bf16;
     lowbit_read_fn read_bytes;
     lowbit_fwht_kernels fwht;
+    lowbit_attention_fn attention;
+    lowbit_silu_mul_fn silu_mul;
+    const struct gdn_kernels *gdn;
 } lowbit_kernels;
 
 /* A packed matrix's kernels for one variant, chosen at pack time (pair: NULL, no pairing). */

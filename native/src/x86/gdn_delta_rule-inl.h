@@ -1,7 +1,7 @@
 /* The token-by-token delta rule's driver over a variant's rows16 (gdn_row on R rows at once),
  * shared by ops_gdn_avx2.c and ops_gdn_avx512.c, each compiled with its own flags.  The includer
- * defines GDN_VEC (its float vector), GDN_SET1 (a broadcast into it) and GDN_TABLE (the table's
- * name), includes this after ops_gdn-inl.h, then defines rows16 as declared here. */
+ * defines GDN_VEC (its float vector), GDN_SET1 (a broadcast into it) and GDN_ENTRY (its kernel-list
+ * entry, which returns the table), includes this after ops_gdn-inl.h, then defines rows16 as declared here. */
 #ifndef LOWBIT_GDN_DELTA_RULE_INL_H
 #define LOWBIT_GDN_DELTA_RULE_INL_H
 
@@ -40,6 +40,8 @@ static void delta_rule(const gdn_args *a, int64_t h) {
     }
 }
 
-const gdn_kernels GDN_TABLE = GDN_KERNELS_WITH(delta_rule);
+static const gdn_kernels table = GDN_KERNELS_WITH(delta_rule);
+const gdn_kernels *GDN_ENTRY(void); /* lowbit_gdn_sig (kernel_table.h) */
+const gdn_kernels *GDN_ENTRY(void) { return &table; }
 
 #endif /* LOWBIT_GDN_DELTA_RULE_INL_H */

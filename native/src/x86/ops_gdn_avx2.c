@@ -8,7 +8,7 @@
 
 #define GDN_VEC __m256
 #define GDN_SET1 _mm256_set1_ps
-#define GDN_TABLE lowbit_gdn_kernels_avx2
+#define GDN_ENTRY gdn_avx2
 #include "gdn_delta_rule-inl.h"
 
 /* gdn_fold: lanes l + (l + 8) (the two registers), then + 4, + 2, + 1. */

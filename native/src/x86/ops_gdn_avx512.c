@@ -8,7 +8,7 @@
 
 #define GDN_VEC __m512
 #define GDN_SET1 _mm512_set1_ps
-#define GDN_TABLE lowbit_gdn_kernels_avx512
+#define GDN_ENTRY gdn_avx512
 #include "gdn_delta_rule-inl.h"
 
 /* gdn_fold: lanes l + (l + 8), then + 4, + 2, + 1. */
