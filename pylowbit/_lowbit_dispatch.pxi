@@ -39,16 +39,19 @@ def set_isa(str name):
 
 LAYOUTS = ("none", "file", "packed", "base3")
 ROLES = tuple(lowbit_role_name(i).decode() for i in range(LOWBIT_ROLE_COUNT))
+OPS = tuple(lowbit_op_name(i).decode() for i in range(LOWBIT_OP_COUNT))  # role "op": its "fmt"
 
 
 def kernels():
     """Every kernel of this build (the C kernel list, in its order): dicts with name, isa,
-    fmt (the weight format's name, None: any), layout, role, requires, when."""
+    fmt (the weight format's name, None: any; role "op": the op's name, one of OPS), layout,
+    role, requires, when."""
     cdef lowbit_kernel_info k
     out = []
     for i in range(lowbit_kernel_count()):
         check(lowbit_kernel_get(i, &k), f"kernel {i}")
-        fmt = lowbit_type_name(k.type) if k.type >= 0 else NULL
+        fmt = (lowbit_op_name(k.type) if k.role == LOWBIT_ROLE_OP else
+               lowbit_type_name(k.type) if k.type >= 0 else NULL)
         out.append({"index": i, "name": k.name.decode(), "isa": lowbit_isa_name(k.isa).decode(),
                     "fmt": fmt.decode() if fmt != NULL else None,
                     "layout": lowbit_layout_name(k.layout).decode(),
@@ -59,15 +62,19 @@ def kernels():
 
 def kernel_selected(str isa, fmt, str layout, str role, int64_t cols=0):
     """The name of the kernel variant `isa` runs for (fmt, layout, role) on rows of `cols`
-    weights (fmt None: the quantizer, the read probe), or None (none: no pairing, or a layout the
-    format does not take)."""
+    weights (fmt None: the quantizer, the read probe, the FWHT; role "op": fmt is the op's name,
+    one of OPS), or None (none: no pairing, or a layout the format does not take)."""
     cdef int isa_id = lowbit_isa_from_name(isa.encode())
     if isa_id < 0:
         raise ValueError(f"unknown ISA variant {isa!r}")
     if layout not in LAYOUTS or role not in ROLES:
         raise ValueError(f"layout must be one of {LAYOUTS} and role one of {ROLES}")
     cdef int t = -1
-    if fmt is not None:
+    if role == "op":
+        if fmt not in OPS:
+            raise ValueError(f"an op kernel's fmt must be one of {OPS}, got {fmt!r}")
+        t = OPS.index(fmt)
+    elif fmt is not None:
         t = lowbit_type_from_name(fmt.encode())
         if t < 0:
             raise ValueError(f"unknown format {fmt!r}")

@@ -79,7 +79,9 @@ cdef extern from "lowbit/lowbit.h" nogil:
         const char *when
     int LOWBIT_LAYOUT_NONE, LOWBIT_LAYOUT_FILE, LOWBIT_LAYOUT_PACKED
     int LOWBIT_ROLE_GEMV, LOWBIT_ROLE_PAIR_GEMV, LOWBIT_ROLE_GEMM, LOWBIT_ROLE_QUANTIZE
-    int LOWBIT_ROLE_FLOAT_GEMV, LOWBIT_ROLE_READ, LOWBIT_ROLE_COUNT
+    int LOWBIT_ROLE_FLOAT_GEMV, LOWBIT_ROLE_READ, LOWBIT_ROLE_FWHT, LOWBIT_ROLE_OP, LOWBIT_ROLE_COUNT
+    int LOWBIT_OP_COUNT
+    const char *lowbit_op_name(int op)
     int lowbit_kernel_count()
     int lowbit_kernel_get(int i, lowbit_kernel_info *info)
     const char *lowbit_role_name(int role)

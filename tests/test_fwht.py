@@ -340,11 +340,12 @@ def test_bad_signs_shape():
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_bad_sign_values(variant, dtype, isa):
-    """Every variant's sign check, with the bad value in the SIMD body and in the scalar tail."""
+    """Every variant's sign check, with the bad value in the SIMD chains, the one-vector tail and
+    the scalar tail."""
     isa(variant)
     n = 12 * 7  # 84: not a multiple of 32, so the check has a tail
     x = np.zeros(n, dtype)
-    for pos in (0, 5, 31, 63, 80, 83):
+    for pos in (0, 5, 31, 63, 70, 80, 83):
         for bad in (0.5, 0.0, -0.0, 2.0, -1.0000001, np.nan, np.inf):
             s = np.ones(n, dtype)
             s[pos] = bad

@@ -8,6 +8,7 @@ import pytest
 
 import pylowbit as lb
 from pylowbit import _lowbit
+from pylowbit import _ops as ops
 
 KERNEL_FORMATS = ["tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0"]
 ALL_FORMATS = KERNEL_FORMATS + ["f16", "bf16", "f32"]
@@ -461,11 +462,88 @@ def check_read_probe(k, isa):
     return 1
 
 
+def check_fwht(k, isa):
+    """Every block kind (powers of two in and out of cache, m * 2^k), both orders, f32 and f64:
+    the entry's bits are the scalar variant's, and a sign that is not +-1 is refused."""
+    if _lowbit.kernel_selected(k["isa"], None, "none", "fwht") != k["name"]:
+        return 0
+    rng = np.random.default_rng(15)
+    cases = 0
+    for block in (2, 16, 256, 1 << 15, 12, 20 * 8, 28 * 64):
+        n = block if block > 1024 else 2 * block
+        for dtype in (np.float32, np.float64):
+            x = rng.standard_normal((3, n)).astype(dtype)
+            signs = rng.choice([-1.0, 1.0], n).astype(dtype)
+            for order in ("signs-then-rotate", "rotate-then-signs"):
+                got = []
+                for v in ("scalar", k["isa"]):
+                    isa(v)
+                    got.append(lb.fwht(x, block=block, signs=signs, order=order))
+                np.testing.assert_array_equal(got[1], got[0])
+                cases += 1
+            signs[-1] = 0.5
+            with pytest.raises(ValueError):
+                lb.fwht(x, block=block, signs=signs)
+    return cases
+
+
+def _op_attention(rng, T, H, Hkv, hd, vd, ctx, pos, window):
+    q, k, v = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((T, H, hd), (T, Hkv, hd), (T, Hkv, vd)))
+    kc, vc = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((Hkv, ctx, hd), (Hkv, ctx, vd)))
+    return lambda: [ops.attention(q, k, v, kc.copy(), vc.copy(), pos, window, hd ** -0.5)]
+
+
+def _op_silu_mul(rng, n):
+    gate, up = rng.uniform(-100, 100, n).astype(np.float32), rng.uniform(-2, 2, n).astype(np.float32)
+    return lambda: [ops.act_mul("silu", gate, up)]
+
+
+def _op_gdn(rng, T, d, chunked):
+    f = lambda *s, lo=-1, hi=1: rng.uniform(lo, hi, s).astype(np.float32)  # noqa: E731
+    Hk, Hv, C, K = 2, 4, 37, 4
+    x, w, cstate = f(T, C), f(C, K), f(C, K - 1)
+    q, k, v = f(T, Hk, d, lo=-0.3, hi=0.3), f(T, Hk, d, lo=-0.3, hi=0.3), f(T, Hv, d)
+    g, beta, state, z, nw = f(T, Hv, lo=-1, hi=0), f(T, Hv, lo=0), f(Hv, d, d), f(T, Hv, d), f(d)
+
+    def run():
+        cs, st = cstate.copy(), state.copy()
+        return [ops.ssm_conv(x, w, cs), cs, ops.l2_norm(q, 1e-6),
+                ops.gated_delta_rule(q, k, v, g, beta, st, threads=1, chunked=chunked), st,
+                ops.gated_rms_norm_silu(v, nw, z, 1e-6), ops.sigmoid_mul(v, z)]
+    return run
+
+
+# per op (the "fmt" of a role-op entry): shapes with and without a SIMD tail
+OP_CASES = {
+    "attention": (_op_attention, [(1, 4, 2, 64, 64, 40, 30, 0), (5, 2, 1, 20, 12, 16, 3, 0),
+                                  (3, 2, 2, 8, 8, 32, 20, 7), (9, 6, 3, 36, 36, 64, 40, 16)]),
+    "silu_mul": (_op_silu_mul, [(0,), (1,), (7,), (9,), (33,), (1000,)]),
+    "gdn": (_op_gdn, [(3, 16, False), (70, 16, True), (3, 128, False), (3, 12, False), (70, 36, True)]),
+}
+
+
+def check_op(k, isa):
+    """The public op under the entry's variant gives the scalar variant's bits (outputs, states)."""
+    if _lowbit.kernel_selected(k["isa"], k["fmt"], "none", "op") != k["name"]:
+        return 0
+    make, shapes = OP_CASES[k["fmt"]]
+    for i, shape in enumerate(shapes):
+        run = make(np.random.default_rng(16 + i), *shape)
+        got = []
+        for v in ("scalar", k["isa"]):
+            isa(v)
+            got.append(run())
+        for a, b in zip(got[1], got[0]):
+            np.testing.assert_array_equal(a, b)
+    return len(shapes)
+
+
 @pytest.mark.parametrize("kernel", LISTED, ids=[k["name"] for k in LISTED])
 def test_listed_kernel_matches_scalar(kernel, isa, prefer):
     prefer(kernel["name"])
     check = {"quantize": check_quantizer, "float_gemv": check_float_gemv,
-             "read": check_read_probe}.get(kernel["role"], check_weight_kernel)
+             "read": check_read_probe, "fwht": check_fwht,
+             "op": check_op}.get(kernel["role"], check_weight_kernel)
     assert check(kernel, isa) > 0, f"{kernel['name']} is listed but no case reaches it"
 
 

@@ -173,6 +173,11 @@ static void build_table(int isa, lowbit_kernels *k) {
     k->gemv_f32 = entry_fn(select_entry(isa, LOWBIT_TYPE_F32, fl, fg, NULL)).gemv_f32;
     k->gemv_f16 = entry_fn(select_entry(isa, LOWBIT_TYPE_F16, fl, fg, NULL)).gemv_u16;
     k->gemv_bf16 = entry_fn(select_entry(isa, LOWBIT_TYPE_BF16, fl, fg, NULL)).gemv_u16;
+    entry_fn(select_entry(isa, -1, LOWBIT_LAYOUT_NONE, LOWBIT_ROLE_FWHT, NULL)).fwht(&k->fwht);
+    const int no = LOWBIT_LAYOUT_NONE, op = LOWBIT_ROLE_OP;
+    k->attention = entry_fn(select_entry(isa, LOWBIT_OP_ATTENTION, no, op, NULL)).attention;
+    k->silu_mul = entry_fn(select_entry(isa, LOWBIT_OP_SILU_MUL, no, op, NULL)).silu_mul;
+    k->gdn = entry_fn(select_entry(isa, LOWBIT_OP_GDN, no, op, NULL)).gdn();
 }
 
 static int usable(int isa) {
@@ -290,8 +295,15 @@ const char *lowbit_role_name(int role) {
     static const char *const NAMES[LOWBIT_ROLE_COUNT] = {
         [LOWBIT_ROLE_GEMV] = "gemv",         [LOWBIT_ROLE_PAIR_GEMV] = "pair_gemv",
         [LOWBIT_ROLE_GEMM] = "gemm",         [LOWBIT_ROLE_QUANTIZE] = "quantize",
-        [LOWBIT_ROLE_FLOAT_GEMV] = "float_gemv", [LOWBIT_ROLE_READ] = "read"};
+        [LOWBIT_ROLE_FLOAT_GEMV] = "float_gemv", [LOWBIT_ROLE_READ] = "read",
+        [LOWBIT_ROLE_FWHT] = "fwht",         [LOWBIT_ROLE_OP] = "op"};
     return role >= 0 && role < LOWBIT_ROLE_COUNT ? NAMES[role] : NULL;
+}
+
+const char *lowbit_op_name(int op) {
+    static const char *const NAMES[LOWBIT_OP_COUNT] = {
+        [LOWBIT_OP_ATTENTION] = "attention", [LOWBIT_OP_SILU_MUL] = "silu_mul", [LOWBIT_OP_GDN] = "gdn"};
+    return op >= 0 && op < LOWBIT_OP_COUNT ? NAMES[op] : NULL;
 }
 
 const char *lowbit_layout_name(int layout) {

@@ -1,4 +1,4 @@
-/* Walsh-Hadamard transform kernels: one table per ISA variant, picked from lowbit_isa_active().
+/* Walsh-Hadamard transform kernels: one table per ISA variant, chosen by the kernel selector.
  *
  * Every variant computes bit-for-bit the same result as the scalar reference in ref/fwht.c:
  * butterflies run in the same stage order (stride 1, 2, 4, ... for every element), sign flips are
@@ -12,47 +12,12 @@
 
 #include "internal.h"
 
-/* y = post * (scale * H_n (pre * x)) for one vector of n = 2^k elements (1 <= k <= 30), Sylvester
- * order, unnormalized butterflies.  src may equal dst (in place); otherwise they must not overlap.
- * pre / post (length n, values +-1) may be NULL.  Pass scale = 1 for no scaling. */
-typedef void (*lowbit_fwht_run_f32_fn)(const float *src, float *dst, int64_t n, const float *pre,
-                                        const float *post, float scale);
-typedef void (*lowbit_fwht_run_f64_fn)(const double *src, double *dst, int64_t n,
-                                        const double *pre, const double *post, double scale);
+/* The kernel signatures and the table (lowbit_fwht_kernels) are in kernel_table.h; each variant's
+ * table is an entry of the kernel list (role FWHT) whose function fills it. */
+lowbit_fwht_sig fwht_ref, fwht_avx2, fwht_avx512, fwht_neon;
 
-/* The m-point stage of an m * 2^k transform, in place: x holds m rows of len = 2^k elements
- * (row j at x + j * len) and becomes x[j][i] = post[j*len+i] * scale * sum_k H_m[j][k] x[k][i],
- * the sum taken as acc = 0, acc +-= x[k][i] for k = 0..m-1 (that order is part of the spec). */
-typedef void (*lowbit_fwht_mstage_f32_fn)(float *x, int m, int64_t len, const float *post,
-                                          float scale);
-typedef void (*lowbit_fwht_mstage_f64_fn)(double *x, int m, int64_t len, const double *post,
-                                          double scale);
-
-/* 1 if every one of s[0..n) is exactly +1 or -1 (validation on the hot path, so it is a kernel). */
-typedef int (*lowbit_fwht_signs_ok_f32_fn)(const float *s, int64_t n);
-typedef int (*lowbit_fwht_signs_ok_f64_fn)(const double *s, int64_t n);
-
-typedef struct lowbit_fwht_kernels {
-    int isa; /* lowbit_isa of the variant that filled the last entry */
-    lowbit_fwht_run_f32_fn pow2_f32;
-    lowbit_fwht_run_f64_fn pow2_f64;
-    lowbit_fwht_mstage_f32_fn mstage_f32;
-    lowbit_fwht_mstage_f64_fn mstage_f64;
-    lowbit_fwht_signs_ok_f32_fn signs_ok_f32;
-    lowbit_fwht_signs_ok_f64_fn signs_ok_f64;
-} lowbit_fwht_kernels;
-
-/* Each fill function overwrites the entries it implements (start from the scalar table). */
-void lowbit_fill_fwht_scalar(lowbit_fwht_kernels *k);
-void lowbit_fill_fwht_avx2(lowbit_fwht_kernels *k);
-void lowbit_fill_fwht_avx512(lowbit_fwht_kernels *k);
-void lowbit_fill_fwht_neon(lowbit_fwht_kernels *k);
-
-/* The table for the currently active ISA (tables built once, thread-safely; follows
- * lowbit_set_isa). */
+/* The table of the active ISA (the selector's, dispatch.c; follows lowbit_set_isa). */
 const lowbit_fwht_kernels *lowbit_active_fwht(void);
-/* The table for a given ISA, or NULL if that variant is not compiled in (tests). */
-const lowbit_fwht_kernels *lowbit_fwht_kernels_for(int isa);
 
 /* Scalar reference kernels (the spec), also used by SIMD variants for tiny sizes. */
 void lowbit_fwht_pow2_f32_ref(const float *src, float *dst, int64_t n, const float *pre,

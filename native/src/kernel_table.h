@@ -3,8 +3,8 @@
  * Every microkernel is one entry of the list (kernel_list.c): its name (the C function's, also its
  * test's), the ISA it is compiled for, the weight type and layout it reads, its role and a predicate
  * on the matrices it takes.  The selector (dispatch.c) walks an ISA's fallback chain and takes the
- * first entry that fits: for the file layout, the quantizer, the float GEMVs and the read probe once
- * per ISA into a lowbit_kernels table; for packed matrices once per matrix at pack time, into the
+ * first entry that fits: for the file layout, the quantizer, the float GEMVs, the read probe, the
+ * FWHT and the decoder ops once per ISA into a lowbit_kernels table; for packed matrices once per matrix at pack time, into the
  * matrix's plan (packed.h).  Adding a format or an ISA is a list entry. */
 #ifndef LOWBIT_KERNEL_TABLE_H
 #define LOWBIT_KERNEL_TABLE_H
@@ -50,6 +50,51 @@ typedef void lowbit_gemv_u16_sig(const uint16_t *w, int64_t cols, int64_t r0, in
  * inflate the shares). */
 typedef uint64_t lowbit_read_sig(const uint8_t *p, int64_t n);
 
+/* The Walsh-Hadamard transform's kernels (ref/fwht.c is their specification), one table per variant.
+ * y = post * (scale * H_n (pre * x)) for one vector of n = 2^k elements (1 <= k <= 30), Sylvester
+ * order, unnormalized butterflies.  src may equal dst (in place); otherwise they must not overlap.
+ * pre / post (length n, values +-1) may be NULL.  Pass scale = 1 for no scaling. */
+typedef void (*lowbit_fwht_run_f32_fn)(const float *src, float *dst, int64_t n, const float *pre,
+                                        const float *post, float scale);
+typedef void (*lowbit_fwht_run_f64_fn)(const double *src, double *dst, int64_t n,
+                                        const double *pre, const double *post, double scale);
+/* The m-point stage of an m * 2^k transform, in place: x holds m rows of len = 2^k elements
+ * (row j at x + j * len) and becomes x[j][i] = post[j*len+i] * scale * sum_k H_m[j][k] x[k][i],
+ * the sum taken as acc = 0, acc +-= x[k][i] for k = 0..m-1 (that order is part of the spec). */
+typedef void (*lowbit_fwht_mstage_f32_fn)(float *x, int m, int64_t len, const float *post,
+                                          float scale);
+typedef void (*lowbit_fwht_mstage_f64_fn)(double *x, int m, int64_t len, const double *post,
+                                          double scale);
+/* 1 if every one of s[0..n) is exactly +1 or -1 (validation on the hot path, so it is a kernel). */
+typedef int (*lowbit_fwht_signs_ok_f32_fn)(const float *s, int64_t n);
+typedef int (*lowbit_fwht_signs_ok_f64_fn)(const double *s, int64_t n);
+typedef struct lowbit_fwht_kernels {
+    int isa; /* lowbit_isa of the variant that filled it */
+    lowbit_fwht_run_f32_fn pow2_f32;
+    lowbit_fwht_run_f64_fn pow2_f64;
+    lowbit_fwht_mstage_f32_fn mstage_f32;
+    lowbit_fwht_mstage_f64_fn mstage_f64;
+    lowbit_fwht_signs_ok_f32_fn signs_ok_f32;
+    lowbit_fwht_signs_ok_f64_fn signs_ok_f64;
+} lowbit_fwht_kernels;
+/* An FWHT entry: fills every member of *k with its variant's kernels.  Compiled with its ISA's
+ * flags, so called only for a variant the CPU runs (the selector builds only those tables). */
+typedef void lowbit_fwht_sig(lowbit_fwht_kernels *k);
+
+/* The decoder ops (role OP, their entries' type a LOWBIT_OP_*; ops.c, ops_gdn.c):
+ * attention: lowbit_attention's query rows [r0, r1) over the filled caches (ops_attention-inl.h),
+ * p a scratch row of pos + T scores. */
+typedef void lowbit_attention_sig(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
+                                  int64_t window, float scale, float *out, float *p, int64_t r0,
+                                  int64_t r1);
+/* out[i] = silu(gate[i]) * up[i] for a prefix of the n values; returns its length (the caller
+ * finishes with ops_silu, the same bits). */
+typedef int64_t lowbit_silu_mul_sig(const float *gate, const float *up, int64_t n, float *out);
+/* The Gated-DeltaNet loops (gdn_kernels, ops_gdn-inl.h): returns the variant's table. */
+struct gdn_kernels;
+typedef const struct gdn_kernels *lowbit_gdn_sig(void);
+
 typedef lowbit_gemv_sig *lowbit_gemv_fn;
 typedef lowbit_gemm_sig *lowbit_gemm_fn;
 typedef lowbit_packed_gemv_sig *lowbit_packed_gemv_fn;
@@ -59,6 +104,10 @@ typedef lowbit_quantize_sig *lowbit_quantize_act_fn;
 typedef lowbit_gemv_f32_sig *lowbit_gemv_f32_fn;
 typedef lowbit_gemv_u16_sig *lowbit_gemv_u16_fn;
 typedef lowbit_read_sig *lowbit_read_fn;
+typedef lowbit_fwht_sig *lowbit_fwht_fn;
+typedef lowbit_attention_sig *lowbit_attention_fn;
+typedef lowbit_silu_mul_sig *lowbit_silu_mul_fn;
+typedef lowbit_gdn_sig *lowbit_gdn_fn;
 
 /* Weight types with quantized file-layout kernels, in table order. */
 enum {
@@ -104,6 +153,10 @@ typedef union {
     lowbit_gemv_f32_fn gemv_f32;
     lowbit_gemv_u16_fn gemv_u16;
     lowbit_read_fn read;
+    lowbit_fwht_fn fwht;
+    lowbit_attention_fn attention;
+    lowbit_silu_mul_fn silu_mul;
+    lowbit_gdn_fn gdn;
 } lowbit_kernel_fn;
 
 /* The vendor condition of an entry: kernels whose best software prefetch differs between Intel
@@ -137,6 +190,10 @@ typedef struct lowbit_kernels {
     lowbit_gemv_u16_fn gemv_f16;
     lowbit_gemv_u16_fn gemv_bf16;
     lowbit_read_fn read_bytes;
+    lowbit_fwht_kernels fwht;
+    lowbit_attention_fn attention;
+    lowbit_silu_mul_fn silu_mul;
+    const struct gdn_kernels *gdn;
 } lowbit_kernels;
 
 /* A packed matrix's kernels for one variant, chosen at pack time (pair: NULL, no pairing). */

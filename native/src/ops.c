@@ -3,8 +3,9 @@
  * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
  * expf / tanhf stay scalar libm calls in lowbit_softmax and GELU; SiLU and the attention loop use
- * the vectorizable exp of ops_attention-inl.h.  The attention loop is also built with AVX2
- * (x86/ops_avx2.c) and dispatched, and split over the thread pool by query rows when it is large. */
+ * the vectorizable exp of ops_attention-inl.h.  The attention loop and SiLU * up are also built
+ * with AVX2 (x86/ops_avx2.c): kernel-list entries (role OP) the selector chooses among.  The
+ * attention loop is split over the thread pool by query rows when it is large. */
 #include "lowbit/ops.h"
 
 #include "internal.h"
@@ -80,34 +81,34 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
     return LOWBIT_OK;
 }
 
-#ifdef LOWBIT_HAVE_AVX2
-void lowbit_attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
-                                 const float *kc, const float *vc, int64_t ctx, int64_t pos,
-                                 int64_t window, float scale, float *out, float *p, int64_t r0,
-                                 int64_t r1);
-int64_t lowbit_silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out);
-#endif
+/* The scalar entries of the decoder ops (kernel_list.inc, role OP); the selector picks a variant's. */
+lowbit_attention_sig attention_loop_ref;
+lowbit_silu_mul_sig silu_mul_ref;
+
+void attention_loop_ref(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                        const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
+                        float scale, float *out, float *p, int64_t r0, int64_t r1) {
+    attention_loop(q, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p, r0, r1);
+}
+
+int64_t silu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
+    return n;
+}
 
 /* One task of a threaded lowbit_attention: a contiguous run of query rows, with its own scores. */
 typedef struct {
     const float *q, *kc, *vc;
     int64_t H, Hkv, hd, vd, ctx, pos, window, rows, ntasks;
     float scale, *out, *p; /* p: ntasks scratch rows of pos + T scores */
-    int avx2;
+    lowbit_attention_fn loop;
 } attn_job;
 
 static void attn_task(void *ctx, int64_t i) {
     const attn_job *j = (const attn_job *)ctx;
     const int64_t r0 = j->rows * i / j->ntasks, r1 = j->rows * (i + 1) / j->ntasks;
     float *p = j->p + i * (j->pos + j->rows / j->H);
-#ifdef LOWBIT_HAVE_AVX2
-    if (j->avx2) {
-        lowbit_attention_loop_avx2(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos,
-                                    j->window, j->scale, j->out, p, r0, r1);
-        return;
-    }
-#endif
-    attention_loop(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos, j->window,
+    j->loop(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos, j->window,
                    j->scale, j->out, p, r0, r1);
 }
 
@@ -136,11 +137,8 @@ int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t 
             memcpy(kc + (kh * ctx + pos + t) * hd, k + (t * Hkv + kh) * hd, (size_t)hd * sizeof(float));
             memcpy(vc + (kh * ctx + pos + t) * vd, v + (t * Hkv + kh) * vd, (size_t)vd * sizeof(float));
         }
-    attn_job job = {q, kc, vc, H, Hkv, hd, vd, ctx, pos, window, T * H, ntasks, scale, out, p, 0};
-#ifdef LOWBIT_HAVE_AVX2
-    const int isa = lowbit_isa_active(); /* the AVX-512 slot runs AVX2 code too */
-    job.avx2 = isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI;
-#endif
+    attn_job job = {q,     kc,  vc, H, Hkv, hd, vd, ctx, pos, window, T * H, ntasks,
+                    scale, out, p,  lowbit_active_kernels()->attention};
     if (ntasks == 1)
         attn_task(&job, 0);
     else
@@ -159,12 +157,7 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
     if (!gate || !up || !out || n < 0) return LOWBIT_EINVAL;
     switch (act) {
     case LOWBIT_ACT_SILU: {
-        int64_t i = 0;
-#ifdef LOWBIT_HAVE_AVX2
-        const int isa = lowbit_isa_active();
-        if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
-            i = lowbit_silu_mul_avx2(gate, up, n, out); /* the same bits, 8 at a time */
-#endif
+        int64_t i = lowbit_active_kernels()->silu_mul(gate, up, n, out); /* a prefix, same bits */
         for (; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
         break;
     }

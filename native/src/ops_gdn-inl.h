@@ -29,8 +29,8 @@ static inline int64_t gdn_chunk_floats(int64_t d) {
     return 4 * GDN_CHUNK + 2 * GDN_CHUNK * GDN_CHUNK + 5 * GDN_CHUNK * d;
 }
 
-/* One build's loops; ops_gdn.c picks the table of the active ISA. */
-typedef struct {
+/* One build's loops: each build's table is a kernel-list entry (role OP, LOWBIT_OP_GDN). */
+typedef struct gdn_kernels {
     void (*ssm_conv)(const float *x, const float *w, float *state, int64_t T, int64_t C, int64_t K,
                      float *out);
     void (*l2_norm)(const float *x, int64_t rows, int64_t n, float eps, float *y);

@@ -1,6 +1,6 @@
-/* The Gated-DeltaNet (qwen35) ops, declared in lowbit/ops.h: argument checks, the choice of the
- * active ISA's loops (ops_gdn-inl.h, built once per ISA) and the split of the delta rule over the
- * thread pool by V heads. */
+/* The Gated-DeltaNet (qwen35) ops, declared in lowbit/ops.h: argument checks, the active ISA's
+ * loops (ops_gdn-inl.h, built once per ISA, chosen by the kernel selector) and the split of the
+ * delta rule over the thread pool by V heads. */
 #include "lowbit/ops.h"
 
 #include "internal.h"
@@ -10,24 +10,12 @@
 #include <stdlib.h>
 
 static const gdn_kernels gdn_scalar = GDN_KERNELS;
-#ifdef LOWBIT_HAVE_AVX2
-extern const gdn_kernels lowbit_gdn_kernels_avx2;
-#endif
-#ifdef LOWBIT_HAVE_AVX512VNNI
-extern const gdn_kernels lowbit_gdn_kernels_avx512;
-#endif
 
-static const gdn_kernels *gdn_active(void) {
-    switch (lowbit_isa_active()) {
-#ifdef LOWBIT_HAVE_AVX2
-    case LOWBIT_ISA_AVX2: return &lowbit_gdn_kernels_avx2;
-#endif
-#ifdef LOWBIT_HAVE_AVX512VNNI
-    case LOWBIT_ISA_AVX512VNNI: return &lowbit_gdn_kernels_avx512;
-#endif
-    default: return &gdn_scalar;
-    }
-}
+/* The scalar entry of the kernel list (role OP); the selector picks the active variant's table. */
+lowbit_gdn_sig gdn_ref;
+const gdn_kernels *gdn_ref(void) { return &gdn_scalar; }
+
+static const gdn_kernels *gdn_active(void) { return lowbit_active_kernels()->gdn; }
 
 int lowbit_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C, int64_t K,
                     float *out) {

@@ -12,7 +12,11 @@
  *     scalar entries to a double dot product of the dequantized weights;
  *   - the quantizer: codes, scales and sums bit-identical to the scalar variant's, every rule;
  *   - float GEMV: bit-identical to scalar (scalar entries: within summation rounding);
- *   - the read probe: the sum of the 64-bit words.
+ *   - the read probe: the sum of the 64-bit words;
+ *   - the FWHT tables: lowbit_fwht_f32 / _f64 bit-identical to the scalar variant's, every block
+ *     kind (powers of two in and out of cache, m * 2^k), both sign orders, and bad signs refused;
+ *   - the decoder ops (role OP): the public op (lowbit/ops.h) bit-identical to the scalar
+ *     variant's, outputs and updated states, on shapes with and without a SIMD tail.
  * Prints "N passed, N failed" last; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include "internal.h" /* fp16 helpers (static inline) and lowbit.h */
+#include "lowbit/ops.h"
 
 #include "harness.h"
 
@@ -252,6 +257,157 @@ static int read_cases(int i, const lowbit_kernel_info *k) {
     return 1;
 }
 
+/* lowbit_fwht_f32 or _f64 (wide) of `rows` vectors of n under `isa` into y (a copy of x). */
+static int run_fwht(int isa, int wide, const double *x, int64_t rows, int64_t n, int64_t block,
+                    int normalize, const double *signs, int order, void *y) {
+    set_isa(isa);
+    const int64_t total = rows * n;
+    if (wide) {
+        memcpy(y, x, (size_t)total * sizeof(double));
+        return lowbit_fwht_f64((double *)y, rows, n, block, normalize, signs, order, 1);
+    }
+    float *yf = (float *)y, *sf = signs ? (float *)xmalloc((size_t)n * sizeof(float)) : NULL;
+    for (int64_t j = 0; j < total; j++) yf[j] = (float)x[j];
+    for (int64_t j = 0; sf && j < n; j++) sf[j] = (float)signs[j];
+    const int st = lowbit_fwht_f32(yf, rows, n, block, normalize, sf, order, 1);
+    free(sf);
+    return st;
+}
+
+static int fwht_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, -1, k->layout, k->role, 0) != i) return 0;
+    /* in-register, in-cache and beyond-cache powers of two, and each m * 2^k kind */
+    static const int64_t BLOCKS[] = {2, 8, 64, 1024, 1 << 15, 12, 12 * 64, 20 * 16, 28 * 256};
+    int cases = 0;
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++)
+        for (int variant = 0; variant < 16; variant++) {
+            const int wide = variant & 1, order = variant >> 1 & 1, normalize = variant >> 2 & 1;
+            const int64_t block = BLOCKS[b], n = block <= 1024 ? 2 * block : block, rows = 3;
+            double *x = (double *)xmalloc((size_t)(rows * n) * sizeof(double));
+            double *signs = (double *)xmalloc((size_t)n * sizeof(double));
+            void *y[2] = {xmalloc((size_t)(rows * n) * 8), xmalloc((size_t)(rows * n) * 8)};
+            for (int64_t j = 0; j < rows * n; j++) x[j] = (double)(int64_t)(rnd64() % 20001) / 1e4 - 1;
+            for (int64_t j = 0; j < n; j++) signs[j] = rnd64() & 1 ? 1.0 : -1.0;
+            int st[2];
+            for (int v = 0; v < 2; v++)
+                st[v] = run_fwht(v ? k->isa : LOWBIT_ISA_SCALAR, wide, x, rows, n, block, normalize,
+                                 variant & 8 ? signs : NULL, order, y[v]);
+            const size_t bytes = (size_t)(rows * n) * (wide ? 8 : 4);
+            CHECK(st[0] == LOWBIT_OK && st[1] == LOWBIT_OK && memcmp(y[0], y[1], bytes) == 0,
+                  "%s: block=%lld wide=%d order=%d normalize=%d signs=%d differs from scalar", k->name,
+                  (long long)block, wide, order, normalize, variant >> 3);
+            signs[n - 1] = 0.5; /* one bad sign, last: past every vector of a SIMD check */
+            for (int v = 0; v < 2; v++)
+                st[v] = run_fwht(v ? k->isa : LOWBIT_ISA_SCALAR, wide, x, rows, n, block, normalize,
+                                 signs, order, y[v]);
+            CHECK(st[0] != LOWBIT_OK && st[1] == st[0], "%s: a sign of 0.5 accepted (%d, %d)",
+                  k->name, st[0], st[1]);
+            free(x), free(signs), free(y[0]), free(y[1]);
+            cases++;
+        }
+    return cases;
+}
+
+/* n floats uniform in [lo, hi) on a grid of 1e-4 of the range */
+static float *rnd_floats(int64_t n, float lo, float hi) {
+    float *x = (float *)xmalloc((size_t)n * sizeof(float));
+    for (int64_t j = 0; j < n; j++) x[j] = lo + (hi - lo) * (float)(rnd64() % 10000) / 10000.0f;
+    return x;
+}
+
+static float *copy_floats(const float *x, int64_t n) {
+    float *y = (float *)xmalloc((size_t)n * sizeof(float));
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+/* One case of a decoder op: shape s of op `op` run under `isa`, its outputs and states into out
+ * (fresh buffers, so two runs compare); 0 if there is no shape s, else the number of floats. */
+static int64_t run_op_inputs(int op, int s, int isa, float **out) {
+    set_isa(isa);
+    int64_t n = 0;
+    int st = LOWBIT_OK;
+    if (op == LOWBIT_OP_ATTENTION) {
+        static const int64_t SH[][8] = {/* T, H, Hkv, hd, vd, ctx, pos, window */
+                                        {1, 4, 2, 64, 64, 40, 30, 0},  {5, 2, 1, 20, 12, 16, 3, 0},
+                                        {3, 2, 2, 8, 8, 32, 20, 7},    {1, 8, 1, 256, 128, 600, 599, 0},
+                                        {9, 6, 3, 36, 36, 64, 40, 16}};
+        if (s >= (int)(sizeof SH / sizeof SH[0])) return 0;
+        const int64_t *z = SH[s], T = z[0], H = z[1], Hkv = z[2], hd = z[3], vd = z[4], ctx = z[5];
+        float *q = rnd_floats(T * H * hd, -1, 1), *k = rnd_floats(T * Hkv * hd, -1, 1);
+        float *v = rnd_floats(T * Hkv * vd, -1, 1);
+        float *kc = rnd_floats(Hkv * ctx * hd, -1, 1), *vc = rnd_floats(Hkv * ctx * vd, -1, 1);
+        n = T * H * vd;
+        *out = (float *)xmalloc((size_t)n * sizeof(float));
+        st = lowbit_attention(q, k, v, T, H, Hkv, hd, vd, kc, vc, ctx, z[6], z[7],
+                              1.0f / sqrtf((float)hd), *out);
+        free(q), free(k), free(v), free(kc), free(vc);
+    } else if (op == LOWBIT_OP_SILU_MUL) {
+        static const int64_t NS[] = {0, 1, 7, 8, 9, 33, 1000};
+        if (s >= (int)(sizeof NS / sizeof NS[0])) return 0;
+        n = NS[s];
+        float *g = rnd_floats(n, -100, 100), *u = rnd_floats(n, -2, 2); /* past exp's clamp too */
+        *out = (float *)xmalloc((size_t)(n ? n : 1) * sizeof(float));
+        st = lowbit_act_mul(LOWBIT_ACT_SILU, g, u, n, *out);
+        free(g), free(u);
+    } else if (op == LOWBIT_OP_GDN) {
+        static const int64_t DS[] = {16, 128, 12, 36}; /* d: SIMD rows, and a scalar fallback */
+        if (s >= 2 * (int)(sizeof DS / sizeof DS[0])) return 0;
+        const int64_t d = DS[s / 2], T = 3 + 70 * (s & 1), Hk = 2, Hv = 4, C = 37, K = 4;
+        const int chunked = s & 1;
+        float *x = rnd_floats(T * C, -2, 2), *w = rnd_floats(C * K, -1, 1);
+        float *cstate = rnd_floats(C * (K - 1), -1, 1);
+        float *q = rnd_floats(T * Hk * d, -0.3f, 0.3f), *k = rnd_floats(T * Hk * d, -0.3f, 0.3f);
+        float *v = rnd_floats(T * Hv * d, -1, 1), *g = rnd_floats(T * Hv, -1, 0);
+        float *beta = rnd_floats(T * Hv, 0, 1), *state = rnd_floats(Hv * d * d, -0.5f, 0.5f);
+        float *z = rnd_floats(T * Hv * d, -4, 4), *nw = rnd_floats(d, 0.5f, 1.5f);
+        const int64_t parts[] = {T * C, C * (K - 1), T * Hk * d, T * Hv * d, Hv * d * d, T * Hv * d,
+                                 T * Hv * d};
+        for (size_t j = 0; j < sizeof parts / sizeof parts[0]; j++) n += parts[j];
+        float *o = *out = (float *)xmalloc((size_t)n * sizeof(float));
+        st |= lowbit_ssm_conv(x, w, cstate, T, C, K, o);
+        memcpy(o += T * C, cstate, (size_t)(C * (K - 1)) * sizeof(float));
+        st |= lowbit_l2_norm(q, T * Hk, d, 1e-6f, o += C * (K - 1));
+        st |= lowbit_gated_delta_rule(q, k, v, g, beta, state, T, Hk, Hv, d, o += T * Hk * d, 1,
+                                      chunked);
+        memcpy(o += T * Hv * d, state, (size_t)(Hv * d * d) * sizeof(float));
+        st |= lowbit_gated_rms_norm_silu(v, nw, z, T * Hv, d, 1e-6f, o += Hv * d * d);
+        st |= lowbit_sigmoid_mul(v, z, T * Hv * d, o += T * Hv * d);
+        free(x), free(w), free(cstate), free(q), free(k), free(v), free(g), free(beta), free(state);
+        free(z), free(nw);
+    } else {
+        return 0;
+    }
+    CHECK(st == LOWBIT_OK, "op %s shape %d under %s: status %d", lowbit_op_name(op), s,
+          lowbit_isa_name(isa), st);
+    return n + 1; /* an empty output is a case too */
+}
+
+static int64_t run_op(int op, int s, int isa, uint64_t seed, float **out) {
+    const uint64_t saved = g_rng;
+    g_rng = seed; /* both runs see the same inputs */
+    const int64_t n = run_op_inputs(op, s, isa, out);
+    g_rng = saved;
+    return n;
+}
+
+static int op_cases(int i, const lowbit_kernel_info *k) {
+    if (lowbit_kernel_selected(k->isa, k->type, k->layout, k->role, 0) != i) return 0;
+    int cases = 0;
+    for (int s = 0;; s++) {
+        const uint64_t seed = rnd64() | 1;
+        float *y[2] = {NULL, NULL};
+        const int64_t n = run_op(k->type, s, LOWBIT_ISA_SCALAR, seed, &y[0]);
+        if (!n) break;
+        CHECK(run_op(k->type, s, k->isa, seed, &y[1]) == n &&
+                  memcmp(y[0], y[1], (size_t)(n - 1) * sizeof(float)) == 0,
+              "%s: shape %d differs from the scalar variant", k->name, s);
+        free(y[0]), free(y[1]);
+        cases++;
+    }
+    return cases;
+}
+
 int main(void) {
     const char *seed = getenv("LOWBIT_TEST_SEED");
     g_rng = seed ? strtoull(seed, NULL, 10) | 1 : 1;
@@ -272,6 +428,8 @@ int main(void) {
         case LOWBIT_ROLE_QUANTIZE: cases = quantize_cases(i, &k); break;
         case LOWBIT_ROLE_FLOAT_GEMV: cases = float_cases(i, &k); break;
         case LOWBIT_ROLE_READ: cases = read_cases(i, &k); break;
+        case LOWBIT_ROLE_FWHT: cases = fwht_cases(i, &k); break;
+        case LOWBIT_ROLE_OP: cases = op_cases(i, &k); break;
         default: cases = weight_cases(i, &k);
         }
         printf("kernel %s: %d cases\n", k.name, cases);

@@ -40,10 +40,11 @@ def kernels() -> None:
     for k in ks:
         extra = ("" if k["when"] == "any" else f"  when {k['when']}") + (
             f"  requires {k['requires']}" if k["requires"] else "")
-        print(f"  {k['name']:32s} {k['isa']:10s} {k['fmt'] or '-':7s} {k['layout']:6s} {k['role']:10s}{extra}")
+        print(f"  {k['name']:32s} {k['isa']:10s} {k['fmt'] or '-':9s} {k['layout']:6s} {k['role']:10s}{extra}")
     usable = [v for v in lb.isa_supported() if v in lb.isa_compiled()]
     print(f"\nselected         per variant (active: {lb.isa_active()}), packed rows of {KERNEL_COLS} weights")
-    rows = [(None, "none", role) for role in ("quantize", "read")]
+    rows = [(None, "none", role) for role in ("quantize", "read", "fwht")]
+    rows += [(op, "none", "op") for op in _lowbit.OPS]
     for fmt in lb.FORMATS:
         float_fmt = fmt in ("f32", "f16", "bf16")
         if float_fmt:
@@ -53,10 +54,10 @@ def kernels() -> None:
         for layout in ("packed", "base3"):
             if _lowbit.kernel_selected("scalar", fmt, layout, "gemv", KERNEL_COLS):  # it packs so
                 rows += [(fmt, layout, r) for r in ("gemv", "pair_gemv", "gemm")]
-    print(f"  {'format':7s} {'layout':6s} {'role':10s} " + " ".join(f"{v:30s}" for v in usable))
+    print(f"  {'format':9s} {'layout':6s} {'role':10s} " + " ".join(f"{v:30s}" for v in usable))
     for fmt, layout, role in rows:
         names = [_lowbit.kernel_selected(v, fmt, layout, role, KERNEL_COLS) or "-" for v in usable]
-        print(f"  {fmt or '-':7s} {layout:6s} {role:10s} " + " ".join(f"{n:30s}" for n in names))
+        print(f"  {fmt or '-':9s} {layout:6s} {role:10s} " + " ".join(f"{n:30s}" for n in names))
 
 
 def describe(path, ctx=None) -> None:

@@ -236,12 +236,21 @@ typedef enum lowbit_role {
     LOWBIT_ROLE_QUANTIZE = 3, /* float activations to A8 codes */
     LOWBIT_ROLE_FLOAT_GEMV = 4,
     LOWBIT_ROLE_READ = 5, /* the bandwidth probe of lowbit_stream_read */
-    LOWBIT_ROLE_COUNT = 6,
+    LOWBIT_ROLE_FWHT = 6, /* the Walsh-Hadamard transform's kernels (one table per variant) */
+    LOWBIT_ROLE_OP = 7,   /* a decoder op's loop (lowbit/ops.h): its `type` is the lowbit_op */
+    LOWBIT_ROLE_COUNT = 8,
 } lowbit_role;
+/* The decoder ops with SIMD variants, the `type` of their kernel-list entries. */
+typedef enum lowbit_op {
+    LOWBIT_OP_ATTENTION = 0, /* lowbit_attention's per-row loop */
+    LOWBIT_OP_SILU_MUL = 1,  /* lowbit_act_mul(LOWBIT_ACT_SILU) */
+    LOWBIT_OP_GDN = 2,       /* the Gated-DeltaNet ops' loops, one table */
+    LOWBIT_OP_COUNT = 3,
+} lowbit_op;
 typedef struct lowbit_kernel_info {
     const char *name;     /* the C function's name: "packed_gemv256_avx2" */
     int isa;              /* lowbit_isa it is compiled for */
-    int type;             /* weight type it reads, -1: any */
+    int type;             /* weight type it reads, -1: any; role OP: the lowbit_op */
     int layout;           /* lowbit_layout */
     int role;             /* lowbit_role */
     const char *requires; /* beyond the ISA: "" or "intel" */
@@ -251,6 +260,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 /* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
+LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gdn"; NULL if unknown */
 LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not

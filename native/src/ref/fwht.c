@@ -1,5 +1,5 @@
 /* Walsh-Hadamard transform: public entry points, scalar reference kernels (the specification the
- * SIMD variants are tested against, bit for bit) and the FWHT dispatch tables.
+ * SIMD variants are tested against, bit for bit) and the scalar entry of the kernel list.
  *
  * Sizes.  A block is either n = 2^k (k >= 1), transformed with the Sylvester matrix in natural order
  * H[r][c] = (-1)^popcount(r & c), or n = m * 2^k with m in {12, 20, 28} (k >= 0), transformed with
@@ -129,69 +129,18 @@ int lowbit_fwht_signs_ok_f64_ref(const double *s, int64_t n) {
     return bad == 0;
 }
 
-void lowbit_fill_fwht_scalar(lowbit_fwht_kernels *k) {
-    k->isa = LOWBIT_ISA_SCALAR;
-    k->pow2_f32 = lowbit_fwht_pow2_f32_ref;
-    k->pow2_f64 = lowbit_fwht_pow2_f64_ref;
-    k->mstage_f32 = lowbit_fwht_mstage_f32_ref;
-    k->mstage_f64 = lowbit_fwht_mstage_f64_ref;
-    k->signs_ok_f32 = lowbit_fwht_signs_ok_f32_ref;
-    k->signs_ok_f64 = lowbit_fwht_signs_ok_f64_ref;
+void fwht_ref(lowbit_fwht_kernels *k) {
+    *k = (lowbit_fwht_kernels){.isa = LOWBIT_ISA_SCALAR,
+                               .pow2_f32 = lowbit_fwht_pow2_f32_ref,
+                               .pow2_f64 = lowbit_fwht_pow2_f64_ref,
+                               .mstage_f32 = lowbit_fwht_mstage_f32_ref,
+                               .mstage_f64 = lowbit_fwht_mstage_f64_ref,
+                               .signs_ok_f32 = lowbit_fwht_signs_ok_f32_ref,
+                               .signs_ok_f64 = lowbit_fwht_signs_ok_f64_ref};
 }
 
-/* ---- dispatch tables -------------------------------------------------------------------------- */
-
-static lowbit_fwht_kernels g_fwht[LOWBIT_ISA_COUNT];
-static unsigned g_fwht_built; /* bit i: g_fwht[i] filled */
-static lowbit_once g_fwht_once = LOWBIT_ONCE_INIT;
-
-/* Every table this CPU can run is built once; lowbit_active_fwht() then indexes by the active ISA
- * on each call, so lowbit_set_isa() takes effect immediately without rebuilding anything.  A fill
- * function is compiled with its variant's flags and may itself use them (a vector store of the
- * table): it is called only when the CPU supports that variant. */
-static void fwht_init(void) {
-    const unsigned ok = lowbit_isa_supported();
-    for (int i = 0; i < LOWBIT_ISA_COUNT; i++) lowbit_fill_fwht_scalar(&g_fwht[i]);
-    g_fwht_built = 1u << LOWBIT_ISA_SCALAR;
-#ifdef LOWBIT_HAVE_AVX2
-    if (ok & (1u << LOWBIT_ISA_AVX2)) {
-        lowbit_fill_fwht_avx2(&g_fwht[LOWBIT_ISA_AVX2]);
-        g_fwht_built |= 1u << LOWBIT_ISA_AVX2;
-    }
-#endif
-#ifdef LOWBIT_HAVE_AVX512VNNI
-    if (ok & (1u << LOWBIT_ISA_AVX512VNNI)) {
-        lowbit_fill_fwht_avx512(&g_fwht[LOWBIT_ISA_AVX512VNNI]);
-        g_fwht_built |= 1u << LOWBIT_ISA_AVX512VNNI;
-    }
-#endif
-#ifdef LOWBIT_HAVE_NEON
-    if (ok & (1u << LOWBIT_ISA_NEON)) {
-        lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_NEON]);
-        g_fwht_built |= 1u << LOWBIT_ISA_NEON;
-    }
-#ifdef LOWBIT_HAVE_DOTPROD
-    if (ok & (1u << LOWBIT_ISA_DOTPROD)) {
-        lowbit_fill_fwht_neon(&g_fwht[LOWBIT_ISA_DOTPROD]); /* dotprod adds nothing to the FWHT */
-        g_fwht_built |= 1u << LOWBIT_ISA_DOTPROD;
-    }
-#endif
-#endif
-}
-
-const lowbit_fwht_kernels *lowbit_fwht_kernels_for(int isa) {
-    lowbit_once_run(&g_fwht_once, fwht_init);
-    if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa))) return NULL;
-    return &g_fwht[isa];
-}
-
-const lowbit_fwht_kernels *lowbit_active_fwht(void) {
-    lowbit_once_run(&g_fwht_once, fwht_init);
-    int isa = lowbit_isa_active();
-    if (isa < 0 || isa >= LOWBIT_ISA_COUNT || !(g_fwht_built & (1u << isa)))
-        isa = LOWBIT_ISA_SCALAR;
-    return &g_fwht[isa];
-}
+/* The active variant's table, built by the selector from the kernel list (role FWHT). */
+const lowbit_fwht_kernels *lowbit_active_fwht(void) { return &lowbit_active_kernels()->fwht; }
 
 /* ---- public API ------------------------------------------------------------------------------ */
 

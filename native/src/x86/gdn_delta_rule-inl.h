@@ -5,7 +5,7 @@
  *   v16_zero(), v16_set1(x), v16_load(p), v16_store(p, v), v16_add(a, b), v16_mul(a, b)
  *                       lane by lane, each one IEEE single operation (no contraction)
  *   v16_fold(v)         gdn_fold's tree: lanes l + (l + 8), then + 4, + 2, + 1
- *   GDN_TABLE           the name of the variant's gdn_kernels table
+ *   GDN_ENTRY           the variant's kernel-list entry, which returns its table
  * rows16 then does gdn_row's operations in their order on each lane: the scalar bits. */
 #ifndef LOWBIT_GDN_DELTA_RULE_INL_H
 #define LOWBIT_GDN_DELTA_RULE_INL_H
@@ -72,6 +72,8 @@ static void delta_rule(const gdn_args *a, int64_t h) {
     }
 }
 
-const gdn_kernels GDN_TABLE = GDN_KERNELS_WITH(delta_rule);
+static const gdn_kernels table = GDN_KERNELS_WITH(delta_rule);
+const gdn_kernels *GDN_ENTRY(void); /* lowbit_gdn_sig (kernel_table.h) */
+const gdn_kernels *GDN_ENTRY(void) { return &table; }
 
 #endif /* LOWBIT_GDN_DELTA_RULE_INL_H */

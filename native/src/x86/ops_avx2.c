@@ -1,20 +1,24 @@
 /* lowbit_attention's loop built with AVX2 + FMA (this file's flags); see ops_attention-inl.h.  And
- * SiLU(gate) * up, 8 lanes at a time. */
+ * SiLU(gate) * up, 8 lanes at a time.  Both are kernel-list entries (role OP). */
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
 
-void lowbit_attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
-                                 const float *kc, const float *vc, int64_t ctx, int64_t pos,
-                                 int64_t window, float scale, float *out, float *p, int64_t r0,
-                                 int64_t r1) {
+void attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                         const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
+                         float scale, float *out, float *p, int64_t r0, int64_t r1);
+
+void attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
+                         const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
+                         float scale, float *out, float *p, int64_t r0, int64_t r1) {
     attention_loop(q, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p, r0, r1);
 }
 
 /* out[i] = silu(gate[i]) * up[i] for the first n - n % 8 values; returns how many.  The
  * operations of ops_silu() and attn_exp() (ops_common.h, ops_attention-inl.h) in their order, each rounded as
  * there, so the result is the baseline build's bit for bit; ops.c does the tail. */
-int64_t lowbit_silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out) {
+int64_t silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out);
+int64_t silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out) {
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u), one_bits = _mm256_set1_epi32(0x3f800000);
     const __m256i lim = _mm256_set1_epi32((int)0xC2AE0000u); /* -87.0f */
     const __m256 one = _mm256_set1_ps(1.0f);

@@ -21,5 +21,5 @@ static inline float v16_fold(v16 x) {
     return _mm_cvtss_f32(_mm_add_ss(r2, _mm_shuffle_ps(r2, r2, 1)));
 }
 
-#define GDN_TABLE lowbit_gdn_kernels_avx512
+#define GDN_ENTRY gdn_avx512
 #include "gdn_delta_rule-inl.h"
