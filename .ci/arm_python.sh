@@ -96,7 +96,7 @@ guest() { # cpu, command...: run a command of the arm64 root under qemu with tha
 # giving the same logits, `pylowbit run`).
 T=tests/test_threads.py
 F=tests/test_fwht.py # not its dense-matrix and 2^20-point comparisons: hours under emulation
-KERNEL_TESTS=(tests/test_kernels.py tests/test_bit_exact.py tests/test_ggml_formats.py tests/test_act_quantizer.py)
+KERNEL_TESTS=(tests/test_kernels.py tests/test_kernel_list.py tests/test_bit_exact.py tests/test_ggml_formats.py tests/test_act_quantizer.py)
 SUBSET=("${KERNEL_TESTS[@]}" tests/test_ops.py tests/test_gdn_ops.py
   $F::test_variant_bit_exact_vs_scalar $F::test_fused_quantize_equals_unfused
   $F::test_fused_quantize_matches_a8_model $F::test_block_is_per_slice_transform
