@@ -9,10 +9,10 @@
  * (|partial sums| <= 32 * 255 * 128 + 128 * 4096, far inside int32).  The float step per block is
  * the reference's: acc += (float)isum * (dw * da), blocks in order.
  *
- * One zmm holds two consecutive blocks of one row (bytes 0-31 block b, 32-63 block b + 1); 8 dpbusd
- * (8 rows for GEMV, 8 activations for GEMM) are reduced by one transpose-add tree into the 16
- * (row or activation, block) sums, lanes [block b: 0-7 | block b + 1: 0-7], and the float steps run
- * on 16 lanes, block b's before b + 1's. */
+ * GEMV: one zmm holds two consecutive blocks of one row (bytes 0-31 block b, 32-63 block b + 1);
+ * the dpbusd of 8 rows are reduced by one transpose-add tree into the 16 (row, block) sums, lanes
+ * [block b: rows 0-7 | block b + 1: rows 0-7], and the float steps run on 16 lanes, block b's
+ * before b + 1's.  GEMM: see below. */
 #include <immintrin.h>
 #include <stddef.h>
 
@@ -31,9 +31,6 @@ enum { T_Q8_0, T_Q5_0 };
 #ifndef LOWBIT_PF_G32_512
 #define LOWBIT_PF_G32_512 32768
 #endif
-
-/* Blocks per activation-table window of the GEMM (its stack tables hold one window). */
-#define WINDOW 256
 
 AI uint64_t ld16(const uint8_t *p) {
     uint16_t v;
@@ -172,64 +169,98 @@ AI void gemv_g32(int T, const void *w, int64_t rb, int64_t r0, int64_t r1, const
     }
 }
 
-/* ---- GEMM: one row x 8 activations ---------------------------------------------------------- */
+/* ---- GEMM: rows x 16 activations, one activation per lane -------------------------------------
+ *
+ * The activation codes of 16 activations are laid out once per call and window of blocks as
+ * [block][4-code group k][activation][4 codes], so that one dpbusd of a row's 4 codes k
+ * (broadcast) against group k adds 4 products to each activation's lane: after a block's 8 groups
+ * every lane holds its exact block sum and no horizontal reduction is needed.  A row's codes are
+ * unpacked once per block into 32 bytes, 8 rows share each activation load.  A short last group
+ * of activations repeats its last one and keeps its own lanes. */
 
-/* Blocks b, b + 1 (window-relative: tables dt, st at 8 b) of one row (p at block b) against the
- * 8 activations' codes q[j] (at block b). */
-AI __m256 cols8_step(int T, const uint8_t *p, const int8_t *const *q, const float *dt,
-                     const int32_t *st, __m256 acc, int two) {
-    const __m512i cw = codes2(T, p, two);
-    __m512i v[8];
-    for (int j = 0; j < 8; j++) {
-        const __m512i av = two ? _mm512_loadu_si512(q[j])
-                               : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)q[j]));
-        v[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), cw, av);
-    }
-    const __mmask16 k = two ? 0xffff : 0x00ff;
-    const __m512i isum = _mm512_sub_epi32(reduce8(v), _mm512_maskz_loadu_epi32(k, st));
-    const __m512 da = _mm512_maskz_loadu_ps(k, dt);
-    const uint16_t d0 = (uint16_t)ld16(p + DOFF), d1 = two ? (uint16_t)ld16(p + BB(T) + DOFF) : 0;
-    const __m512 dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)d1), _mm_set1_epi16((short)d0)));
-    return fstep2(acc, isum, dw, da, two);
+#define GEMM_WINDOW 32
+#define NACT 16
+
+typedef struct {
+    int8_t q[GEMM_WINDOW][8][NACT][4];
+    float d[GEMM_WINDOW][NACT];
+    int32_t off[GEMM_WINDOW][NACT]; /* OFF x code sum */
+} act_tile;
+
+AI void fill_tile(int T, const lowbit_act *const *A, int64_t w0, int64_t wn, act_tile *t) {
+    for (int64_t b = 0; b < wn; b++)
+        for (int j = 0; j < NACT; j++) {
+            const int8_t *q = A[j]->q + 32 * (w0 + b);
+            for (int k = 0; k < 8; k++) memcpy(t->q[b][k][j], q + 4 * k, 4);
+            t->d[b][j] = A[j]->d[w0 + b];
+            t->off[b][j] = OFF(T) * A[j]->s[w0 + b];
+        }
 }
 
-/* Activations in groups of 8 (a short last group repeats its last activation and keeps its own
- * lanes); per group and window of blocks, the 8 activations' scales and OFF x code sums are laid
- * out block-major (16 consecutive values per block pair) for every row to load.  A row's
- * accumulators carry across windows through y (a float stored and reloaded is exact). */
+/* R rows (p[i] at the window's first block) x the tile's activations, blocks 0 .. wn - 1.  The
+ * rows' codes are unpacked into cu first, so that the broadcasts are loads (not shuffles). */
+AI void rows_x16(int T, int R, const uint8_t *const *p, int64_t wn, const act_tile *t, __m512 *acc) {
+    uint8_t cu[8][GEMM_WINDOW][32];
+    for (int i = 0; i < R; i++)
+        for (int64_t b = 0; b < wn; b++)
+            _mm256_storeu_si256((__m256i *)cu[i][b], _mm512_castsi512_si256(codes2(T, p[i] + b * BB(T), 0)));
+    for (int64_t b = 0; b < wn; b++) {
+        __m512i v[8];
+        for (int i = 0; i < R; i++) v[i] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k++) {
+            const __m512i av = _mm512_loadu_si512(t->q[b][k]);
+            for (int i = 0; i < R; i++) {
+                int32_t u;
+                memcpy(&u, cu[i][b] + 4 * k, 4);
+                v[i] = _mm512_dpbusd_epi32(v[i], _mm512_set1_epi32(u), av);
+            }
+        }
+        const __m512i off = _mm512_loadu_si512(t->off[b]);
+        const __m512 da = _mm512_loadu_ps(t->d[b]);
+        for (int i = 0; i < R; i++) {
+            const __m512 dw = _mm512_set1_ps(lowbit_fp16_to_fp32((uint16_t)ld16(p[i] + b * BB(T) + DOFF)));
+            const __m512 prod = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v[i], off)),
+                                              _mm512_mul_ps(dw, da));
+            acc[i] = _mm512_add_ps(acc[i], prod);
+        }
+    }
+}
+
+/* Rows r .. r + R - 1 against activations c .. c + nv - 1 over one window (accumulators from y
+ * after the first). */
+AI void rows_tile(int T, int R, const void *w, int64_t rb, int64_t r, int64_t w0, int64_t wn,
+                  const act_tile *t, int64_t c, int nv, float *y, int64_t ldy) {
+    const uint8_t *p[8];
+    __m512 acc[8];
+    float o[NACT];
+    for (int i = 0; i < R; i++) {
+        p[i] = (const uint8_t *)w + (r + i) * rb + w0 * BB(T);
+        memset(o, 0, sizeof o);
+        if (w0)
+            for (int j = 0; j < nv; j++) o[j] = y[(c + j) * ldy + r + i];
+        acc[i] = _mm512_loadu_ps(o);
+    }
+    rows_x16(T, R, p, wn, t, acc);
+    for (int i = 0; i < R; i++) {
+        _mm512_storeu_ps(o, acc[i]);
+        for (int j = 0; j < nv; j++) y[(c + j) * ldy + r + i] = o[j];
+    }
+}
+
 AI void gemm_g32(int T, const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                  int64_t batch, float *y, int64_t ldy) {
     const int64_t nb = a->n / 32;
-    float dt[8 * WINDOW];
-    int32_t st[8 * WINDOW];
-    for (int64_t c = 0; c < batch; c += 8) {
-        const int nv = batch - c < 8 ? (int)(batch - c) : 8;
-        const lowbit_act *A[8];
-        for (int j = 0; j < 8; j++) A[j] = &a[c + (j < nv ? j : nv - 1)];
-        for (int64_t w0 = 0; w0 < nb; w0 += WINDOW) {
-            const int64_t wn = nb - w0 < WINDOW ? nb - w0 : WINDOW;
-            for (int64_t b = 0; b < wn; b++)
-                for (int j = 0; j < 8; j++) {
-                    dt[8 * b + j] = A[j]->d[w0 + b];
-                    st[8 * b + j] = OFF(T) * A[j]->s[w0 + b];
-                }
-            for (int64_t r = r0; r < r1; r++) {
-                const uint8_t *row = (const uint8_t *)w + r * rb + w0 * BB(T);
-                float o[8] = {0};
-                if (w0)
-                    for (int j = 0; j < nv; j++) o[j] = y[(c + j) * ldy + r];
-                __m256 acc = _mm256_loadu_ps(o);
-                const int8_t *q[8];
-                for (int j = 0; j < 8; j++) q[j] = A[j]->q + 32 * w0;
-                int64_t b = 0;
-                for (; b + 2 <= wn; b += 2) {
-                    acc = cols8_step(T, row + b * BB(T), q, dt + 8 * b, st + 8 * b, acc, 1);
-                    for (int j = 0; j < 8; j++) q[j] += 64;
-                }
-                if (b < wn) acc = cols8_step(T, row + b * BB(T), q, dt + 8 * b, st + 8 * b, acc, 0);
-                _mm256_storeu_ps(o, acc);
-                for (int j = 0; j < nv; j++) y[(c + j) * ldy + r] = o[j];
-            }
+    act_tile t;
+    for (int64_t c = 0; c < batch; c += NACT) {
+        const int nv = batch - c < NACT ? (int)(batch - c) : NACT;
+        const lowbit_act *A[NACT];
+        for (int j = 0; j < NACT; j++) A[j] = &a[c + (j < nv ? j : nv - 1)];
+        for (int64_t w0 = 0; w0 < nb; w0 += GEMM_WINDOW) {
+            const int64_t wn = nb - w0 < GEMM_WINDOW ? nb - w0 : GEMM_WINDOW;
+            fill_tile(T, A, w0, wn, &t);
+            int64_t r = r0;
+            for (; r + 8 <= r1; r += 8) rows_tile(T, 8, w, rb, r, w0, wn, &t, c, nv, y, ldy);
+            for (; r < r1; r++) rows_tile(T, 1, w, rb, r, w0, wn, &t, c, nv, y, ldy);
         }
     }
 }
