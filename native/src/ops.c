@@ -2,8 +2,8 @@
  *
  * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
- * expf / tanhf stay scalar libm calls in lowbit_softmax and GELU; SiLU and the attention loop use
- * the vectorizable exp of ops_attention-inl.h.  The attention loop is also built with AVX2
+ * expf stays a scalar libm call in lowbit_softmax; SiLU, GELU and the attention loop use the
+ * vectorizable exp of ops_attention-inl.h.  The attention loop is also built with AVX2
  * (x86/ops_avx2.c) and dispatched, and split over the thread pool by query rows when it is large. */
 #include "lowbit/ops.h"
 
@@ -85,7 +85,7 @@ void lowbit_attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t 
                                  const float *kc, const float *vc, int64_t ctx, int64_t pos,
                                  int64_t window, float scale, float *out, float *p, int64_t r0,
                                  int64_t r1);
-int64_t lowbit_silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out);
+int64_t lowbit_sigmoid_act_mul_avx2(const float *gate, const float *up, int64_t n, float *out, int gelu);
 #endif
 
 /* One task of a threaded lowbit_attention: a contiguous run of query rows, with its own scores. */
@@ -163,7 +163,7 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
 #ifdef LOWBIT_HAVE_AVX2
         const int isa = lowbit_isa_active();
         if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
-            i = lowbit_silu_mul_avx2(gate, up, n, out); /* the same bits, 8 at a time */
+            i = lowbit_sigmoid_act_mul_avx2(gate, up, n, out, 0); /* the same bits, 8 at a time */
 #endif
         for (; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
         break;
@@ -175,11 +175,13 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
         }
         break;
     case LOWBIT_ACT_GELU_TANH: {
-        const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
-        for (int64_t i = 0; i < n; i++) {
-            const float x = gate[i];
-            out[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * up[i];
-        }
+        int64_t i = 0;
+#ifdef LOWBIT_HAVE_AVX2
+        const int isa = lowbit_isa_active();
+        if (isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVX512VNNI)
+            i = lowbit_sigmoid_act_mul_avx2(gate, up, n, out, 1); /* the same bits, 8 at a time */
+#endif
+        for (; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
         break;
     }
     default:
