@@ -580,11 +580,11 @@ def test_ggml_every_variant_equals_scalar_bit_exact(fmt, variant, isa):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt", ["q5_0", "q8_0", "q4_k"])
+@pytest.mark.parametrize("fmt", ["q5_0", "q8_0", "q4_k", "q6_k"])
 def test_file_kernels_long_rows_equal_scalar(fmt, variant, isa):
     """Rows longer than the VNNI kernels' activation-table windows (the accumulators carry across
     windows through the output), an odd number of 32-blocks, short row and activation tiles."""
-    cols = 8192 + (96 if fmt != "q4_k" else 512)
+    cols = 8192 + (96 if fmt in ("q5_0", "q8_0") else 512)
     w = (ggml_weights if fmt in GGML_FORMATS else random_code_weights)(fmt, 9, cols, seed=3)
     rng = np.random.default_rng(8)
     x = (rng.standard_normal((10, cols)) * rng.choice([1e-3, 1, 50], (10, cols))).astype(np.float32)
