@@ -5,7 +5,8 @@ import pytest
 
 import pylowbit as lb
 from pylowbit import _lowbit
-from test_kernels import GGML_FORMATS, VARIANTS, act_group, emulate_for, ggml_weights
+from test_kernels import (GGML_FORMATS, VARIANTS, act_group, emulate_for, ggml_weights,
+                          random_code_weights)
 
 
 def test_ggml_formats_are_known_with_llama_cpp_activation_groups():
@@ -77,3 +78,19 @@ def test_ggml_formats_refuse_malformed_sizes_and_quantize(fmt):
         lb.quantize(np.zeros(512, np.float32), fmt)
     with pytest.raises(ValueError, match="unsupported"):  # the C library refuses it too
         _lowbit.quantize(np.zeros(512, np.float32), info.type_id)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("fmt", ["q5_0", "q8_0", "q4_k", "q6_k"])
+def test_file_kernels_long_rows_equal_scalar(fmt, variant, isa):
+    """Rows longer than the VNNI kernels' activation-table windows (the accumulators carry across
+    windows through the output), an odd number of 32-blocks, short row and activation tiles."""
+    cols = 8192 + (96 if fmt in ("q5_0", "q8_0") else 512)
+    w = (ggml_weights if fmt in GGML_FORMATS else random_code_weights)(fmt, 9, cols, seed=3)
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((10, cols)) * rng.choice([1e-3, 1, 50], (10, cols))).astype(np.float32)
+    isa("scalar")
+    ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
+    isa(variant)
+    np.testing.assert_array_equal(w.gemv(x[0]), ref_v)
+    np.testing.assert_array_equal(w.gemm(x), ref_m)

@@ -163,9 +163,11 @@ def _op_attention(rng, T, H, Hkv, hd, vd, ctx, pos, window):
     return lambda: [ops.attention(q, k, v, kc.copy(), vc.copy(), pos, window, hd ** -0.5)]
 
 
-def _op_silu_mul(rng, n):
-    gate, up = rng.uniform(-100, 100, n).astype(np.float32), rng.uniform(-2, 2, n).astype(np.float32)
-    return lambda: [ops.act_mul("silu", gate, up)]
+def _op_gate_mul(act):
+    def make(rng, n):
+        gate, up = rng.uniform(-100, 100, n).astype(np.float32), rng.uniform(-2, 2, n).astype(np.float32)
+        return lambda: [ops.act_mul(act, gate, up)]
+    return make
 
 
 def _op_gdn(rng, T, d, chunked):
@@ -187,7 +189,8 @@ def _op_gdn(rng, T, d, chunked):
 OP_CASES = {
     "attention": (_op_attention, [(1, 4, 2, 64, 64, 40, 30, 0), (5, 2, 1, 20, 12, 16, 3, 0),
                                   (3, 2, 2, 8, 8, 32, 20, 7), (9, 6, 3, 36, 36, 64, 40, 16)]),
-    "silu_mul": (_op_silu_mul, [(0,), (1,), (7,), (9,), (33,), (1000,)]),
+    "silu_mul": (_op_gate_mul("silu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
+    "gelu_mul": (_op_gate_mul("gelu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
     "gdn": (_op_gdn, [(3, 16, False), (70, 16, True), (3, 128, False), (3, 12, False), (70, 36, True)]),
 }
 

@@ -233,6 +233,32 @@ def test_silu_elementwise():
     assert np.isposinf(got[np.isposinf(g)]).all() and np.isnan(got[np.isnan(g)]).all()
 
 
+@pytest.mark.parametrize("act", ["silu", "gelu"])
+def test_sigmoid_acts_equal_across_variants_and_float64(act):
+    """SiLU and GELU (x sigmoid(2u)) value by value against float64, and every variant's bits equal
+    the scalar build's, the 8-wide loop and its tail alike (n not a multiple of 8)."""
+    g = f32(np.concatenate([np.linspace(-60, 60, 12001), [0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30]]))
+    u = f32(rng(3).normal(size=g.size))
+    before = lb.isa_active()
+    try:
+        outs = {}
+        for v in lb.isa_supported():
+            lb.set_isa(v)
+            outs[v] = ops.act_mul(act, g, u)
+    finally:
+        lb.set_isa(before)
+    for v, got in outs.items():
+        np.testing.assert_array_equal(got, outs["scalar"], err_msg=v)
+    g64 = g.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # GELU as x / (1 + e^-2u): no cancellation
+        z = 2 * math.sqrt(2 / math.pi) * (g64 + 0.044715 * g64 ** 3) if act == "gelu" else g64
+        want = g64 / (1 + np.exp(-z)) * u
+    got = outs["scalar"]
+    # relative 1e-6 where the exp is accurate; absolute below (values under 1e-20)
+    tol = np.where(np.abs(g64) < 4, 1e-6, 1e-5) * np.abs(want) + 1e-24 * np.abs(u)
+    assert np.all(np.abs(got - want) <= tol)
+
+
 def test_add():
     a, b = f32(rng(1).normal(size=(3, 37))), f32(rng(2).normal(size=(3, 37)))
     assert np.array_equal(ops.add(a, b), a + b)

@@ -176,7 +176,8 @@ static void build_table(int isa, lowbit_kernels *k) {
     entry_fn(select_entry(isa, -1, LOWBIT_LAYOUT_NONE, LOWBIT_ROLE_FWHT, NULL)).fwht(&k->fwht);
     const int no = LOWBIT_LAYOUT_NONE, op = LOWBIT_ROLE_OP;
     k->attention = entry_fn(select_entry(isa, LOWBIT_OP_ATTENTION, no, op, NULL)).attention;
-    k->silu_mul = entry_fn(select_entry(isa, LOWBIT_OP_SILU_MUL, no, op, NULL)).silu_mul;
+    k->silu_mul = entry_fn(select_entry(isa, LOWBIT_OP_SILU_MUL, no, op, NULL)).gate_mul;
+    k->gelu_mul = entry_fn(select_entry(isa, LOWBIT_OP_GELU_MUL, no, op, NULL)).gate_mul;
     k->gdn = entry_fn(select_entry(isa, LOWBIT_OP_GDN, no, op, NULL)).gdn();
 }
 
@@ -302,7 +303,8 @@ const char *lowbit_role_name(int role) {
 
 const char *lowbit_op_name(int op) {
     static const char *const NAMES[LOWBIT_OP_COUNT] = {
-        [LOWBIT_OP_ATTENTION] = "attention", [LOWBIT_OP_SILU_MUL] = "silu_mul", [LOWBIT_OP_GDN] = "gdn"};
+        [LOWBIT_OP_ATTENTION] = "attention", [LOWBIT_OP_SILU_MUL] = "silu_mul",
+        [LOWBIT_OP_GELU_MUL] = "gelu_mul",   [LOWBIT_OP_GDN] = "gdn"};
     return op >= 0 && op < LOWBIT_OP_COUNT ? NAMES[op] : NULL;
 }
 

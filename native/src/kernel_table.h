@@ -88,9 +88,9 @@ typedef void lowbit_attention_sig(const float *q, int64_t H, int64_t Hkv, int64_
                                   const float *kc, const float *vc, int64_t ctx, int64_t pos,
                                   int64_t window, float scale, float *out, float *p, int64_t r0,
                                   int64_t r1);
-/* out[i] = silu(gate[i]) * up[i] for a prefix of the n values; returns its length (the caller
- * finishes with ops_silu, the same bits). */
-typedef int64_t lowbit_silu_mul_sig(const float *gate, const float *up, int64_t n, float *out);
+/* out[i] = act(gate[i]) * up[i] (SiLU or GELU) for a prefix of the n values; returns its length
+ * (the caller finishes with ops_silu / ops_gelu, the same bits). */
+typedef int64_t lowbit_gate_mul_sig(const float *gate, const float *up, int64_t n, float *out);
 /* The Gated-DeltaNet loops (gdn_kernels, ops_gdn-inl.h): returns the variant's table. */
 struct gdn_kernels;
 typedef const struct gdn_kernels *lowbit_gdn_sig(void);
@@ -106,7 +106,7 @@ typedef lowbit_gemv_u16_sig *lowbit_gemv_u16_fn;
 typedef lowbit_read_sig *lowbit_read_fn;
 typedef lowbit_fwht_sig *lowbit_fwht_fn;
 typedef lowbit_attention_sig *lowbit_attention_fn;
-typedef lowbit_silu_mul_sig *lowbit_silu_mul_fn;
+typedef lowbit_gate_mul_sig *lowbit_gate_mul_fn;
 typedef lowbit_gdn_sig *lowbit_gdn_fn;
 
 /* Weight types with quantized file-layout kernels, in table order. */
@@ -155,7 +155,7 @@ typedef union {
     lowbit_read_fn read;
     lowbit_fwht_fn fwht;
     lowbit_attention_fn attention;
-    lowbit_silu_mul_fn silu_mul;
+    lowbit_gate_mul_fn gate_mul;
     lowbit_gdn_fn gdn;
 } lowbit_kernel_fn;
 
@@ -192,7 +192,7 @@ typedef struct lowbit_kernels {
     lowbit_read_fn read_bytes;
     lowbit_fwht_kernels fwht;
     lowbit_attention_fn attention;
-    lowbit_silu_mul_fn silu_mul;
+    lowbit_gate_mul_fn silu_mul, gelu_mul;
     const struct gdn_kernels *gdn;
 } lowbit_kernels;
 

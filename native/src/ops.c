@@ -2,10 +2,10 @@
  *
  * Plain loops written so that gcc -O3 vectorizes them without -ffast-math: float sums are split
  * into 8 independent partial sums (a fixed order the compiler may keep in one vector register).
- * expf / tanhf stay scalar libm calls in lowbit_softmax and GELU; SiLU and the attention loop use
- * the vectorizable exp of ops_attention-inl.h.  The attention loop and SiLU * up are also built
- * with AVX2 (x86/ops_avx2.c): kernel-list entries (role OP) the selector chooses among.  The
- * attention loop is split over the thread pool by query rows when it is large. */
+ * expf stays a scalar libm call in lowbit_softmax; SiLU, GELU and the attention loop use the
+ * vectorizable exp of ops_attention-inl.h.  The attention loop, SiLU * up and GELU * up are also
+ * built with AVX2 (x86/ops_avx2.c): kernel-list entries (role OP) the selector chooses among.
+ * The attention loop is split over the thread pool by query rows when it is large. */
 #include "lowbit/ops.h"
 
 #include "internal.h"
@@ -83,7 +83,7 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
 
 /* The scalar entries of the decoder ops (kernel_list.inc, role OP); the selector picks a variant's. */
 lowbit_attention_sig attention_loop_ref;
-lowbit_silu_mul_sig silu_mul_ref;
+lowbit_gate_mul_sig silu_mul_ref, gelu_mul_ref;
 
 void attention_loop_ref(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
                         const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
@@ -93,6 +93,11 @@ void attention_loop_ref(const float *q, int64_t H, int64_t Hkv, int64_t hd, int6
 
 int64_t silu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
+    return n;
+}
+
+int64_t gelu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
     return n;
 }
 
@@ -168,11 +173,8 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
         }
         break;
     case LOWBIT_ACT_GELU_TANH: {
-        const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
-        for (int64_t i = 0; i < n; i++) {
-            const float x = gate[i];
-            out[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * up[i];
-        }
+        int64_t i = lowbit_active_kernels()->gelu_mul(gate, up, n, out); /* a prefix, same bits */
+        for (; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
         break;
     }
     default:

@@ -342,13 +342,14 @@ static int64_t run_op_inputs(int op, int s, int isa, float **out) {
         st = lowbit_attention(q, k, v, T, H, Hkv, hd, vd, kc, vc, ctx, z[6], z[7],
                               1.0f / sqrtf((float)hd), *out);
         free(q), free(k), free(v), free(kc), free(vc);
-    } else if (op == LOWBIT_OP_SILU_MUL) {
+    } else if (op == LOWBIT_OP_SILU_MUL || op == LOWBIT_OP_GELU_MUL) {
         static const int64_t NS[] = {0, 1, 7, 8, 9, 33, 1000};
         if (s >= (int)(sizeof NS / sizeof NS[0])) return 0;
         n = NS[s];
         float *g = rnd_floats(n, -100, 100), *u = rnd_floats(n, -2, 2); /* past exp's clamp too */
         *out = (float *)xmalloc((size_t)(n ? n : 1) * sizeof(float));
-        st = lowbit_act_mul(LOWBIT_ACT_SILU, g, u, n, *out);
+        st = lowbit_act_mul(op == LOWBIT_OP_SILU_MUL ? LOWBIT_ACT_SILU : LOWBIT_ACT_GELU_TANH, g, u, n,
+                            *out);
         free(g), free(u);
     } else if (op == LOWBIT_OP_GDN) {
         static const int64_t DS[] = {16, 128, 12, 36}; /* d: SIMD rows, and a scalar fallback */

@@ -244,8 +244,9 @@ typedef enum lowbit_role {
 typedef enum lowbit_op {
     LOWBIT_OP_ATTENTION = 0, /* lowbit_attention's per-row loop */
     LOWBIT_OP_SILU_MUL = 1,  /* lowbit_act_mul(LOWBIT_ACT_SILU) */
-    LOWBIT_OP_GDN = 2,       /* the Gated-DeltaNet ops' loops, one table */
-    LOWBIT_OP_COUNT = 3,
+    LOWBIT_OP_GELU_MUL = 2,  /* lowbit_act_mul(LOWBIT_ACT_GELU_TANH) */
+    LOWBIT_OP_GDN = 3,       /* the Gated-DeltaNet ops' loops, one table */
+    LOWBIT_OP_COUNT = 4,
 } lowbit_op;
 typedef struct lowbit_kernel_info {
     const char *name;     /* the C function's name: "packed_gemv256_avx2" */
@@ -260,7 +261,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 /* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
-LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gdn"; NULL if unknown */
+LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gelu_mul", "gdn"; NULL if unknown */
 LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
