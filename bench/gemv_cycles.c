@@ -14,7 +14,8 @@
  * timed the same way: the VM has no hardware counters (perf stat reports them "not supported").
  * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3.  COPIES > 1 (ISA "-" for the
  * default variant) packs that many copies of each matrix and cycles through them call by call:
- * the DRAM regime of the decode path once they total well over L3 (32 MB here).  ISA may be two
+ * the DRAM regime of the decode path once they total well over L3 (lscpu; the
+ * cycle goes on across rounds).  ISA may be two
  * names, ISA_NEW,ISA_BASE: each library runs its own (two copies of one build at two paths give
  * one build's variants side by side; one path twice is one library, one variant). */
 #include <dlfcn.h>
@@ -94,6 +95,7 @@ typedef struct {
     lowbit_act a;
     void *mem[4];
     int calls;
+    int next; /* the copy the next call runs: the cycle goes on across rounds */
     double best;
 } slot_t;
 
@@ -166,7 +168,8 @@ int main(int argc, char **argv) {
         for (int j = 0; j < ns; j++) { /* to ~1.1x faster in the DRAM regime */
             slot_t *T = &S[r & 1 ? ns - 1 - j : j];
             double t0 = now();
-            for (int i = 0; i < T->calls; i++) L[T->l].gemm_act(T->m[i % copies], &T->a, 1, T->y, 1);
+            for (int i = 0; i < T->calls; i++, T->next = (T->next + 1) % copies)
+                L[T->l].gemm_act(T->m[T->next], &T->a, 1, T->y, 1);
             double t = now() - t0;
             if (t < T->best) T->best = t;
         }

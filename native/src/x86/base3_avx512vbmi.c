@@ -189,25 +189,35 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
     for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
 }
 
-/* rows16 with NS, S and the prefetch distance as constants */
-static void run_sets(int NS, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
-                     const lowbit_act *a, const b3_tables *T, float *y) {
-#define RUN(ns, S)                                                                                 \
-    do {                                                                                           \
-        if (pf_base3)                                                                              \
-            rows16(ns, S, LOWBIT_PF_BASE3_INTEL, m, R, lim, a, T, y);                              \
-        else                                                                                       \
-            rows16(ns, S, 0, m, R, lim, a, T, y);                                                  \
-    } while (0)
-    if (NS == 2 && m->group == 256)
-        RUN(2, 8);
-    else if (NS == 2)
-        RUN(2, 4);
-    else if (m->group == 256)
-        RUN(1, 8);
-    else
-        RUN(1, 4);
-#undef RUN
+/* rows16 with NS, S and the prefetch distance as constants, each instance a function of its own:
+ * inlined together into one dispatcher, the S = 8 (TQ1_0) instances streamed slower from DRAM,
+ * although their inner loops compiled to the same instructions (docs/PERFORMANCE.md, "the base-3
+ * instances as functions"). */
+typedef void rows16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                       const lowbit_act *a, const b3_tables *T, float *y);
+#define ROWS16_INSTANCE(ns, S, PF)                                                                 \
+    static __attribute__((noinline)) void rows16_##ns##_##S##_##PF(                                \
+        const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4], const lowbit_act *a,    \
+        const b3_tables *T, float *y) {                                                            \
+        rows16(ns, S, PF, m, R, lim, a, T, y);                                                     \
+    }
+ROWS16_INSTANCE(1, 4, 0)
+ROWS16_INSTANCE(1, 8, 0)
+ROWS16_INSTANCE(2, 4, 0)
+ROWS16_INSTANCE(2, 8, 0)
+ROWS16_INSTANCE(1, 4, LOWBIT_PF_BASE3_INTEL)
+ROWS16_INSTANCE(1, 8, LOWBIT_PF_BASE3_INTEL)
+ROWS16_INSTANCE(2, 4, LOWBIT_PF_BASE3_INTEL)
+ROWS16_INSTANCE(2, 8, LOWBIT_PF_BASE3_INTEL)
+#undef ROWS16_INSTANCE
+
+/* The instance for NS sets of m (its group: S) at the active prefetch distance */
+static rows16_fn *rows16_for(int NS, const lowbit_matrix *m) {
+    static rows16_fn *const BY[2][2][2] = {
+        {{rows16_1_4_0, rows16_1_8_0}, {rows16_2_4_0, rows16_2_8_0}},
+        {{rows16_1_4_LOWBIT_PF_BASE3_INTEL, rows16_1_8_LOWBIT_PF_BASE3_INTEL},
+         {rows16_2_4_LOWBIT_PF_BASE3_INTEL, rows16_2_8_LOWBIT_PF_BASE3_INTEL}}};
+    return BY[pf_base3 != 0][NS == 2][m->group == 256];
 }
 
 static lowbit_once g_tables_once = LOWBIT_ONCE_INIT;
@@ -223,9 +233,10 @@ void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     if (r1 > m->rows) r1 = m->rows;
     const b3_tables T = tables_load();
     const int64_t lim[4] = {r0, r1, r0, r1};
+    rows16_fn *const run = rows16_for(1, m);
     for (int64_t R = r0 / 16; R * 16 < r1; R++) {
         const int64_t Rs[2] = {R, R};
-        run_sets(1, m, Rs, lim, a, &T, y);
+        run(m, Rs, lim, a, &T, y);
     }
 }
 
@@ -242,9 +253,10 @@ void base3_gemv_pair_avx512vbmi(const lowbit_matrix *m, int64_t a0, int64_t a1, 
     lowbit_once_run(&g_tables_once, tables_init);
     const b3_tables T = tables_load();
     const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
+    rows16_fn *const run = rows16_for(2, m);
     for (int64_t k = 0; k < npair; k++) {
         const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
-        run_sets(2, m, Rs, lim, a, &T, y);
+        run(m, Rs, lim, a, &T, y);
     }
     base3_gemv_avx512vbmi(m, a0 + 16 * npair, a1, a, y);
 }
