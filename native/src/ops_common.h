@@ -43,9 +43,9 @@ static inline float ops_sigmoid(float g) {
  * operations written out 8 lanes wide, in this order. */
 static inline float ops_silu(float g) { return g * ops_sigmoid(g); }
 
-/* GELU, tanh form: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3), so
- * it takes ops_sigmoid's vectorizable exp instead of libm's tanhf (x86/ops_avx2.c: the same
- * operations 8 lanes wide). */
+/* GELU, tanh form: 0.5 * x * (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2 / pi) * (x + 0.044715
+ * * x^3), so it takes ops_sigmoid's vectorizable exp instead of libm's tanhf (x86/ops_avx2.c: the
+ * same operations 8 lanes wide). */
 static inline float ops_gelu_arg(float x) { return 1.5957691216057308f * (x + 0.044715f * x * x * x); }
 static inline float ops_gelu(float x) { return x * ops_sigmoid(ops_gelu_arg(x)); }
 

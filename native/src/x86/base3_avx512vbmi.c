@@ -74,7 +74,7 @@ AI __m512i quad(const int8_t *q) {
 }
 
 /* The GEMV's decode: decode64 without its t4 lookup.  Plane 4 goes to vpdpbusd as 84 t4 (at most
- * 168, an unsigned byte), so its sums come out 84 x theirs: exact, divided out once a period. */
+ * 168, an unsigned byte), so its sums come out 84 times theirs: exact, divided out once a period. */
 AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
     *t84 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 2), T->t84);
     *c = _mm512_permutex2var_epi8(T->lo, _mm512_sub_epi8(v, *t84), T->hi);
@@ -82,7 +82,7 @@ AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
 
 /* NS row sets of one GEMV step (1, or 2 far apart: paired tasks), NA accumulators of each plane
  * per set (independent vpdpbusd chains).  Plane k of the 2-bit byte c is masked in place (no
- * shift), so P[k] sums 4^k x plane k's products; P[4] is plane 4 (group 4) at 84 x. */
+ * shift), so P[k] sums 4^k times plane k's products; P[4] is plane 4 (group 4) at 84 times. */
 #define NA_OF(NS) (2 / (NS))
 
 /* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in

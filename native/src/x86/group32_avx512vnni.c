@@ -44,20 +44,6 @@ AI uint64_t ld32(const uint8_t *p) {
     return v;
 }
 
-/* [x0 + x1, y0 + y1, x2 + x3, y2 + y3] of 128-bit lanes */
-AI __m512i tr128(__m512i x, __m512i y) {
-    const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x);
-    return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
-                            _mm512_shuffle_i32x4(b, b, _MM_SHUFFLE(2, 3, 0, 1)));
-}
-
-/* 8 vectors of two blocks' dpbusd lanes -> lanes [block b: v0..v7 | block b + 1: v0..v7] */
-AI __m512i reduce8(const __m512i *v) {
-    const __m512i u0 = tr64(tr32(v[0], v[1]), tr32(v[2], v[3]));
-    const __m512i u1 = tr64(tr32(v[4], v[5]), tr32(v[6], v[7]));
-    return tr128(u0, u1);
-}
-
 /* Unsigned codes u = w + OFF of the block at p (bytes 0-31) and of the next one (bytes 32-63;
  * zero unless two). */
 AI __m512i codes2(int T, const uint8_t *p, int two) {

@@ -24,19 +24,6 @@
 /* blocks per table window: the tables live on the stack */
 #define WINDOW 32
 
-AI __m512i tr128(__m512i x, __m512i y) {
-    const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x);
-    return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
-                            _mm512_shuffle_i32x4(b, b, _MM_SHUFFLE(2, 3, 0, 1)));
-}
-
-/* 8 vectors -> lanes [lanes 0-7 summed: v0..v7 | lanes 8-15 summed: v0..v7] */
-AI __m512i reduce8(const __m512i *v) {
-    const __m512i u0 = tr64(tr32(v[0], v[1]), tr32(v[2], v[3]));
-    const __m512i u1 = tr64(tr32(v[4], v[5]), tr32(v[6], v[7]));
-    return tr128(u0, u1);
-}
-
 /* One block unpacked: 64 codes per zmm (c: weights 64c ..), the scale vectors (int16 elements
  * 0-15 sc_2c, 16-31 sc_2c+1, the vpmaddubsw pairs of sub-blocks 2c and 2c + 1) and the mins
  * zero-extended to int32. */

@@ -49,13 +49,7 @@ AI const uint8_t *rowp(const uint8_t *p, const uint8_t *p4, int64_t rb, int64_t 
     }
 }
 
-/* The transpose-add tree: tr32 and tr64 (avx512_reduce.h: unpacks), then tr128.  128-bit lanes
- * [x0 + x1, y0 + y1, x2 + x3, y2 + y3]: one shuffle, the blends take any pipe */
-AI __m512i tr128(__m512i x, __m512i y) {
-    const __m512i b = _mm512_mask_blend_epi32(0xf0f0, y, x); /* [y0 x1 y2 x3] */
-    return _mm512_add_epi32(_mm512_mask_blend_epi32(0xf0f0, x, y),
-                            _mm512_shuffle_i32x4(b, b, _MM_SHUFFLE(2, 3, 0, 1)));
-}
+/* The transpose-add tree: tr32, tr64 and tr128 (avx512_reduce.h). */
 
 /* The int sums of blocks b and b + 1 (two = 0: b alone, zeros for b + 1) of the 8 rows (p, p4 at
  * block b of rows 0 and 4), lanes [b: rows 0-7 | b + 1: rows 0-7]. */
