@@ -329,3 +329,19 @@ def test_bitnet_2b_f16_preset_is_shaped_like_the_published_2b4t_file():
     assert sum(t == "i2_s" for t, _ in lay.values()) == 210
     assert lay["token_embd.weight"] == ("f16", (128256, 2560))
     assert "blk.0.attn_sub_norm.weight" in lay and "blk.29.ffn_sub_norm.weight" in lay
+
+
+def test_roofline_counts_a_recurrent_models_state_read_and_written(cache, monkeypatch):
+    """A qwen35 token moves its weights and its Gated-DeltaNet state in and out: the roofline's bytes
+    are the weights plus twice the state a loaded model allocates; a model without recurrent layers
+    counts its weights alone."""
+    import pylowbit.benchmark as B
+    from pylowbit.model import load_model
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(cache))
+    path = B.synthetic_model("qwen35-tiny", "pq2_0")
+    m = load_model(path, ctx=8, threads=1)
+    assert m.state is not None and m.state.nbytes > 0
+    assert B.bytes_per_token(path) == B.weight_bytes_per_token(path) + 2 * m.state.nbytes
+    flat = B.synthetic_model("tiny", "tq2_0")
+    assert B.bytes_per_token(flat) == B.weight_bytes_per_token(flat)

@@ -122,8 +122,8 @@ def print_table(rows, info) -> None:
                    for k, v in info["bandwidth_bytes_per_s"].items())
     if bw:
         c.print(f"read bandwidth measured in this run, probed before and after every generation run: {bw} "
-                f"(mean, and the probes' range); roofline share = a run's weight bytes per second / the "
-                f"better of its two probes, averaged over the repetitions")
+                f"(mean, and the probes' range); roofline share = a run's bytes per second (the weights, "
+                f"and a recurrent model's state read and written) / the better of its two probes, averaged over the repetitions")
     c.print(f"{info['reps']} repetitions, mean ± stdev")
     if len({r.model for r in rows}) > 1 or len({r.engine for r in rows}) > 1:
         c.print("peak RSS: the whole process's while the row ran, with every model measured alongside "

@@ -70,10 +70,24 @@ class RecurrentState:
     ssm[h, j, i] = S[i][j] (i the key coordinate).  Zero for a new sequence; it cannot be rewound."""
 
     def __init__(self, cfg: Config):
-        s = cfg.ssm
+        conv, ssm = self.shapes(cfg)
         layers = [il for il in range(cfg.n_layer) if cfg.is_recurrent(il)]
-        self.conv = {il: anon_array((s.conv_channels, s.conv_kernel - 1), np.float32) for il in layers}
-        self.ssm = {il: anon_array((s.n_v_heads, s.state_size, s.state_size), np.float32) for il in layers}
+        self.conv = {il: anon_array(conv, np.float32) for il in layers}
+        self.ssm = {il: anon_array(ssm, np.float32) for il in layers}
+
+    @staticmethod
+    def shapes(cfg: Config) -> tuple[tuple, tuple]:
+        """A recurrent layer's (conv, ssm) state shapes, both float32."""
+        s = cfg.ssm
+        return (s.conv_channels, s.conv_kernel - 1), (s.n_v_heads, s.state_size, s.state_size)
+
+    @classmethod
+    def nbytes_for(cls, cfg: Config) -> int:
+        """The state's bytes for a model of cfg (0 without recurrent layers), before allocating it."""
+        if cfg.ssm is None:
+            return 0
+        per_layer = sum(4 * int(np.prod(shape)) for shape in cls.shapes(cfg))
+        return per_layer * sum(cfg.is_recurrent(il) for il in range(cfg.n_layer))
 
     def reset(self) -> None:
         for a in (*self.conv.values(), *self.ssm.values()):
