@@ -169,8 +169,5 @@ void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
-/* Row groups [rg0, rg0 + nrg) of a rows16 matrix in the canonical layout (a lowbit_base3_decode_fn) */
-void lowbit_rows16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
-                          uint16_t *sdst);
 
 #endif /* LOWBIT_PACKED_H */
