@@ -7,7 +7,7 @@ import pytest
 
 import pylowbit as lb
 from test_kernels import (ALL_FORMATS, BIT_EXACT_VARIANTS, BLOCK_SCALED, FLOAT_FORMATS, KERNEL_FORMATS, VARIANTS,
-                          base3_dense, base3_units, emulate_for, random_code_weights, scale_at, shapes, weights)
+                          base3_dense, base3_units, emulate_for, rows16_layout, random_code_weights, scale_at, shapes, weights)
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v in BIT_EXACT_VARIANTS])
@@ -49,10 +49,12 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             assert p.is_packed == packs
             if packs:
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
-                # formats' dense units where the variant decodes them; fp16 scales
+                # formats' dense units where the variant decodes them (rows in sets of 16 there and
+                # for Q2_0's rows16 layout on avx512vnni); fp16 scales
                 blk = lb.format_info(fmt).block_size
                 dense = base3_dense(fmt, variant)
-                rows4 = -(-rows // 16) * 16 if dense else -(-rows // 4) * 4  # dense: sets of 16
+                sets = dense or rows16_layout(fmt, variant)  # rows in sets of 16
+                rows4 = -(-rows // 16) * 16 if sets else -(-rows // 4) * 4
                 scales = 0 if fmt == "i2_s" else rows4 * (cols // blk) * 2
                 units = base3_units(fmt, cols) if dense else -(-cols // 128)
                 assert p.packed_nbytes == rows4 * units * 32 + scales

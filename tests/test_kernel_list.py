@@ -40,16 +40,20 @@ def kernel_weights(fmt, rows, cols, seed):
 
 
 def pack_in_layout(w, layout):
-    """w packed in `layout` ("packed": 2-bit codes, "base3": dense) whatever the variant would pick."""
-    old = os.environ.get("PYLOWBIT_BASE3")
-    os.environ["PYLOWBIT_BASE3"] = "1" if layout == "base3" else "0"
+    """w packed in `layout` ("packed": 2-bit codes in row groups of 4, "base3": dense, "rows16":
+    2-bit codes in 16-row sets) whatever the variant would pick."""
+    env = {"PYLOWBIT_BASE3": "1" if layout == "base3" else "0",
+           "PYLOWBIT_ROWS16": "1" if layout == "rows16" else "0"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         return w.pack()
     finally:
-        if old is None:
-            del os.environ["PYLOWBIT_BASE3"]
-        else:
-            os.environ["PYLOWBIT_BASE3"] = old
+        for k, v in old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def check_weight_kernel(k, isa):

@@ -293,6 +293,12 @@ def base3_dense(fmt, variant):
         return False
 
 
+def rows16_layout(fmt, variant):
+    """Whether `variant` packs `fmt` in the rows16 layout (PYLOWBIT_ROWS16 unset): Q2_0 (group 32)
+    on avx512vnni."""
+    return fmt == "q2_0" and variant == "avx512vnni"
+
+
 def base3_units(fmt, cols):
     """32-byte units of a dense base-3 row (internal.h's rule, counted here independently): every
     5 groups of S = group / 32 slices take S units, the last ng % 5 groups S / 4 units each."""

@@ -188,7 +188,9 @@ static int usable(int isa) {
 
 void lowbit_plan_packed(lowbit_matrix *m) {
     ensure_init();
-    const int L = m->base3 ? LOWBIT_LAYOUT_BASE3 : LOWBIT_LAYOUT_PACKED;
+    const int L = m->base3    ? LOWBIT_LAYOUT_BASE3
+                  : m->rows16 ? LOWBIT_LAYOUT_ROWS16
+                              : LOWBIT_LAYOUT_PACKED;
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!usable(isa)) continue;
         lowbit_packed_plan *p = &m->plan[isa];
@@ -212,6 +214,21 @@ int lowbit_base3_has_kernel(int type) {
     lowbit_matrix m;
     if (!describe_base3(type, 1280, &m)) return 0;
     const int i = select_entry(lowbit_isa_active(), type, LOWBIT_LAYOUT_BASE3, LOWBIT_ROLE_GEMV, &m);
+    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
+}
+
+/* The shape fields of a rows16 matrix of `type` (group 32: Q2_0) with rows of `cols`, or 0. */
+static int describe_rows16(int type, int64_t cols, lowbit_matrix *m) {
+    if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed || m->group != 32) return 0;
+    m->rows16 = 1;
+    return 1;
+}
+
+int lowbit_rows16_has_kernel(int type) {
+    ensure_init();
+    lowbit_matrix m;
+    if (!describe_rows16(type, 1280, &m)) return 0;
+    const int i = select_entry(lowbit_isa_active(), type, LOWBIT_LAYOUT_ROWS16, LOWBIT_ROLE_GEMV, &m);
     return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
@@ -311,8 +328,9 @@ const char *lowbit_op_name(int op) {
 const char *lowbit_layout_name(int layout) {
     static const char *const NAMES[] = {[LOWBIT_LAYOUT_NONE] = "none", [LOWBIT_LAYOUT_FILE] = "file",
                                         [LOWBIT_LAYOUT_PACKED] = "packed",
-                                        [LOWBIT_LAYOUT_BASE3] = "base3"};
-    return layout >= 0 && layout <= LOWBIT_LAYOUT_BASE3 ? NAMES[layout] : NULL;
+                                        [LOWBIT_LAYOUT_BASE3] = "base3",
+                                        [LOWBIT_LAYOUT_ROWS16] = "rows16"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_ROWS16 ? NAMES[layout] : NULL;
 }
 
 int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
@@ -324,6 +342,8 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     lowbit_matrix m;
     if (layout == LOWBIT_LAYOUT_BASE3)
         return describe_base3(type, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
+    if (layout == LOWBIT_LAYOUT_ROWS16)
+        return describe_rows16(type, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
     if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
     if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK || !m.packed) return -1;
     return select_entry(isa, type, layout, role, &m);

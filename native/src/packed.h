@@ -2,6 +2,7 @@
 #ifndef LOWBIT_PACKED_H
 #define LOWBIT_PACKED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "act_rules.h"
@@ -47,10 +48,23 @@
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
  * Its kernels are the list's BASE3 layout entries. */
 #define LOWBIT_BASE3_ROWS 16
+/* The rows16 layout (group-32 matrices, Q2_0, where the active variant has a kernel for it,
+ * `rows16` below; ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
+ * LOWBIT_BASE3_ROWS stored as the
+ * dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
+ * rows and a kernel's lane is a row without a transpose:
+ *
+ *   codes[R][c][j][l][4]  row set R (rows 16R..16R+15, padded with zero rows), 128-weight chunk
+ *                         c, bytes 4j..4j+3 (j = 0..7) of the canonical 32-byte chunk of row
+ *                         16R + l (a last half chunk too: its planes 2, 3 are zero).
+ *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
+ *
+ * lowbit_packed_code_at / lowbit_packed_scale_at below place a byte in either 2-bit layout. */
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
     int base3;            /* packed in the dense base-3 layout (above), not the 2-bit one */
+    int rows16;           /* the 2-bit codes in the rows16 layout (above), not row groups of 4 */
     int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
     int64_t qk;           /* scale block of the format (0 for I2_S) */
@@ -68,6 +82,19 @@ struct lowbit_matrix {
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
+}
+
+/* Offset in m->codes of byte p (0..31) of 128-weight chunk c of row r, and in m->scales of the
+ * scale of block b of row r, in the 2-bit layout m holds (canonical or rows16). */
+static inline size_t lowbit_packed_code_at(const lowbit_matrix *m, int64_t r, int64_t c, int p) {
+    if (m->rows16)
+        return (size_t)(((r / LOWBIT_BASE3_ROWS * m->nchunks + c) * 8 + p / 4) * 64 +
+                        r % LOWBIT_BASE3_ROWS * 4 + p % 4);
+    return (size_t)(((r / LOWBIT_PACK_ROWS * m->nchunks + c) * LOWBIT_PACK_ROWS + r % LOWBIT_PACK_ROWS) * 32 + p);
+}
+static inline size_t lowbit_packed_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    const int64_t n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
+    return (size_t)((r / n * m->nscales + b) * n + r % n);
 }
 
 /* The packed GEMV variant `isa` planned for m: pair kernels run it on the rows they leave over. */
@@ -124,12 +151,23 @@ typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int6
                                        uint8_t *dst, uint16_t *sdst);
 void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
                              uint16_t *sdst);
-/* A base-3 GEMM run by a 2-bit layout GEMM (`gemm`) on the rows' codes decoded by `decode` into a
- * scratch copy; the reference if that memory is not there. */
+/* A base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the rows' codes
+ * decoded by `decode` into a scratch copy; the layout's reference if that memory is not there. */
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
                                void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
                                             const lowbit_act *, int64_t, float *, int64_t),
                                const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                int64_t batch, float *y, int64_t ldy);
+
+/* ---- the rows16 layout (ref/rows16_packed.c) ---- */
+/* 1 if lowbit_matrix_pack builds `type` in it: group 32 (Q2_0) where the active variant's chain
+ * has a rows16 GEMV other than the reference; PYLOWBIT_ROWS16=0 / =1 forces either layout. */
+int lowbit_rows16_chosen(int type);
+int lowbit_rows16_has_kernel(int type); /* dispatch.c */
+/* The scalar references: lowbit_packed_gemv_ref / _gemm_ref, which read either 2-bit layout */
+void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
 
 #endif /* LOWBIT_PACKED_H */

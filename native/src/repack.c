@@ -64,31 +64,30 @@ typedef struct {
     int64_t row_bytes;
 } pack_job;
 
-/* One row group: decode each file block to codes, write them in canonical chunk order. */
+/* One row group (rows16: a row set): decode each file block to codes, write them in canonical
+ * chunk bytes where the matrix's 2-bit layout places them. */
 static void pack_group(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
     lowbit_matrix *m = P->m;
     const int64_t qk = m->type == LOWBIT_TYPE_I2_S ? 128 : m->qk;
-    const int64_t nb = m->cols / qk;
+    const int64_t nb = m->cols / qk, n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
     uint8_t row_codes_buf[256];
     uint8_t *codes = (uint8_t *)malloc((size_t)m->nchunks * 128);
     if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
-    for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
-        int64_t r = rg * LOWBIT_PACK_ROWS + i;
-        uint8_t *dst0 = m->codes + (rg * m->nchunks * LOWBIT_PACK_ROWS + i) * 32;
-        if (r >= m->rows) continue; /* padding rows keep zero codes and zero scales */
+    for (int64_t r = rg * n; r < (rg + 1) * n && r < m->rows; r++) {
+        /* padding rows keep zero codes and zero scales */
         const uint8_t *row = P->w + r * P->row_bytes;
         memset(codes, 0, (size_t)m->nchunks * 128);
         for (int64_t b = 0; b < nb; b++) {
             uint16_t d = file_block_codes(m->type, row, b, row_codes_buf);
             memcpy(codes + b * qk, row_codes_buf, (size_t)qk);
-            if (m->nscales) m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i] = d;
+            if (m->nscales) m->scales[lowbit_packed_scale_at(m, r, b)] = d;
         }
         for (int64_t c = 0; c < m->nchunks; c++) {
-            uint8_t *dst = dst0 + c * LOWBIT_PACK_ROWS * 32;
             const uint8_t *src = codes + 128 * c;
             for (int p = 0; p < 32; p++)
-                dst[p] = (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+                m->codes[lowbit_packed_code_at(m, r, c, p)] =
+                    (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
         }
     }
     free(codes);
@@ -111,7 +110,7 @@ int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
-    if (P->m->base3) /* rg: a row set */
+    if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
         lowbit_base3_pack_set(P->m, P->w, P->row_bytes, rg);
     else
         pack_group(ctx, rg);
@@ -149,10 +148,12 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     }
     m->base3 = lowbit_base3_chosen(type);
     if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
+    m->rows16 = lowbit_rows16_chosen(type);
     lowbit_plan_packed(m);
-    const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS; /* base3 */
-    const int64_t ngroups = m->base3 ? nsets * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS)
-                                     : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
+    const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
+    const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS;
+    const int64_t ngroups = sets ? nsets * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS)
+                                 : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
@@ -171,7 +172,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     memset(mem, 0, code_bytes + scale_bytes + 64);
     m->nbytes = (int64_t)(code_bytes + scale_bytes);
     pack_job P = {m, (const uint8_t *)w, rb};
-    lowbit_parallel_for(m->base3 ? nsets : ngroups, pack_group_any, &P, threads);
+    lowbit_parallel_for(sets ? nsets : ngroups, pack_group_any, &P, threads);
     *status = LOWBIT_OK;
     return m;
 }

@@ -72,16 +72,21 @@ static int cpu_vbmi(void) {
 #endif
 }
 
-/* The layouts a type packs to: the base-3 formats both ways (PYLOWBIT_BASE3), others one. */
-static int n_layouts(int type) {
-    return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0 ? 2 : 1;
+/* The layouts a type packs to: the base-3 formats both ways (PYLOWBIT_BASE3), group 32 (Q2_0)
+ * both ways (PYLOWBIT_ROWS16), others one; the variable that chooses, or NULL. */
+static const char *layout_env(int type) {
+    if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0) return "PYLOWBIT_BASE3";
+    if (type == LOWBIT_TYPE_Q2_0) return "PYLOWBIT_ROWS16";
+    return NULL;
 }
-static void set_layout(int type, int dense) {
-    if (n_layouts(type) > 1)
-        set_env("PYLOWBIT_BASE3", dense ? "1" : "0");
-    else
-        set_env("PYLOWBIT_BASE3", NULL);
+static int n_layouts(int type) { return layout_env(type) ? 2 : 1; }
+static void set_layout(int type, int alt) {
+    set_env("PYLOWBIT_BASE3", NULL);
+    set_env("PYLOWBIT_ROWS16", NULL);
+    if (layout_env(type)) set_env(layout_env(type), alt ? "1" : "0");
 }
+/* 1 if m is in the layout other than the canonical one (base-3 dense or rows16) */
+static int alt_layout(const lowbit_matrix *m) { return m->base3 || m->rows16; }
 
 #define GUARD 8
 #define GUARD_VAL 1234.5f
@@ -109,6 +114,7 @@ static void test_type(int type, int isa) {
                 nch = base3_units(cols, G);
                 rows4 = (rows + 15) / 16 * 16;
             }
+            if (m->rows16) rows4 = (rows + 15) / 16 * 16; /* chunks, rows in sets of 16 */
             int64_t want = rows4 * nch * 32 + (type == LOWBIT_TYPE_I2_S ? 0 : rows4 * (cols / bs) * 2);
             CHECK(lowbit_matrix_nbytes(m) == want, "nbytes %lld != %lld",
                   (long long)lowbit_matrix_nbytes(m), (long long)want);
@@ -214,7 +220,7 @@ static void test_gemm_tails(int type, int isa) {
             CHECK(lowbit_gemm_act(type, w, rows, cols, a, batch, fref, 1) == LOWBIT_OK, "file ref");
             CHECK(!memcmp(fref, ref, (size_t)(batch * rows) * 4),
                   "%s (%s layout) rows %lld cols %lld: packed reference != file reference",
-                  lowbit_type_name(type), m && m->base3 ? "base-3" : "2-bit", (long long)rows,
+                  lowbit_type_name(type), m && m->base3 ? "base-3" : m && m->rows16 ? "rows16" : "2-bit", (long long)rows,
                   (long long)cols);
             free(fref);
         }
@@ -399,24 +405,29 @@ int main(void) {
             test_arm_fast_paths(TYPES[t]);
         }
     set_env("PYLOWBIT_BASE3", NULL);
-    { /* the layout each type gets: base-3 dense only where asked for or the variant decodes it */
+    set_env("PYLOWBIT_ROWS16", NULL);
+    { /* the layout each type gets: base-3 dense (rows16) only where asked for or the variant has
+       * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni) */
         for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
             if (!(usable & (1u << isa))) continue;
             lowbit_set_isa(isa);
             for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
                 const int type = TYPES[t];
+                const char *var = layout_env(type);
+                const int rows16 = type == LOWBIT_TYPE_Q2_0;
                 int64_t nb;
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
                 int st;
                 for (int env = 0; env < 3; env++) { /* unset, "0", "1" */
-                    if (env) set_env("PYLOWBIT_BASE3", env == 2 ? "1" : "0");
+                    if (env && var) set_env(var, env == 2 ? "1" : "0");
                     lowbit_matrix *m = lowbit_matrix_pack(type, w, 4, 1280, 1, &st);
-                    const int want = n_layouts(type) > 1 &&
-                                     (env ? env == 2 : isa == LOWBIT_ISA_AVX512VNNI && cpu_vbmi());
-                    CHECK(m && m->base3 == want, "%s %s env %d: base3 %d", lowbit_isa_name(isa),
-                          lowbit_type_name(type), env, m ? m->base3 : -1);
+                    const int fast = isa == LOWBIT_ISA_AVX512VNNI && (rows16 || cpu_vbmi());
+                    const int want = var && (env ? env == 2 : fast);
+                    CHECK(m && alt_layout(m) == want && m->rows16 == (want && rows16),
+                          "%s %s env %d: base3 %d rows16 %d", lowbit_isa_name(isa),
+                          lowbit_type_name(type), env, m ? m->base3 : -1, m ? m->rows16 : -1);
                     lowbit_matrix_free(m);
-                    set_env("PYLOWBIT_BASE3", NULL);
+                    if (var) set_env(var, NULL);
                 }
                 free(w);
             }

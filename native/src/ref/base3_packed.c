@@ -149,12 +149,12 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
     const size_t sbytes = (size_t)nrg * (size_t)m->nscales * LOWBIT_PACK_ROWS * 2;
     uint8_t *scratch = (uint8_t *)lowbit_alloc_pages(bytes + sbytes);
     if (!scratch) {
-        lowbit_base3_gemm_ref(m, r0, r1, a, batch, y, ldy);
+        (m->base3 ? lowbit_base3_gemm_ref : lowbit_rows16_gemm_ref)(m, r0, r1, a, batch, y, ldy);
         return;
     }
-    /* the rows' 2-bit copy: row group rg0 is its row group 0 */
+    /* the rows' canonical 2-bit copy: row group rg0 is its row group 0 */
     lowbit_matrix c = *m;
-    c.base3 = 0;
+    c.base3 = c.rows16 = 0;
     c.codes = scratch;
     c.scales = (uint16_t *)(scratch + bytes);
     decode(m, rg0, nrg, c.codes, c.scales);

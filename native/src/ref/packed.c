@@ -3,18 +3,17 @@
  * the same float order, so a packed GEMV equals the file-layout scalar GEMV bit for bit. */
 #include "../internal.h"
 
-/* Codes of 128-weight chunk c of row r, in weight order (canonical layout: byte p of the row's
- * 32-byte chunk holds weights p + 32k at bits 2k). */
+/* Codes of 128-weight chunk c of row r, in weight order (either 2-bit layout: byte p of the
+ * row's 32-byte chunk holds weights p + 32k at bits 2k). */
 static void packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]) {
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
-    const uint8_t *src = m->codes + ((rg * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
-    for (int k = 0; k < 4; k++)
-        for (int p = 0; p < 32; p++) codes[32 * k + p] = (src[p] >> (2 * k)) & 3;
+    for (int p = 0; p < 32; p++) {
+        const uint8_t v = m->codes[lowbit_packed_code_at(m, r, c, p)];
+        for (int k = 0; k < 4; k++) codes[32 * k + p] = (v >> (2 * k)) & 3;
+    }
 }
 
 static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act *a) {
     const int64_t G = a->group;
-    const int64_t rg = r / LOWBIT_PACK_ROWS, i = r % LOWBIT_PACK_ROWS;
     uint8_t codes[128];
     float acc = 0.0f;
     for (int64_t g = 0; g < m->cols / G; g++) {
@@ -23,7 +22,7 @@ static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act 
         float dw = 1.0f;
         if (m->qk) {
             int64_t b = j0 / m->qk;
-            dw = lowbit_fp16_to_fp32(m->scales[(rg * m->nscales + b) * LOWBIT_PACK_ROWS + i]);
+            dw = lowbit_fp16_to_fp32(m->scales[lowbit_packed_scale_at(m, r, b)]);
         }
         int32_t isum = 0;
         for (int64_t j = j0; j < j0 + G; j++) {

@@ -263,3 +263,183 @@ void packed_gemv_pair32_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a
     }
     if (a0 + 4 * npair < a1) q32_range(&C, m, a0 + 4 * npair, a1, a, y);
 }
+
+/* ---- the rows16 layout (packed.h): the 16 rows of a set stored a lane a row -------------------
+ * Vector j of chunk c of a set is X[j] of q32_chunk with lane l holding row 16R + l, read as it
+ * lies: no transpose, and a block's 16 fp16 scales are one 32-byte run, one vcvtph2ps.  The
+ * integer and float steps are q32_chunk's and q32_float's, in the same order. */
+
+/* isum[k] = init[k] + 4^k x the sums of group k (k < NG) of the chunk at p (512 bytes) */
+AI void r16_chunk(const int NG, const uint8_t *p, const int8_t *q, const int32_t *init,
+                  __m512i isum[4]) {
+    for (int k = 0; k < NG; k++) isum[k] = init ? _mm512_set1_epi32(init[k]) : _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+        const __m512i x = _mm512_loadu_si512(p + 64 * j);
+        for (int k = 0; k < NG; k++) {
+            int32_t a4;
+            memcpy(&a4, q + 32 * k + 4 * j, 4);
+            const __m512i c = _mm512_and_si512(x, _mm512_set1_epi8((char)(3 << 2 * k)));
+            isum[k] = _mm512_dpbusd_epi32(isum[k], c, _mm512_set1_epi32(a4));
+        }
+    }
+}
+
+AI __m512 r16_scales(const uint16_t *s) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s));
+}
+
+/* Prefetch: a set is one run of nchunks x 512 bytes and the sets of a range follow each other;
+ * each chunk step prefetches the next 512 bytes of each run LOWBIT_PF_Q32_SETS sets ahead (the
+ * distance of q32_rows), into L2. */
+
+/* y of row sets R[0..NS-1] (NS 2: two ranges far apart, side by side), qk = 1 << SH (64 or
+ * 128).  A row of set s is written if in [lim[2s], lim[2s + 1]) and below m->rows. */
+AI void r16_sets(const int NS, const int SH, const int FAST, const lowbit_matrix *m,
+                 const int64_t R[2], const lowbit_act *a, const q32_tables *T, const int64_t lim[4],
+                 float *y) {
+    const int64_t nch = m->nchunks, nfull = m->cols / 128, set_bytes = nch * 512;
+    const uint8_t *p[2];
+    const uint16_t *sc[2];
+    __m512 acc[2];
+    for (int s = 0; s < NS; s++) {
+        p[s] = m->codes + R[s] * set_bytes;
+        sc[s] = m->scales + R[s] * m->nscales * 16;
+        acc[s] = _mm512_setzero_ps();
+    }
+    for (int64_t c = 0; c < nfull; c++) {
+        for (int s = 0; s < NS; s++)
+            for (int l = 0; l < 8; l++)
+                _mm_prefetch((const char *)(p[s] + LOWBIT_PF_Q32_SETS * set_bytes + 64 * l),
+                             _MM_HINT_T1);
+        for (int s = 0; s < NS; s++) {
+            __m512i isum[4];
+            __m512 dw[2];
+            r16_chunk(4, p[s], a->q + c * 128, FAST ? T->ns + 4 * c : NULL, isum);
+            if (SH == 6) {
+                dw[0] = r16_scales(sc[s] + 2 * c * 16);
+                dw[1] = r16_scales(sc[s] + (2 * c + 1) * 16);
+            } else {
+                dw[0] = dw[1] = r16_scales(sc[s] + c * 16);
+            }
+            acc[s] = q32_float(4, FAST, acc[s], isum, dw, a, T, 4 * c);
+            p[s] += 512;
+        }
+    }
+    for (int s = 0; s < NS; s++) {
+        if (nfull < nch) { /* a last half chunk: groups 0, 1, one scale block */
+            __m512i isum[4];
+            __m512 dw[2];
+            r16_chunk(2, p[s], a->q + nfull * 128, FAST ? T->ns + 4 * nfull : NULL, isum);
+            dw[0] = r16_scales(sc[s] + ((nfull * 128) >> SH) * 16);
+            acc[s] = q32_float(2, FAST, acc[s], isum, dw, a, T, 4 * nfull);
+        }
+        const int64_t base = R[s] * 16;
+        int64_t lo = lim[2 * s] - base, hi = (lim[2 * s + 1] < m->rows ? lim[2 * s + 1] : m->rows) - base;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > 16 ? 16 : hi;
+        if (hi > lo)
+            _mm512_mask_storeu_ps(y + base, (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1)), acc[s]);
+    }
+}
+
+AI void r16_step(const int NS, const q32_call *C, const lowbit_matrix *m, const int64_t R[2],
+                 const lowbit_act *a, const int64_t lim[4], float *y) {
+    if (m->qk == 64 && C->fast)
+        r16_sets(NS, 6, 1, m, R, a, &C->T, lim, y);
+    else if (m->qk == 64)
+        r16_sets(NS, 6, 0, m, R, a, &C->T, lim, y);
+    else
+        r16_sets(NS, 7, 0, m, R, a, &C->T, lim, y);
+}
+
+static void r16_range(const q32_call *C, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                      const lowbit_act *a, float *y) {
+    const int64_t lim[4] = {r0, r1, r0, r1};
+    for (int64_t R = r0 / 16; R * 16 < r1 && R * 16 < m->rows; R++) {
+        const int64_t Rs[2] = {R, R};
+        r16_step(1, C, m, Rs, a, lim, y);
+    }
+}
+
+void rows16_gemv32_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    q32_call C;
+    C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
+    r16_range(&C, m, r0, r1, a, y);
+}
+
+/* Row set k of range A with row set k of range B, far apart, as one step: two runs of memory side
+ * by side (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row
+ * set, or A shorter than B, run one after the other. */
+void rows16_gemv_pair32_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                   int64_t b1, const lowbit_act *a, float *y) {
+    q32_call C;
+    C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
+    if (a0 % 16 || b0 % 16 || a1 - a0 < b1 - b0) {
+        r16_range(&C, m, a0, a1, a, y);
+        r16_range(&C, m, b0, b1, a, y);
+        return;
+    }
+    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
+    for (int64_t k = 0; k < npair; k++) {
+        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
+        r16_step(2, &C, m, Rs, a, lim, y);
+    }
+    if (a0 + 16 * npair < a1) r16_range(&C, m, a0 + 16 * npair, a1, a, y);
+}
+
+void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+
+/* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn).  Chunk c of a
+ * set is the 8 x 16 dword matrix X[j] lane l; the canonical tile of the set's row group g is
+ * rows 4g..4g+3, dwords 0..7 each: two rounds of in-lane unpacks give A[i] (B[i]) = dwords 0..3
+ * (4..7) of row 4k + i in 128-bit lane k, and two of vshufi32x4 gather lane g of A[0], B[0],
+ * A[1], B[1] (rows 4g, 4g + 1) and of A[2], B[2], A[3], B[3] (rows 4g + 2, 4g + 3). */
+static void r16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                       uint16_t *sdst) {
+    const int64_t nch = m->nchunks;
+    for (int64_t R = rg0 / 4; R * 4 < rg0 + nrg; R++) {
+        const uint8_t *src = m->codes + R * nch * 512;
+        for (int64_t c = 0; c < nch; c++, src += 512) {
+            __m512i X[8], T[8], A[4], B[4], C[4], D[4], tile[4][2];
+            for (int j = 0; j < 8; j++) X[j] = _mm512_loadu_si512(src + 64 * j);
+            for (int h = 0; h < 8; h += 2) {
+                T[h] = _mm512_unpacklo_epi32(X[h], X[h + 1]);
+                T[h + 1] = _mm512_unpackhi_epi32(X[h], X[h + 1]);
+            }
+            A[0] = _mm512_unpacklo_epi64(T[0], T[2]), A[1] = _mm512_unpackhi_epi64(T[0], T[2]);
+            A[2] = _mm512_unpacklo_epi64(T[1], T[3]), A[3] = _mm512_unpackhi_epi64(T[1], T[3]);
+            B[0] = _mm512_unpacklo_epi64(T[4], T[6]), B[1] = _mm512_unpackhi_epi64(T[4], T[6]);
+            B[2] = _mm512_unpacklo_epi64(T[5], T[7]), B[3] = _mm512_unpackhi_epi64(T[5], T[7]);
+            for (int i = 0; i < 4; i++) {
+                C[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(1, 0, 1, 0));
+                D[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            for (int h = 0; h < 2; h++) { /* rows 4g + 2h, 4g + 2h + 1 */
+                tile[0][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[1][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+                tile[2][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[3][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+            }
+            for (int g = 0; g < 4; g++) {
+                const int64_t G = 4 * R + g - rg0;
+                if (G < 0 || G >= nrg) continue;
+                for (int h = 0; h < 2; h++)
+                    _mm512_storeu_si512(dst + (G * nch + c) * 128 + 64 * h, tile[g][h]);
+            }
+        }
+        for (int g = 0; g < 4; g++) {
+            const int64_t G = 4 * R + g - rg0;
+            if (G < 0 || G >= nrg) continue;
+            for (int64_t b = 0; b < m->nscales; b++)
+                memcpy(sdst + (G * m->nscales + b) * 4, m->scales + (R * m->nscales + b) * 16 + 4 * g, 8);
+        }
+    }
+}
+
+/* The GEMM: a task's rows decoded into the canonical layout, the 2-bit GEMM on them */
+void rows16_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy) {
+    lowbit_base3_gemm_decoded(r16_decode, packed_gemm_avx512vnni, m, r0, r1, a, batch, y, ldy);
+}

@@ -1,0 +1,22 @@
+/* The rows16 layout of group-32 matrices (packed.h, above struct lowbit_matrix): its choice at
+ * pack time and its scalar references (the 2-bit layout's own, which read either placement). */
+#include <stdlib.h>
+
+#include "../internal.h"
+
+int lowbit_rows16_chosen(int type) {
+    if (lowbit_act_group(type) != 32 || !lowbit_type_packs(type)) return 0;
+    const char *env = getenv("PYLOWBIT_ROWS16");
+    if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
+    return lowbit_rows16_has_kernel(type);
+}
+
+void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y) {
+    lowbit_packed_gemv_ref(m, r0, r1, a, y);
+}
+
+void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy) {
+    lowbit_packed_gemm_ref(m, r0, r1, a, batch, y, ldy);
+}
