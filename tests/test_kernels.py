@@ -294,9 +294,12 @@ def base3_dense(fmt, variant):
 
 
 def rows16_layout(fmt, variant):
-    """Whether `variant` packs `fmt` in the rows16 layout (PYLOWBIT_ROWS16 unset): Q2_0 (group 32)
-    on avx512vnni."""
-    return fmt == "q2_0" and variant == "avx512vnni"
+    """Whether `variant` packs `fmt` in the rows16 layout (PYLOWBIT_ROWS16 unset): on avx512vnni,
+    Q2_0 (group 32) and the group-128 formats with one scale a group, PQ2_0 and PTQ1_0 (where it is
+    not dense base-3)."""
+    if variant != "avx512vnni":
+        return False
+    return fmt in ("q2_0", "pq2_0") or (fmt == "ptq1_0" and not base3_dense(fmt, variant))
 
 
 def base3_units(fmt, cols):

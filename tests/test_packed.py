@@ -125,13 +125,21 @@ def _base3_cases(fmt):
     return [((1, 5, 8, 67, 130, 259)[k % 6], k * bs) for k in range(1, 12)]
 
 
-@pytest.mark.parametrize("dense", ["0", "1"])
+# the packed layouts a format can be asked for (PYLOWBIT_BASE3, PYLOWBIT_ROWS16): the canonical
+# 2-bit one, dense base-3, and rows16 (2-bit codes in 16-row sets) for the formats it has kernels for
+LAYOUT_ENV = {"packed": ("0", "0"), "base3": ("1", "0"), "rows16": ("0", "1")}
+LAYOUT_CASES = [(f, layout) for f in BASE3 for layout in ("packed", "base3")] + [
+    (f, "rows16") for f in ("q2_0", "pq2_0", "ptq1_0")]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("fmt", BASE3)
-def test_base3_layouts_equal_file_layout(fmt, variant, dense, isa, monkeypatch):
+@pytest.mark.parametrize("fmt,layout", LAYOUT_CASES)
+def test_packed_layouts_equal_file_layout(fmt, layout, variant, isa, monkeypatch):
     from test_kernels import base3_units
     rng = np.random.default_rng(21)
-    monkeypatch.setenv("PYLOWBIT_BASE3", dense)
+    monkeypatch.setenv("PYLOWBIT_BASE3", LAYOUT_ENV[layout][0])
+    monkeypatch.setenv("PYLOWBIT_ROWS16", LAYOUT_ENV[layout][1])
+    bs = lb.format_info(fmt).block_size
     for k, (rows, cols) in enumerate(_base3_cases(fmt)):
         w = random_code_weights(fmt, rows, cols, seed=k)
         x = (rng.standard_normal((9, cols)) * rng.uniform(0.1, 10, cols)).astype(np.float32)
@@ -139,9 +147,9 @@ def test_base3_layouts_equal_file_layout(fmt, variant, dense, isa, monkeypatch):
         ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
         isa(variant)
         p = w.pack()
-        units = base3_units(fmt, cols) if dense == "1" else -(-cols // 128)
-        rows4 = -(-rows // 16) * 16 if dense == "1" else -(-rows // 4) * 4
-        assert p.packed_nbytes == rows4 * units * 32 + rows4 * (cols // lb.format_info(fmt).block_size) * 2
+        units = base3_units(fmt, cols) if layout == "base3" else -(-cols // 128)
+        rows_padded = -(-rows // 4) * 4 if layout == "packed" else -(-rows // 16) * 16
+        assert p.packed_nbytes == rows_padded * units * 32 + rows_padded * (cols // bs) * 2
         for threads in (1, 2):
             np.testing.assert_array_equal(p.gemv(x[0], threads=threads), ref_v)
             np.testing.assert_array_equal(p.gemm(x, threads=threads), ref_m)

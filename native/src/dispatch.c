@@ -217,9 +217,9 @@ int lowbit_base3_has_kernel(int type) {
     return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
-/* The shape fields of a rows16 matrix of `type` (group 32: Q2_0) with rows of `cols`, or 0. */
+/* The shape fields of a rows16 matrix of `type` with rows of `cols`, or 0. */
 static int describe_rows16(int type, int64_t cols, lowbit_matrix *m) {
-    if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed || m->group != 32) return 0;
+    if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     m->rows16 = 1;
     return 1;
 }

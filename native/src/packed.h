@@ -48,7 +48,7 @@
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
  * Its kernels are the list's BASE3 layout entries. */
 #define LOWBIT_BASE3_ROWS 16
-/* The rows16 layout (group-32 matrices, Q2_0, where the active variant has a kernel for it,
+/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0,
  * `rows16` below; ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
  * LOWBIT_BASE3_ROWS stored as the
  * dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
@@ -160,7 +160,7 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
                                int64_t batch, float *y, int64_t ldy);
 
 /* ---- the rows16 layout (ref/rows16_packed.c) ---- */
-/* 1 if lowbit_matrix_pack builds `type` in it: group 32 (Q2_0) where the active variant's chain
+/* 1 if lowbit_matrix_pack builds `type` in it: a 2-bit type for which the active variant's chain
  * has a rows16 GEMV other than the reference; PYLOWBIT_ROWS16=0 / =1 forces either layout. */
 int lowbit_rows16_chosen(int type);
 int lowbit_rows16_has_kernel(int type); /* dispatch.c */

@@ -148,7 +148,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     }
     m->base3 = lowbit_base3_chosen(type);
     if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
-    m->rows16 = lowbit_rows16_chosen(type);
+    m->rows16 = !m->base3 && lowbit_rows16_chosen(type); /* one layout: base-3 first */
     lowbit_plan_packed(m);
     const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
     const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS;

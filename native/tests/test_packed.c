@@ -72,21 +72,20 @@ static int cpu_vbmi(void) {
 #endif
 }
 
-/* The layouts a type packs to: the base-3 formats both ways (PYLOWBIT_BASE3), group 32 (Q2_0)
- * both ways (PYLOWBIT_ROWS16), others one; the variable that chooses, or NULL. */
-static const char *layout_env(int type) {
-    if (type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0) return "PYLOWBIT_BASE3";
-    if (type == LOWBIT_TYPE_Q2_0) return "PYLOWBIT_ROWS16";
-    return NULL;
+/* The packed layouts a type is tested in: the canonical 2-bit one, dense base-3 (TQ1_0, PTQ1_0)
+ * and rows16 (Q2_0, PQ2_0, PTQ1_0: the formats with rows16 kernels), each forced by
+ * PYLOWBIT_BASE3 / PYLOWBIT_ROWS16. */
+enum { CANONICAL, BASE3, ROWS16, N_LAYOUTS };
+static int has_layout(int type, int L) {
+    if (L == BASE3) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
+    if (L == ROWS16)
+        return type == LOWBIT_TYPE_Q2_0 || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
+    return 1;
 }
-static int n_layouts(int type) { return layout_env(type) ? 2 : 1; }
-static void set_layout(int type, int alt) {
-    set_env("PYLOWBIT_BASE3", NULL);
-    set_env("PYLOWBIT_ROWS16", NULL);
-    if (layout_env(type)) set_env(layout_env(type), alt ? "1" : "0");
+static void set_layout(int L) {
+    set_env("PYLOWBIT_BASE3", L == BASE3 ? "1" : "0");
+    set_env("PYLOWBIT_ROWS16", L == ROWS16 ? "1" : "0");
 }
-/* 1 if m is in the layout other than the canonical one (base-3 dense or rows16) */
-static int alt_layout(const lowbit_matrix *m) { return m->base3 || m->rows16; }
 
 #define GUARD 8
 #define GUARD_VAL 1234.5f
@@ -393,15 +392,17 @@ int main(void) {
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!(usable & (1u << isa))) continue;
         for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
-            for (int dense = 0; dense < n_layouts(TYPES[t]); dense++) {
-                set_layout(TYPES[t], dense);
+            for (int L = 0; L < N_LAYOUTS; L++) {
+                if (!has_layout(TYPES[t], L)) continue;
+                set_layout(L);
                 test_type(TYPES[t], isa);
                 test_gemm_tails(TYPES[t], isa);
             }
     }
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
-        for (int dense = 0; dense < n_layouts(TYPES[t]); dense++) {
-            set_layout(TYPES[t], dense);
+        for (int L = 0; L < N_LAYOUTS; L++) {
+            if (!has_layout(TYPES[t], L)) continue;
+            set_layout(L);
             test_arm_fast_paths(TYPES[t]);
         }
     set_env("PYLOWBIT_BASE3", NULL);
@@ -413,21 +414,27 @@ int main(void) {
             lowbit_set_isa(isa);
             for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
                 const int type = TYPES[t];
-                const char *var = layout_env(type);
-                const int rows16 = type == LOWBIT_TYPE_Q2_0;
+                /* unset: base-3 where the variant decodes it (avx512vnni with VBMI), else rows16
+                 * where it has a kernel for it (avx512vnni); else each one where forced */
+                const int avx512 = isa == LOWBIT_ISA_AVX512VNNI;
                 int64_t nb;
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
                 int st;
-                for (int env = 0; env < 3; env++) { /* unset, "0", "1" */
-                    if (env && var) set_env(var, env == 2 ? "1" : "0");
+                for (int L = -1; L < N_LAYOUTS; L++) {
+                    if (L >= 0 && !has_layout(type, L)) continue;
+                    if (L >= 0) set_layout(L);
                     lowbit_matrix *m = lowbit_matrix_pack(type, w, 4, 1280, 1, &st);
-                    const int fast = isa == LOWBIT_ISA_AVX512VNNI && (rows16 || cpu_vbmi());
-                    const int want = var && (env ? env == 2 : fast);
-                    CHECK(m && alt_layout(m) == want && m->rows16 == (want && rows16),
-                          "%s %s env %d: base3 %d rows16 %d", lowbit_isa_name(isa),
-                          lowbit_type_name(type), env, m ? m->base3 : -1, m ? m->rows16 : -1);
+                    int want = L;
+                    if (L < 0)
+                        want = avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
+                               : avx512 && has_layout(type, ROWS16)            ? ROWS16
+                                                                               : CANONICAL;
+                    CHECK(m && m->base3 == (want == BASE3) && m->rows16 == (want == ROWS16),
+                          "%s %s layout %d: base3 %d rows16 %d", lowbit_isa_name(isa),
+                          lowbit_type_name(type), L, m ? m->base3 : -1, m ? m->rows16 : -1);
                     lowbit_matrix_free(m);
-                    if (var) set_env(var, NULL);
+                    set_env("PYLOWBIT_BASE3", NULL);
+                    set_env("PYLOWBIT_ROWS16", NULL);
                 }
                 free(w);
             }

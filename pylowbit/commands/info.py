@@ -51,8 +51,12 @@ def kernels() -> None:
             rows.append((fmt, "file", "float_gemv"))
             continue
         rows += [(fmt, "file", "gemv"), (fmt, "file", "gemm")]
-        for layout in ("packed", "base3"):
-            if _lowbit.kernel_selected("scalar", fmt, layout, "gemv", KERNEL_COLS):  # it packs so
+        for layout in ("packed", "base3", "rows16"):
+            ref = _lowbit.kernel_selected("scalar", fmt, layout, "gemv", KERNEL_COLS)  # it packs so
+            # rows16's reference reads any 2-bit matrix: listed where a variant has a kernel of its own
+            if ref and (layout != "rows16" or any(
+                    _lowbit.kernel_selected(v, fmt, layout, "gemv", KERNEL_COLS) not in (None, ref)
+                    for v in usable)):
                 rows += [(fmt, layout, r) for r in ("gemv", "pair_gemv", "gemm")]
     print(f"  {'format':9s} {'layout':6s} {'role':10s} " + " ".join(f"{v:30s}" for v in usable))
     for fmt, layout, role in rows:

@@ -1,11 +1,11 @@
-/* The rows16 layout of group-32 matrices (packed.h, above struct lowbit_matrix): its choice at
+/* The rows16 layout of 2-bit matrices (packed.h, above struct lowbit_matrix): its choice at
  * pack time and its scalar references (the 2-bit layout's own, which read either placement). */
 #include <stdlib.h>
 
 #include "../internal.h"
 
 int lowbit_rows16_chosen(int type) {
-    if (lowbit_act_group(type) != 32 || !lowbit_type_packs(type)) return 0;
+    if (!lowbit_type_packs(type)) return 0;
     const char *env = getenv("PYLOWBIT_ROWS16");
     if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
     return lowbit_rows16_has_kernel(type);

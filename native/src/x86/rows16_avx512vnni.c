@@ -1,0 +1,225 @@
+/* AVX-512 VNNI kernels of the rows16 layout (packed.h: 2-bit codes in 16-row sets, a lane a
+ * row): the group-128 GEMV (one scale block a group: PQ2_0), bit-exact with lowbit_packed_gemv_ref,
+ * and the GEMM of any rows16 matrix, which decodes a task's rows into the canonical layout and
+ * runs the canonical AVX-512 GEMM on them.  The group-32 GEMV (Q2_0) shares the transposing
+ * kernel's integer and float steps: packed32_avx512vnni.c.
+ *
+ * A set's chunk (one activation group of 128 weights) is 8 vectors, vector j holding bytes
+ * 4j..4j+3 of the chunk of each of the 16 rows.  Plane k of a byte, masked in place (4^k x the
+ * code, no shift), against the broadcast activation quad q[32k + 4j .. + 3] accumulates each row's
+ * sums in its own lane, so a group ends in 3 shifts and adds and one float step --
+ * acc += (float)(isum - s[g]) * (dw * d[g]), rounded product then add (-ffp-contract=off) -- for 16
+ * rows at once, where the 4-row tiles of the canonical layout reduce every group across lanes. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "../internal.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* Software prefetch of each code line this far ahead in its run, into L2, on Intel (the choice of
+ * the 2-bit 8-row kernels, packed_avx512vnni.c) */
+#ifndef LOWBIT_PF_ROWS16_INTEL
+#define LOWBIT_PF_ROWS16_INTEL 16384
+#endif
+
+/* The activation quad at q (4 codes) in every lane */
+AI __m512i quad(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* NS row sets in one step (1, or 2 far apart: paired tasks), NA_OF(NS) accumulators of each plane
+ * per set: eight independent vpdpbusd chains either way. */
+#define NA_OF(NS) (2 / (NS))
+
+/* P[s][k][i] += 4^k x plane k's products of one chunk of set s (t[s]: its 512 bytes); q: the
+ * group's 128 activation codes.  Fully unrolled, so that the accumulators stay in registers. */
+AI void chunk16(const int NS, const int PF, const uint8_t *const t[2], const int8_t *q,
+                __m512i P[2][4][2]) {
+    const int NA = NA_OF(NS);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 2
+        for (int s = 0; s < NS; s++) {
+            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            const __m512i v = _mm512_loadu_si512(t[s] + 64 * j);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                P[s][k][j % NA] = _mm512_dpbusd_epi32(
+                    P[s][k][j % NA], _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * k)))),
+                    quad(q + 32 * k + 4 * j));
+        }
+    }
+}
+
+/* The group's integer sums of one set: each plane's accumulators divided by its 4^k (exact: every
+ * term is a multiple) */
+AI __m512i group_sum(const int NA, __m512i P[4][2]) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        __m512i p = P[k][0];
+        for (int i = 1; i < NA; i++) p = _mm512_add_epi32(p, P[k][i]);
+        sum = _mm512_add_epi32(sum, k ? _mm512_srai_epi32(p, 2 * k) : p);
+    }
+    return sum;
+}
+
+/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
+AI __m512 float_step(const lowbit_matrix *m, int64_t R, const lowbit_act *a, int64_t g,
+                     __m512i isum, __m512 acc) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(m->scales + (R * m->nscales + g) * 16));
+    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
+    const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
+}
+
+/* y of the rows of set R that are in [lo, hi) and below m->rows */
+AI void store16(const lowbit_matrix *m, int64_t R, __m512 v, int64_t lo, int64_t hi, float *y) {
+    float out[16];
+    _mm512_storeu_ps(out, v);
+    if (hi > m->rows) hi = m->rows;
+    for (int l = 0; l < 16; l++) {
+        const int64_t r = R * 16 + l;
+        if (r >= lo && r < hi) y[r] = out[l];
+    }
+}
+
+/* Row sets R[0..NS); lim[2s], lim[2s + 1]: the rows of set s to write; PF the prefetch distance,
+ * a constant in each instance */
+AI void sets16(const int NS, const int PF, const lowbit_matrix *m, const int64_t R[2],
+               const int64_t lim[4], const lowbit_act *a, float *y) {
+    const int64_t ng = m->nchunks;
+    const int NA = NA_OF(NS);
+    const uint8_t *t[2];
+    __m512 acc[2];
+    __m512i P[2][4][2];
+    for (int s = 0; s < NS; s++) {
+        t[s] = m->codes + R[s] * ng * 512;
+        acc[s] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int s = 0; s < NS; s++)
+            for (int k = 0; k < 4; k++)
+                for (int i = 0; i < NA; i++) P[s][k][i] = _mm512_setzero_si512();
+        chunk16(NS, PF, t, a->q + 128 * g, P);
+        for (int s = 0; s < NS; s++) {
+            acc[s] = float_step(m, R[s], a, g, group_sum(NA, P[s]), acc[s]);
+            t[s] += 512;
+        }
+    }
+    for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
+}
+
+/* sets16 with NS and the prefetch distance as constants, each instance a function of its own (as
+ * the base-3 kernels' instances: docs/PERFORMANCE.md, "the base-3 instances as functions") */
+typedef void sets16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                       const lowbit_act *a, float *y);
+#define SETS16_INSTANCE(ns, PF)                                                                    \
+    static __attribute__((noinline)) void sets16_##ns##_##PF(                                      \
+        const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4], const lowbit_act *a,    \
+        float *y) {                                                                                \
+        sets16(ns, PF, m, R, lim, a, y);                                                           \
+    }
+SETS16_INSTANCE(1, 0)
+SETS16_INSTANCE(2, 0)
+SETS16_INSTANCE(1, LOWBIT_PF_ROWS16_INTEL)
+SETS16_INSTANCE(2, LOWBIT_PF_ROWS16_INTEL)
+#undef SETS16_INSTANCE
+
+/* The instance for NS sets at this CPU's prefetch distance */
+static sets16_fn *sets16_for(int NS) {
+    static sets16_fn *const BY[2][2] = {{sets16_1_0, sets16_2_0},
+                                        {sets16_1_LOWBIT_PF_ROWS16_INTEL,
+                                         sets16_2_LOWBIT_PF_ROWS16_INTEL}};
+    return BY[lowbit_cpu_intel != 0][NS == 2];
+}
+
+void rows16_gemv128_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    if (r1 > m->rows) r1 = m->rows;
+    const int64_t lim[4] = {r0, r1, r0, r1};
+    sets16_fn *const run = sets16_for(1);
+    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
+        const int64_t Rs[2] = {R, R};
+        run(m, Rs, lim, a, y);
+    }
+}
+
+/* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
+ * (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row set run
+ * one after the other. */
+void rows16_gemv_pair128_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                   int64_t b1, const lowbit_act *a, float *y) {
+    if (a0 % 16 || b0 % 16) {
+        rows16_gemv128_avx512vnni(m, a0, a1, a, y);
+        rows16_gemv128_avx512vnni(m, b0, b1, a, y);
+        return;
+    }
+    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
+    sets16_fn *const run = sets16_for(2);
+    for (int64_t k = 0; k < npair; k++) {
+        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
+        run(m, Rs, lim, a, y);
+    }
+    rows16_gemv128_avx512vnni(m, a0 + 16 * npair, a1, a, y);
+}
+
+/* ---- the GEMM ---------------------------------------------------------------------------------- */
+
+void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+
+/* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn).  Chunk c of a
+ * set is the 8 x 16 dword matrix X[j] lane l; the canonical tile of the set's row group g is
+ * rows 4g..4g+3, dwords 0..7 each: two rounds of in-lane unpacks give A[i] (B[i]) = dwords 0..3
+ * (4..7) of row 4k + i in 128-bit lane k, and two of vshufi32x4 gather lane g of A[0], B[0],
+ * A[1], B[1] (rows 4g, 4g + 1) and of A[2], B[2], A[3], B[3] (rows 4g + 2, 4g + 3). */
+static void r16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
+                       uint16_t *sdst) {
+    const int64_t nch = m->nchunks;
+    for (int64_t R = rg0 / 4; R * 4 < rg0 + nrg; R++) {
+        const uint8_t *src = m->codes + R * nch * 512;
+        for (int64_t c = 0; c < nch; c++, src += 512) {
+            __m512i X[8], T[8], A[4], B[4], C[4], D[4], tile[4][2];
+            for (int j = 0; j < 8; j++) X[j] = _mm512_loadu_si512(src + 64 * j);
+            for (int h = 0; h < 8; h += 2) {
+                T[h] = _mm512_unpacklo_epi32(X[h], X[h + 1]);
+                T[h + 1] = _mm512_unpackhi_epi32(X[h], X[h + 1]);
+            }
+            A[0] = _mm512_unpacklo_epi64(T[0], T[2]), A[1] = _mm512_unpackhi_epi64(T[0], T[2]);
+            A[2] = _mm512_unpacklo_epi64(T[1], T[3]), A[3] = _mm512_unpackhi_epi64(T[1], T[3]);
+            B[0] = _mm512_unpacklo_epi64(T[4], T[6]), B[1] = _mm512_unpackhi_epi64(T[4], T[6]);
+            B[2] = _mm512_unpacklo_epi64(T[5], T[7]), B[3] = _mm512_unpackhi_epi64(T[5], T[7]);
+            for (int i = 0; i < 4; i++) {
+                C[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(1, 0, 1, 0));
+                D[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            for (int h = 0; h < 2; h++) { /* rows 4g + 2h, 4g + 2h + 1 */
+                tile[0][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[1][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+                tile[2][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[3][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+            }
+            for (int g = 0; g < 4; g++) {
+                const int64_t G = 4 * R + g - rg0;
+                if (G < 0 || G >= nrg) continue;
+                for (int h = 0; h < 2; h++)
+                    _mm512_storeu_si512(dst + (G * nch + c) * 128 + 64 * h, tile[g][h]);
+            }
+        }
+        for (int g = 0; g < 4; g++) {
+            const int64_t G = 4 * R + g - rg0;
+            if (G < 0 || G >= nrg) continue;
+            for (int64_t b = 0; b < m->nscales; b++)
+                memcpy(sdst + (G * m->nscales + b) * 4, m->scales + (R * m->nscales + b) * 16 + 4 * g, 8);
+        }
+    }
+}
+
+/* The GEMM: a task's rows decoded into the canonical layout, the 2-bit GEMM on them */
+void rows16_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy) {
+    lowbit_base3_gemm_decoded(r16_decode, packed_gemm_avx512vnni, m, r0, r1, a, batch, y, ldy);
+}
