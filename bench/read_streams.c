@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s [ROUNDS [MB >= 64]]\n", argv[0]);
         return 2;
     }
-    unsigned char *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *buf =
+        mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) {
         perror("mmap");
         return 1;
@@ -70,7 +71,8 @@ int main(int argc, char **argv) {
             const long len = chunk / ns / 64 * 64;
             const double t0 = now();
             for (long off = 0; off + chunk <= total; off += chunk)
-                sink += _mm512_reduce_add_epi32(read_side_by_side(buf + off, len, ns, CFG[c][1], CFG[c][2]));
+                sink += _mm512_reduce_add_epi32(
+                    read_side_by_side(buf + off, len, ns, CFG[c][1], CFG[c][2]));
             const double gbs = (double)(total / chunk) * len * ns / (now() - t0) / 1e9;
             if (gbs > best[c]) best[c] = gbs;
         }
