@@ -1,6 +1,7 @@
 /* AVX-512 VNNI packed GEMV of group-32 matrices (Q2_0), bit-exact with lowbit_packed_gemv_ref:
- * 16 rows transposed so that a lane is a row (the contract of the 8-row kernels in
- * packed_avx512vnni.c holds here too), and its paired form. */
+ * on the four-row layout, 16 rows transposed so that a lane is a row (the contract of the 8-row
+ * kernels in packed_avx512vnni.c holds here too); on the rows16 layout (packed.h), which stores
+ * them so, the same steps without the transpose; the paired forms, and the rows16 GEMM. */
 #include <immintrin.h>
 
 #include "../internal.h"
