@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "sets16-inl.h"
 #include "../platform.h" /* lowbit_once */
 
 #define AI static inline __attribute__((always_inline))
@@ -66,13 +67,6 @@ AI void decode64(__m512i v, const b3_tables *T, __m512i *c, __m512i *t4) {
     *c = _mm512_permutex2var_epi8(T->lo, r, T->hi);
 }
 
-/* The activation quad at q (4 codes) in every lane */
-AI __m512i quad(const int8_t *q) {
-    int32_t v;
-    memcpy(&v, q, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The GEMV's decode: decode64 without its t4 lookup.  Plane 4 goes to vpdpbusd as 84 t4 (at most
  * 168, an unsigned byte), so its sums come out 84 times theirs: exact, divided out once a period. */
 AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
@@ -102,8 +96,8 @@ AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[
             for (int k = 0; k < 4; k++)
                 P[s][k][ac] = _mm512_dpbusd_epi32(
                     P[s][k][ac], _mm512_and_si512(c, _mm512_set1_epi8((char)(3 << (2 * k)))),
-                    quad(q[k] + 4 * j));
-            if (X4) P[s][4][ac] = _mm512_dpbusd_epi32(P[s][4][ac], t84, quad(q[4] + 4 * j));
+                    sets16_quad(q[k] + 4 * j));
+            if (X4) P[s][4][ac] = _mm512_dpbusd_epi32(P[s][4][ac], t84, sets16_quad(q[4] + 4 * j));
         }
     }
 }
@@ -128,26 +122,6 @@ AI __m512i acc_sum84(const int NA, __m512i P[5][2]) {
     return _mm512_mullo_epi32(_mm512_srai_epi32(p, 2), _mm512_set1_epi32((int)0x3cf3cf3du));
 }
 
-/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
-AI __m512 float_step(const lowbit_matrix *m, int64_t R, const lowbit_act *a, int64_t g,
-                     __m512i isum, __m512 acc) {
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(m->scales + (R * m->nscales + g) * 16));
-    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
-    const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
-    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
-}
-
-/* y of the rows of sets R[s] that are in [lim[2s], lim[2s + 1]) and below m->rows */
-AI void store16(const lowbit_matrix *m, int64_t R, __m512 v, int64_t lo, int64_t hi, float *y) {
-    float out[16];
-    _mm512_storeu_ps(out, v);
-    if (hi > m->rows) hi = m->rows;
-    for (int l = 0; l < 16; l++) {
-        const int64_t r = R * 16 + l;
-        if (r >= lo && r < hi) y[r] = out[l];
-    }
-}
-
 /* Row sets R[0..NS) of a matrix of S slices a group (4: PTQ1_0, 8: TQ1_0); PF the prefetch
  * distance, a constant in each instance */
 AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, const int64_t R[2],
@@ -166,7 +140,7 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
         for (int j = 0; j < 5 && g0 + j < ng; j++) {
             if (j == 4) { /* group 4: plane 4 of the period's units */
                 for (int s = 0; s < NS; s++)
-                    acc[s] = float_step(m, R[s], a, g0 + 4, acc_sum84(NA, P[s]), acc[s]);
+                    acc[s] = sets16_float_step(m, R[s], a, g0 + 4, acc_sum84(NA, P[s]), acc[s]);
                 break;
             }
             for (int s = 0; s < NS; s++)
@@ -183,10 +157,10 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
                 for (int s = 0; s < NS; s++) t[s] += 512;
             }
             for (int s = 0; s < NS; s++)
-                acc[s] = float_step(m, R[s], a, g0 + j, acc_sum(NA, P[s]), acc[s]);
+                acc[s] = sets16_float_step(m, R[s], a, g0 + j, acc_sum(NA, P[s]), acc[s]);
         }
     }
-    for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
+    for (int s = 0; s < NS; s++) sets16_store(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
 }
 
 /* rows16 with NS, S and the prefetch distance as constants, each instance a function of its own:

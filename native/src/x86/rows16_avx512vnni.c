@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -22,13 +23,6 @@
 #ifndef LOWBIT_PF_ROWS16_INTEL
 #define LOWBIT_PF_ROWS16_INTEL 16384
 #endif
-
-/* The activation quad at q (4 codes) in every lane */
-AI __m512i quad(const int8_t *q) {
-    int32_t v;
-    memcpy(&v, q, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* NS row sets in one step (1, or 2 far apart: paired tasks), NA_OF(NS) accumulators of each plane
  * per set: eight independent vpdpbusd chains either way. */
@@ -49,7 +43,7 @@ AI void chunk16(const int NS, const int PF, const uint8_t *const t[2], const int
             for (int k = 0; k < 4; k++)
                 P[s][k][j % NA] = _mm512_dpbusd_epi32(
                     P[s][k][j % NA], _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * k)))),
-                    quad(q + 32 * k + 4 * j));
+                    sets16_quad(q + 32 * k + 4 * j));
         }
     }
 }
@@ -64,26 +58,6 @@ AI __m512i group_sum(const int NA, __m512i P[4][2]) {
         sum = _mm512_add_epi32(sum, k ? _mm512_srai_epi32(p, 2 * k) : p);
     }
     return sum;
-}
-
-/* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row) */
-AI __m512 float_step(const lowbit_matrix *m, int64_t R, const lowbit_act *a, int64_t g,
-                     __m512i isum, __m512 acc) {
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(m->scales + (R * m->nscales + g) * 16));
-    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
-    const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
-    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
-}
-
-/* y of the rows of set R that are in [lo, hi) and below m->rows */
-AI void store16(const lowbit_matrix *m, int64_t R, __m512 v, int64_t lo, int64_t hi, float *y) {
-    float out[16];
-    _mm512_storeu_ps(out, v);
-    if (hi > m->rows) hi = m->rows;
-    for (int l = 0; l < 16; l++) {
-        const int64_t r = R * 16 + l;
-        if (r >= lo && r < hi) y[r] = out[l];
-    }
 }
 
 /* Row sets R[0..NS); lim[2s], lim[2s + 1]: the rows of set s to write; PF the prefetch distance,
@@ -105,11 +79,11 @@ AI void sets16(const int NS, const int PF, const lowbit_matrix *m, const int64_t
                 for (int i = 0; i < NA; i++) P[s][k][i] = _mm512_setzero_si512();
         chunk16(NS, PF, t, a->q + 128 * g, P);
         for (int s = 0; s < NS; s++) {
-            acc[s] = float_step(m, R[s], a, g, group_sum(NA, P[s]), acc[s]);
+            acc[s] = sets16_float_step(m, R[s], a, g, group_sum(NA, P[s]), acc[s]);
             t[s] += 512;
         }
     }
-    for (int s = 0; s < NS; s++) store16(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
+    for (int s = 0; s < NS; s++) sets16_store(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
 }
 
 /* sets16 with NS and the prefetch distance as constants, each instance a function of its own (as
