@@ -200,35 +200,23 @@ void lowbit_plan_packed(lowbit_matrix *m) {
     }
 }
 
-/* The shape fields of a base-3 matrix of `type` (TQ1_0 / PTQ1_0) with rows of `cols`, or 0. */
-static int describe_base3(int type, int64_t cols, lowbit_matrix *m) {
-    if (type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0) return 0;
+/* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3:
+ * TQ1_0 / PTQ1_0 only, ROWS16), or 0. */
+static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
+    if (layout == LOWBIT_LAYOUT_BASE3 && type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0)
+        return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
-    m->base3 = 1;
-    m->nunits = lowbit_base3_units(cols, m->group);
+    m->base3 = layout == LOWBIT_LAYOUT_BASE3;
+    m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
+    if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
     return 1;
 }
 
-int lowbit_base3_has_kernel(int type) {
+int lowbit_layout_has_kernel(int type, int layout) {
     ensure_init();
     lowbit_matrix m;
-    if (!describe_base3(type, 1280, &m)) return 0;
-    const int i = select_entry(lowbit_isa_active(), type, LOWBIT_LAYOUT_BASE3, LOWBIT_ROLE_GEMV, &m);
-    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
-}
-
-/* The shape fields of a rows16 matrix of `type` with rows of `cols`, or 0. */
-static int describe_rows16(int type, int64_t cols, lowbit_matrix *m) {
-    if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
-    m->rows16 = 1;
-    return 1;
-}
-
-int lowbit_rows16_has_kernel(int type) {
-    ensure_init();
-    lowbit_matrix m;
-    if (!describe_rows16(type, 1280, &m)) return 0;
-    const int i = select_entry(lowbit_isa_active(), type, LOWBIT_LAYOUT_ROWS16, LOWBIT_ROLE_GEMV, &m);
+    if (!describe_packed(type, layout, 1280, &m)) return 0;
+    const int i = select_entry(lowbit_isa_active(), type, layout, LOWBIT_ROLE_GEMV, &m);
     return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
@@ -339,14 +327,11 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     if (role < 0 || role >= LOWBIT_ROLE_COUNT || !lowbit_layout_name(layout) || cols < 0)
         return LOWBIT_EINVAL;
     if (!usable(isa)) return LOWBIT_EISA;
+    if (layout != LOWBIT_LAYOUT_PACKED && layout != LOWBIT_LAYOUT_BASE3 &&
+        layout != LOWBIT_LAYOUT_ROWS16)
+        return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
-    if (layout == LOWBIT_LAYOUT_BASE3)
-        return describe_base3(type, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
-    if (layout == LOWBIT_LAYOUT_ROWS16)
-        return describe_rows16(type, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
-    if (layout != LOWBIT_LAYOUT_PACKED) return select_entry(isa, type, layout, role, NULL);
-    if (lowbit_matrix_describe(type, cols, &m) != LOWBIT_OK || !m.packed) return -1;
-    return select_entry(isa, type, layout, role, &m);
+    return describe_packed(type, layout, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;
 }
 
 int lowbit_kernel_prefer(int i) {

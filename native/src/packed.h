@@ -132,10 +132,12 @@ static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
 
 /* ---- the dense base-3 layout (ref/base3_packed.c) ---- */
 /* 1 if lowbit_matrix_pack builds `type` in it: TQ1_0 / PTQ1_0 where the active variant's chain has
- * a base-3 GEMV other than the reference (lowbit_base3_has_kernel); PYLOWBIT_BASE3=0 forces the
+ * a base-3 GEMV other than the reference (lowbit_layout_has_kernel); PYLOWBIT_BASE3=0 forces the
  * 2-bit layout, =1 the dense one. */
 int lowbit_base3_chosen(int type);
-int lowbit_base3_has_kernel(int type); /* dispatch.c */
+/* 1 if the active variant's chain has a GEMV other than the reference for `type` in packed
+ * `layout` (BASE3, ROWS16): the layout pays there (dispatch.c) */
+int lowbit_layout_has_kernel(int type, int layout);
 int64_t lowbit_base3_units(int64_t cols, int64_t group); /* units per row */
 /* Offset in its row of the slice that plane k of unit u holds (ng groups of G), -1 if none */
 int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k);
@@ -163,7 +165,6 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
 /* 1 if lowbit_matrix_pack builds `type` in it: a 2-bit type for which the active variant's chain
  * has a rows16 GEMV other than the reference; PYLOWBIT_ROWS16=0 / =1 forces either layout. */
 int lowbit_rows16_chosen(int type);
-int lowbit_rows16_has_kernel(int type); /* dispatch.c */
 /* The scalar references: lowbit_packed_gemv_ref / _gemm_ref, which read either 2-bit layout */
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);

@@ -14,7 +14,7 @@ int lowbit_base3_chosen(int type) {
     if (type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0) return 0;
     const char *env = getenv("PYLOWBIT_BASE3");
     if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
-    return lowbit_base3_has_kernel(type);
+    return lowbit_layout_has_kernel(type, LOWBIT_LAYOUT_BASE3);
 }
 
 int64_t lowbit_base3_units(int64_t cols, int64_t group) {

@@ -8,7 +8,7 @@ int lowbit_rows16_chosen(int type) {
     if (!lowbit_type_packs(type)) return 0;
     const char *env = getenv("PYLOWBIT_ROWS16");
     if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
-    return lowbit_rows16_has_kernel(type);
+    return lowbit_layout_has_kernel(type, LOWBIT_LAYOUT_ROWS16);
 }
 
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

@@ -146,8 +146,8 @@ void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             int64_t batch, float *y, int64_t ldy);
 
 /* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn).  Chunk c of a
- * set is the 8 x 16 dword matrix X[j] lane l; the canonical tile of the set's row group g is
- * rows 4g..4g+3, dwords 0..7 each: two rounds of in-lane unpacks give A[i] (B[i]) = dwords 0..3
+ * set is the dword matrix X[j] lane l (j < 8, l < 16); the canonical tile of the set's row group
+ * g is rows 4g..4g+3, dwords 0..7 each: two rounds of in-lane unpacks give A[i] (B[i]) = dwords 0..3
  * (4..7) of row 4k + i in 128-bit lane k, and two of vshufi32x4 gather lane g of A[0], B[0],
  * A[1], B[1] (rows 4g, 4g + 1) and of A[2], B[2], A[3], B[3] (rows 4g + 2, 4g + 3). */
 static void r16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
