@@ -1,4 +1,7 @@
 """Packed (row-interleaved) matrices: the GEMV decode paths of every variant against scalar."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -185,3 +188,34 @@ def test_base3_at_the_code_bounds(fmt, isa, monkeypatch):
                 x = np.full(cols, sign, np.float32)
                 want = wd @ emulate_for(x, fmt)[0]  # exact: every activation code is +-127
                 np.testing.assert_allclose(p.gemv(x), want, rtol=1e-6)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0"])
+def test_packed_matrices_keep_their_values_and_give_memory_back(fmt):
+    """Matrices packed one after another share the library's huge-page slabs (weight_slabs.c):
+    each keeps its values while its neighbours are freed (a freed matrix's whole huge pages go back
+    to the system at once, the pages it shares with a neighbour stay), and on Linux freeing them
+    all gives their memory back."""
+    rng = np.random.default_rng(5)
+    ws = [random_code_weights(fmt, 2048 + 16 * k, 5632, seed=k) for k in range(6)]
+    x = rng.standard_normal(5632).astype(np.float32)
+    refs = [w.gemv(x) for w in ws]  # the file layout's kernels
+    linux = sys.platform.startswith("linux")
+    rss0 = _rss_bytes() if linux else 0
+    packed = [w.pack() for w in ws]
+    total = sum(p.packed_nbytes for p in packed)
+    rss1 = _rss_bytes() if linux else 0
+    for gone in (1, 3, 5, 0):  # interior ones first, then the last and the first
+        packed[gone] = None
+        for k, p in enumerate(packed):
+            if p is not None:
+                np.testing.assert_array_equal(p.gemv(x), refs[k], err_msg=f"matrix {k}, {gone} freed")
+    packed = None
+    if linux:
+        assert rss1 - rss0 >= 0.9 * total  # packing made them resident
+        assert rss1 - _rss_bytes() >= 0.9 * total  # and freeing gave all of it back

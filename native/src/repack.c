@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "platform.h" /* lowbit_alloc_pages */
+#include "platform.h" /* lowbit_weights_alloc */
 
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
@@ -156,12 +156,11 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
                                  : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
     const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
     const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
-    /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  A matrix of
-     * 2 MB or more gets huge pages where the system grants them (lowbit_alloc_pages), asked before
-     * its first touch: streamed once per token, 4 KB pages cost a TLB miss every 4 KB
-     * (docs/PERFORMANCE.md#huge-pages). */
+    /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  Huge pages
+     * where the system grants them (lowbit_weights_alloc), asked before the first touch: streamed
+     * once per token, 4 KB pages cost a TLB miss every 4 KB (docs/PERFORMANCE.md#huge-pages). */
     const size_t total = code_bytes + scale_bytes + 64;
-    void *mem = lowbit_alloc_pages(total);
+    void *mem = lowbit_weights_alloc(total);
     if (!mem) {
         free(m);
         *status = LOWBIT_ENOMEM;
@@ -179,7 +178,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
 
 void lowbit_matrix_free(lowbit_matrix *m) {
     if (!m) return;
-    if (m->codes) lowbit_free_pages(m->codes, (size_t)m->nbytes + 64); /* the size allocated */
+    if (m->codes) lowbit_weights_free(m->codes, (size_t)m->nbytes + 64); /* the size allocated */
     free(m);
 }
 

@@ -1,0 +1,125 @@
+/* Memory for packed matrices (platform.h, lowbit_weights_alloc).
+ *
+ * On Linux a matrix of WEIGHTS_MIN bytes or more is carved out of a shared slab: 2 MB-aligned
+ * anonymous memory with the transparent-huge-page hint, handed out by a bump pointer.  A matrix
+ * allocated alone gets huge pages only for the 2 MB-aligned part of it (none below 2 MB): a
+ * model's attention matrices and the tails of the others sat in 4 KB pages, a TLB miss every 4 KB
+ * of a stream read once per token.  In a slab, matrices packed one after another lie one after
+ * another, all in huge pages (docs/PERFORMANCE.md#weight-slabs).
+ *
+ * A slab is returned to the system when its last matrix is freed; a freed matrix's space is reused
+ * if it was the last one handed out, else its whole huge pages go back to the system at once.
+ * Elsewhere (and for small matrices, where unit tests pack thousands) lowbit_alloc_pages as is. */
+#include <stdlib.h>
+
+#include "internal.h" /* LOWBIT_LINUX */
+#include "platform.h"
+
+#define WEIGHTS_MIN ((size_t)64 << 10)
+
+#if defined(LOWBIT_LINUX)
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define SLAB_BYTES ((size_t)256 << 20)
+
+typedef struct slab {
+    struct slab *next;
+    char *base;
+    size_t size; /* bytes mapped */
+    size_t used; /* bytes handed out from base on */
+    size_t live; /* matrices in it not yet freed */
+} slab;
+
+static slab *g_slabs; /* the newest first */
+static lowbit_mutex g_lock = LOWBIT_MUTEX_INIT;
+static lowbit_once g_fork_once = LOWBIT_ONCE_INIT;
+
+/* A fork()ed child has one thread: the lock may have been held by another one. */
+static void after_fork_child(void) { lowbit_mutex_init(&g_lock); }
+static void register_atfork(void) { lowbit_on_fork_child(after_fork_child); }
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* A slab of at least `need` bytes, or NULL */
+static slab *slab_new(size_t need) {
+    const size_t size = need > SLAB_BYTES ? round_up(need, HUGE_PAGE) : SLAB_BYTES;
+    slab *s = (slab *)malloc(sizeof *s);
+    if (!s) return NULL;
+    char *raw = (char *)mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        free(s);
+        return NULL;
+    }
+    /* keep the 2 MB-aligned `size` bytes inside, unmap the rest */
+    char *base = (char *)round_up((size_t)(uintptr_t)raw, HUGE_PAGE);
+    if (base > raw) munmap(raw, (size_t)(base - raw));
+    if (raw + HUGE_PAGE > base) munmap(base + size, (size_t)(raw + HUGE_PAGE - base));
+    (void)madvise(base, size, MADV_HUGEPAGE); /* a hint: refused is fine */
+    *s = (slab){NULL, base, size, 0, 0};
+    return s;
+}
+
+void *lowbit_weights_alloc(size_t n) {
+    if (n < WEIGHTS_MIN) return lowbit_alloc_pages(n);
+    lowbit_once_run(&g_fork_once, register_atfork);
+    const size_t need = round_up(n, 64);
+    void *p = NULL;
+    lowbit_mutex_lock(&g_lock);
+    slab *s = g_slabs;
+    while (s && s->size - s->used < need) s = s->next; /* the first with room */
+    if (!s && (s = slab_new(need)) != NULL) {
+        s->next = g_slabs;
+        g_slabs = s;
+    }
+    if (s) {
+        p = s->base + s->used;
+        s->used += need;
+        s->live++;
+    }
+    lowbit_mutex_unlock(&g_lock);
+    return p;
+}
+
+void lowbit_weights_free(void *p, size_t n) {
+    if (!p) return;
+    if (n < WEIGHTS_MIN) {
+        lowbit_free_pages(p, n);
+        return;
+    }
+    char *const c = (char *)p;
+    const size_t need = round_up(n, 64);
+    lowbit_mutex_lock(&g_lock);
+    slab **link = &g_slabs;
+    while (*link && !(c >= (*link)->base && c < (*link)->base + (*link)->size)) link = &(*link)->next;
+    slab *s = *link;
+    if (s && --s->live == 0) {
+        *link = s->next;
+        munmap(s->base, s->size);
+        free(s);
+    } else if (s && c + need == s->base + s->used) {
+        s->used -= need; /* the last one handed out: its space serves the next */
+    } else if (s) {
+        char *lo = (char *)round_up((size_t)(uintptr_t)c, HUGE_PAGE);
+        char *hi = s->base + (size_t)(c + need - s->base) / HUGE_PAGE * HUGE_PAGE;
+        if (hi > lo) (void)madvise(lo, (size_t)(hi - lo), MADV_DONTNEED);
+    }
+    lowbit_mutex_unlock(&g_lock);
+}
+
+size_t lowbit_weights_mapped(void) {
+    size_t n = 0;
+    lowbit_mutex_lock(&g_lock);
+    for (const slab *s = g_slabs; s; s = s->next) n += s->size;
+    lowbit_mutex_unlock(&g_lock);
+    return n;
+}
+
+#else
+
+void *lowbit_weights_alloc(size_t n) { return lowbit_alloc_pages(n); }
+void lowbit_weights_free(void *p, size_t n) { lowbit_free_pages(p, n); }
+size_t lowbit_weights_mapped(void) { return 0; }
+
+#endif
