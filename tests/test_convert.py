@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -358,28 +359,56 @@ def test_progress_reaches_the_total(tmp_path):
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
 
 
+HANG_GUARD_S = 300  # only ends a child that would otherwise hang the run: no step waits on it
+
+
+def first_line(p):
+    """The first line p writes to stdout; a failure with its stderr if it ends (or hangs) first."""
+    ready, _, _ = select.select([p.stdout], [], [], HANG_GUARD_S)
+    line = p.stdout.readline() if ready else ""
+    if not line:
+        p.kill()
+        _, err = p.communicate()
+        pytest.fail(f"the converter wrote no line (exit {p.returncode}):\n{err}")
+    return line
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_killed_mid_conversion_leaves_no_output(tmp_path, sig):
+    """The signal comes once the child says it is mid-write (a progress call: the output open, some
+    bytes written, more to come), and the child stays there until the signal ends it.  SIGINT is
+    Python's KeyboardInterrupt in the child even where this run inherited it ignored (a shell's
+    background job does), and the child waits in short sleeps, so that the interrupt is raised
+    whichever of its threads the signal reaches."""
     src = write_synthetic_model(tmp_path / "a.gguf", "llama", "f32")
     h = hashlib.sha256(src.read_bytes()).hexdigest()
     before = set(os.listdir(tmp_path))
     script = textwrap.dedent(f"""
-        import sys, time
+        import signal, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from pylowbit.convert import convert
         def progress(done, total, name):
-            print("WRITING", flush=True)
-            time.sleep(30)  # stay mid-write until killed
+            print("WRITING", done, total, flush=True)
+            while True:  # mid-write until the signal
+                time.sleep(0.01)
         convert({str(src)!r}, {str(tmp_path / 'out.gguf')!r}, "q2_0", progress=progress)
     """)
-    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path.parent)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=tmp_path.parent)
     try:
-        assert p.stdout.readline().strip() == "WRITING"
+        word, done, total = first_line(p).split()
+        assert word == "WRITING" and 0 < int(done) < int(total)
+        assert not (tmp_path / "out.gguf").exists()  # the output has no name while it is written
         p.send_signal(sig)
-        p.wait(timeout=30)
+        _, err = p.communicate(timeout=HANG_GUARD_S)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode != 0
+            p.communicate()
+    # killed by the signal (an uncaught KeyboardInterrupt ends Python by SIGINT)
+    assert p.returncode == -sig, err
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in err
     assert not (tmp_path / "out.gguf").exists()
     if sys.platform.startswith("linux") or sig == signal.SIGINT:
         # Linux: the output is an O_TMPFILE until complete, so not even a temporary file remains

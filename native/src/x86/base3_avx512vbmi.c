@@ -201,38 +201,44 @@ static void tables_init(void) {
     pf_base3 = lowbit_cpu_is_intel() ? LOWBIT_PF_BASE3_INTEL : 0;
 }
 
-void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                           float *y) {
+/* The tables and instances of one call (one set and two at a time): the walks' ctx */
+typedef struct {
+    b3_tables T;
+    rows16_fn *one, *two;
+} b3_call;
+
+static b3_call b3_call_for(const lowbit_matrix *m) {
     lowbit_once_run(&g_tables_once, tables_init);
-    if (r1 > m->rows) r1 = m->rows;
-    const b3_tables T = tables_load();
-    const int64_t lim[4] = {r0, r1, r0, r1};
-    rows16_fn *const run = rows16_for(1, m);
-    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
-        const int64_t Rs[2] = {R, R};
-        run(m, Rs, lim, a, &T, y);
-    }
+    return (b3_call){tables_load(), rows16_for(1, m), rows16_for(2, m)};
 }
 
-/* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
- * (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row set run
- * one after the other. */
+static inline void b3_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+                          const int64_t lim[4], const lowbit_act *a, float *y) {
+    const b3_call *C = ctx;
+    C->one(m, R, lim, a, &C->T, y);
+}
+
+static inline void b3_two(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+                          const int64_t lim[4], const lowbit_act *a, float *y) {
+    const b3_call *C = ctx;
+    C->two(m, R, lim, a, &C->T, y);
+}
+
+static void b3_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                    const lowbit_act *a, float *y) {
+    sets16_range(b3_one, ctx, m, r0, r1, a, y);
+}
+
+void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
+    const b3_call C = b3_call_for(m);
+    b3_rows(&C, m, r0, r1, a, y);
+}
+
 void base3_gemv_pair_avx512vbmi(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                 int64_t b1, const lowbit_act *a, float *y) {
-    if (a0 % 16 || b0 % 16) {
-        base3_gemv_avx512vbmi(m, a0, a1, a, y);
-        base3_gemv_avx512vbmi(m, b0, b1, a, y);
-        return;
-    }
-    lowbit_once_run(&g_tables_once, tables_init);
-    const b3_tables T = tables_load();
-    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
-    rows16_fn *const run = rows16_for(2, m);
-    for (int64_t k = 0; k < npair; k++) {
-        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
-        run(m, Rs, lim, a, &T, y);
-    }
-    base3_gemv_avx512vbmi(m, a0 + 16 * npair, a1, a, y);
+    const b3_call C = b3_call_for(m);
+    sets16_pair(b3_two, b3_rows, &C, m, a0, a1, b0, b1, a, y);
 }
 
 /* ---- the GEMM: rows decoded into the 2-bit layout ---------------------------------------------

@@ -6,6 +6,7 @@
 
 #include "../internal.h"
 #include "avx512_reduce.h"
+#include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -343,8 +344,10 @@ AI void r16_sets(const int NS, const int SH, const int FAST, const lowbit_matrix
     }
 }
 
-AI void r16_step(const int NS, const q32_call *C, const lowbit_matrix *m, const int64_t R[2],
-                 const lowbit_act *a, const int64_t lim[4], float *y) {
+/* The walks' steps (sets16-inl.h), ctx the call's q32_call */
+AI void r16_step(const int NS, const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+                 const int64_t lim[4], const lowbit_act *a, float *y) {
+    const q32_call *C = ctx;
     if (m->qk == 64 && C->fast)
         r16_sets(NS, 6, 1, m, R, a, &C->T, lim, y);
     else if (m->qk == 64)
@@ -353,38 +356,31 @@ AI void r16_step(const int NS, const q32_call *C, const lowbit_matrix *m, const 
         r16_sets(NS, 7, 0, m, R, a, &C->T, lim, y);
 }
 
-static void r16_range(const q32_call *C, const lowbit_matrix *m, int64_t r0, int64_t r1,
-                      const lowbit_act *a, float *y) {
-    const int64_t lim[4] = {r0, r1, r0, r1};
-    for (int64_t R = r0 / 16; R * 16 < r1 && R * 16 < m->rows; R++) {
-        const int64_t Rs[2] = {R, R};
-        r16_step(1, C, m, Rs, a, lim, y);
-    }
+AI void r16_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                const lowbit_act *a, float *y) {
+    r16_step(1, ctx, m, R, lim, a, y);
+}
+
+AI void r16_two(const void *ctx, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
+                const lowbit_act *a, float *y) {
+    r16_step(2, ctx, m, R, lim, a, y);
+}
+
+static void r16_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                     const lowbit_act *a, float *y) {
+    sets16_range(r16_one, ctx, m, r0, r1, a, y);
 }
 
 void rows16_gemv32_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                               float *y) {
     q32_call C;
     C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
-    r16_range(&C, m, r0, r1, a, y);
+    r16_rows(&C, m, r0, r1, a, y);
 }
 
-/* Row set k of range A with row set k of range B, far apart, as one step: two runs of memory side
- * by side (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row
- * set, or A shorter than B, run one after the other. */
 void rows16_gemv_pair32_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                    int64_t b1, const lowbit_act *a, float *y) {
     q32_call C;
     C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
-    if (a0 % 16 || b0 % 16 || a1 - a0 < b1 - b0) {
-        r16_range(&C, m, a0, a1, a, y);
-        r16_range(&C, m, b0, b1, a, y);
-        return;
-    }
-    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
-    for (int64_t k = 0; k < npair; k++) {
-        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
-        r16_step(2, &C, m, Rs, a, lim, y);
-    }
-    if (a0 + 16 * npair < a1) r16_range(&C, m, a0 + 16 * npair, a1, a, y);
+    sets16_pair(r16_two, r16_rows, &C, m, a0, a1, b0, b1, a, y);
 }

@@ -110,34 +110,37 @@ static sets16_fn *sets16_for(int NS) {
     return BY[lowbit_cpu_intel != 0][NS == 2];
 }
 
-void rows16_gemv128_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                              float *y) {
-    if (r1 > m->rows) r1 = m->rows;
-    const int64_t lim[4] = {r0, r1, r0, r1};
-    sets16_fn *const run = sets16_for(1);
-    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
-        const int64_t Rs[2] = {R, R};
-        run(m, Rs, lim, a, y);
-    }
+/* The group-128 instances of one call, a set (one) and two sets (two) at a time: the ctx of the
+ * walks' steps and range (sets16-inl.h) */
+typedef struct {
+    sets16_fn *one, *two;
+} g128_call;
+
+static inline void g128_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+                            const int64_t lim[4], const lowbit_act *a, float *y) {
+    ((const g128_call *)ctx)->one(m, R, lim, a, y);
 }
 
-/* Row set k of range A with row set k of range B, far apart: two runs of memory side by side
- * (kernel_table.h, the pair role); A's rows past B's alone.  Ranges not starting on a row set run
- * one after the other. */
+static inline void g128_two(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+                            const int64_t lim[4], const lowbit_act *a, float *y) {
+    ((const g128_call *)ctx)->two(m, R, lim, a, y);
+}
+
+static void g128_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                      const lowbit_act *a, float *y) {
+    sets16_range(g128_one, ctx, m, r0, r1, a, y);
+}
+
+void rows16_gemv128_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    const g128_call C = {sets16_for(1), NULL};
+    g128_rows(&C, m, r0, r1, a, y);
+}
+
 void rows16_gemv_pair128_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                    int64_t b1, const lowbit_act *a, float *y) {
-    if (a0 % 16 || b0 % 16) {
-        rows16_gemv128_avx512vnni(m, a0, a1, a, y);
-        rows16_gemv128_avx512vnni(m, b0, b1, a, y);
-        return;
-    }
-    const int64_t npair = (b1 - b0 + 15) / 16, lim[4] = {a0, a1, b0, b1};
-    sets16_fn *const run = sets16_for(2);
-    for (int64_t k = 0; k < npair; k++) {
-        const int64_t Rs[2] = {a0 / 16 + k, b0 / 16 + k};
-        run(m, Rs, lim, a, y);
-    }
-    rows16_gemv128_avx512vnni(m, a0 + 16 * npair, a1, a, y);
+    const g128_call C = {sets16_for(1), sets16_for(2)};
+    sets16_pair(g128_two, g128_rows, &C, m, a0, a1, b0, b1, a, y);
 }
 
 /* ---- the GEMM ---------------------------------------------------------------------------------- */
