@@ -29,9 +29,13 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of both lines of each tile this far ahead in its run, into L2, on Intel (the
- * same choice as the 2-bit 8-row kernels, packed_avx512vnni.c). */
+ * same choice as the 2-bit 8-row kernels, packed_avx512vnni.c), and LOWBIT_PF_BASE3_NEAR ahead
+ * into L1: with the L2 prefetch alone the decode waited on L2 (docs/PERFORMANCE.md#weight-slabs). */
 #ifndef LOWBIT_PF_BASE3_INTEL
 #define LOWBIT_PF_BASE3_INTEL 16384
+#endif
+#ifndef LOWBIT_PF_BASE3_NEAR
+#define LOWBIT_PF_BASE3_NEAR 1024
 #endif
 static int pf_base3; /* 0 or LOWBIT_PF_BASE3_INTEL */
 
@@ -89,7 +93,10 @@ AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[
         const int ac = j % NA;
 #pragma GCC unroll 2
         for (int s = 0; s < NS; s++) {
-            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            if (PF) {
+                _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+                _mm_prefetch((const char *)(t[s] + 64 * j + LOWBIT_PF_BASE3_NEAR), _MM_HINT_T0);
+            }
             __m512i c, t84;
             decode64_gemv(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t84);
 #pragma GCC unroll 4
