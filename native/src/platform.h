@@ -42,7 +42,6 @@ void lowbit_free_pages(void *p, size_t n);
  * lowbit_weights_free(p, n), given the same n. */
 void *lowbit_weights_alloc(size_t n);
 void lowbit_weights_free(void *p, size_t n);
-size_t lowbit_weights_mapped(void); /* bytes of slabs mapped now (0 where there are none) */
 
 /* ---- CPU count and time ------------------------------------------------------------------- */
 

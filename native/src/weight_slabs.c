@@ -108,18 +108,9 @@ void lowbit_weights_free(void *p, size_t n) {
     lowbit_mutex_unlock(&g_lock);
 }
 
-size_t lowbit_weights_mapped(void) {
-    size_t n = 0;
-    lowbit_mutex_lock(&g_lock);
-    for (const slab *s = g_slabs; s; s = s->next) n += s->size;
-    lowbit_mutex_unlock(&g_lock);
-    return n;
-}
-
 #else
 
 void *lowbit_weights_alloc(size_t n) { return lowbit_alloc_pages(n); }
 void lowbit_weights_free(void *p, size_t n) { lowbit_free_pages(p, n); }
-size_t lowbit_weights_mapped(void) { return 0; }
 
 #endif
