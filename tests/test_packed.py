@@ -198,14 +198,15 @@ def _rss_bytes() -> int:
 @pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0"])
 def test_packed_matrices_keep_their_values_and_give_memory_back(fmt):
     """Matrices packed one after another share the library's huge-page slabs (weight_slabs.c):
-    each keeps its values while its neighbours are freed (a freed matrix's whole huge pages go back
-    to the system at once, the pages it shares with a neighbour stay), and on Linux freeing them
-    all gives their memory back."""
+    each keeps its values while its neighbours are freed, and on Linux a freed matrix's memory goes
+    back to the system at once but for the huge pages it shares with a neighbour (other tests'
+    matrices may live in the same slab, so it is not unmapped)."""
     rng = np.random.default_rng(5)
-    ws = [random_code_weights(fmt, 2048 + 16 * k, 5632, seed=k) for k in range(6)]
+    ws = [random_code_weights(fmt, 8192 + 16 * k, 5632, seed=k) for k in range(6)]
     x = rng.standard_normal(5632).astype(np.float32)
     refs = [w.gemv(x) for w in ws]  # the file layout's kernels
     linux = sys.platform.startswith("linux")
+    shared = 2 * (2 << 20) * len(ws)  # at most two shared huge pages a matrix
     rss0 = _rss_bytes() if linux else 0
     packed = [w.pack() for w in ws]
     total = sum(p.packed_nbytes for p in packed)
@@ -217,5 +218,5 @@ def test_packed_matrices_keep_their_values_and_give_memory_back(fmt):
                 np.testing.assert_array_equal(p.gemv(x), refs[k], err_msg=f"matrix {k}, {gone} freed")
     packed = None
     if linux:
-        assert rss1 - rss0 >= 0.9 * total  # packing made them resident
-        assert rss1 - _rss_bytes() >= 0.9 * total  # and freeing gave all of it back
+        assert rss1 - rss0 >= total - shared  # packing made them resident
+        assert rss1 - _rss_bytes() >= total - shared  # and freeing gave it back

@@ -7,8 +7,9 @@
  * of a stream read once per token.  In a slab, matrices packed one after another lie one after
  * another, all in huge pages (docs/PERFORMANCE.md#weight-slabs).
  *
- * A slab is returned to the system when its last matrix is freed; a freed matrix's space is reused
- * if it was the last one handed out, else its whole huge pages go back to the system at once.
+ * A slab is returned to the system when its last matrix is freed; otherwise a freed matrix's whole
+ * huge pages go back to the system at once, and its space is reused if it was the last one handed
+ * out.
  * Elsewhere (and for small matrices, where unit tests pack thousands) lowbit_alloc_pages as is. */
 #include <stdlib.h>
 
@@ -16,6 +17,25 @@
 #include "platform.h"
 
 #define WEIGHTS_MIN ((size_t)64 << 10)
+
+/* Under AddressSanitizer a slab's memory outside its live matrices is poisoned and each matrix is
+ * followed by a redzone, so that a kernel reading past its matrix is caught as it would be in
+ * memory of its own. */
+#if defined(__SANITIZE_ADDRESS__)
+#define LOWBIT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOWBIT_ASAN 1
+#endif
+#endif
+#if defined(LOWBIT_ASAN)
+#include <sanitizer/asan_interface.h>
+#define REDZONE 64
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define REDZONE 0
+#endif
 
 #if defined(LOWBIT_LINUX)
 #include <sys/mman.h>
@@ -57,6 +77,7 @@ static slab *slab_new(size_t need) {
     if (base > raw) munmap(raw, (size_t)(base - raw));
     if (raw + HUGE_PAGE > base) munmap(base + size, (size_t)(raw + HUGE_PAGE - base));
     (void)madvise(base, size, MADV_HUGEPAGE); /* a hint: refused is fine */
+    ASAN_POISON_MEMORY_REGION(base, size);
     *s = (slab){NULL, base, size, 0, 0};
     return s;
 }
@@ -64,7 +85,7 @@ static slab *slab_new(size_t need) {
 void *lowbit_weights_alloc(size_t n) {
     if (n < WEIGHTS_MIN) return lowbit_alloc_pages(n);
     lowbit_once_run(&g_fork_once, register_atfork);
-    const size_t need = round_up(n, 64);
+    const size_t need = round_up(n + REDZONE, 64);
     void *p = NULL;
     lowbit_mutex_lock(&g_lock);
     slab *s = g_slabs;
@@ -77,6 +98,7 @@ void *lowbit_weights_alloc(size_t n) {
         p = s->base + s->used;
         s->used += need;
         s->live++;
+        ASAN_UNPOISON_MEMORY_REGION(p, n);
     }
     lowbit_mutex_unlock(&g_lock);
     return p;
@@ -89,21 +111,23 @@ void lowbit_weights_free(void *p, size_t n) {
         return;
     }
     char *const c = (char *)p;
-    const size_t need = round_up(n, 64);
+    const size_t need = round_up(n + REDZONE, 64);
     lowbit_mutex_lock(&g_lock);
     slab **link = &g_slabs;
     while (*link && !(c >= (*link)->base && c < (*link)->base + (*link)->size)) link = &(*link)->next;
     slab *s = *link;
+    if (s) ASAN_POISON_MEMORY_REGION(c, need);
     if (s && --s->live == 0) {
         *link = s->next;
+        ASAN_UNPOISON_MEMORY_REGION(s->base, s->size); /* the shadow of memory given back */
         munmap(s->base, s->size);
         free(s);
-    } else if (s && c + need == s->base + s->used) {
-        s->used -= need; /* the last one handed out: its space serves the next */
     } else if (s) {
+        /* its whole huge pages back to the system; those it shares with a neighbour stay */
         char *lo = (char *)round_up((size_t)(uintptr_t)c, HUGE_PAGE);
         char *hi = s->base + (size_t)(c + need - s->base) / HUGE_PAGE * HUGE_PAGE;
         if (hi > lo) (void)madvise(lo, (size_t)(hi - lo), MADV_DONTNEED);
+        if (c + need == s->base + s->used) s->used -= need; /* the last one: its space serves the next */
     }
     lowbit_mutex_unlock(&g_lock);
 }
