@@ -1,7 +1,7 @@
 /* Memory for packed matrices (platform.h, lowbit_weights_alloc).
  *
- * On Linux a matrix of WEIGHTS_MIN bytes or more is carved out of a shared slab: 2 MB-aligned
- * anonymous memory with the transparent-huge-page hint, handed out by a bump pointer.  A matrix
+ * On Linux a matrix of WEIGHTS_MIN bytes or more is carved out of a shared slab (lowbit_alloc_pages'
+ * 2 MB-aligned memory with the transparent-huge-page hint), handed out by a bump pointer.  A matrix
  * allocated alone gets huge pages only for the 2 MB-aligned part of it (none below 2 MB): a
  * model's attention matrices and the tails of the others sat in 4 KB pages, a TLB miss every 4 KB
  * of a stream read once per token.  In a slab, matrices packed one after another lie one after
@@ -38,7 +38,7 @@
 #endif
 
 #if defined(LOWBIT_LINUX)
-#include <sys/mman.h>
+#include <sys/mman.h> /* madvise */
 
 #define HUGE_PAGE ((size_t)2 << 20)
 #define SLAB_BYTES ((size_t)256 << 20)
@@ -61,22 +61,15 @@ static void register_atfork(void) { lowbit_on_fork_child(after_fork_child); }
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* A slab of at least `need` bytes, or NULL */
+/* A slab of at least `need` bytes, or NULL: lowbit_alloc_pages' 2 MB-aligned huge-page memory */
 static slab *slab_new(size_t need) {
     const size_t size = need > SLAB_BYTES ? round_up(need, HUGE_PAGE) : SLAB_BYTES;
     slab *s = (slab *)malloc(sizeof *s);
-    if (!s) return NULL;
-    char *raw = (char *)mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
+    char *base = s ? (char *)lowbit_alloc_pages(size) : NULL;
+    if (!base) {
         free(s);
         return NULL;
     }
-    /* keep the 2 MB-aligned `size` bytes inside, unmap the rest */
-    char *base = (char *)round_up((size_t)(uintptr_t)raw, HUGE_PAGE);
-    if (base > raw) munmap(raw, (size_t)(base - raw));
-    if (raw + HUGE_PAGE > base) munmap(base + size, (size_t)(raw + HUGE_PAGE - base));
-    (void)madvise(base, size, MADV_HUGEPAGE); /* a hint: refused is fine */
     ASAN_POISON_MEMORY_REGION(base, size);
     *s = (slab){NULL, base, size, 0, 0};
     return s;
@@ -120,7 +113,7 @@ void lowbit_weights_free(void *p, size_t n) {
     if (s && --s->live == 0) {
         *link = s->next;
         ASAN_UNPOISON_MEMORY_REGION(s->base, s->size); /* the shadow of memory given back */
-        munmap(s->base, s->size);
+        lowbit_free_pages(s->base, s->size);
         free(s);
     } else if (s) {
         /* its whole huge pages back to the system; those it shares with a neighbour stay */
