@@ -88,17 +88,25 @@ AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
 AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
                const int8_t *const q[5], const b3_tables *T, __m512i P[2][5][2]) {
     const int NA = NA_OF(NS);
+    /* Each set's base as an opaque register: the prefetches and loads then address it with a
+     * displacement, where gcc otherwise keeps an induction variable per address (more than there
+     * are registers: spilled, and moved back through vector ports). */
+    const uint8_t *b[2];
+    for (int s = 0; s < NS; s++) {
+        b[s] = t[s];
+        __asm__("" : "+r"(b[s]));
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const int ac = j % NA;
 #pragma GCC unroll 2
         for (int s = 0; s < NS; s++) {
             if (PF) {
-                _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
-                _mm_prefetch((const char *)(t[s] + 64 * j + LOWBIT_PF_BASE3_NEAR), _MM_HINT_T0);
+                _mm_prefetch((const char *)(b[s] + 64 * j + PF), _MM_HINT_T1);
+                _mm_prefetch((const char *)(b[s] + 64 * j + LOWBIT_PF_BASE3_NEAR), _MM_HINT_T0);
             }
             __m512i c, t84;
-            decode64_gemv(_mm512_loadu_si512(t[s] + 64 * j), T, &c, &t84);
+            decode64_gemv(_mm512_loadu_si512(b[s] + 64 * j), T, &c, &t84);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
                 P[s][k][ac] = _mm512_dpbusd_epi32(
