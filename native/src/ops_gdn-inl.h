@@ -68,9 +68,41 @@ static inline float gdn_dot(const float *restrict a, const float *restrict b, in
  * in tap order; then state[c] = the last K - 1 entries of win_c.  Channels in blocks so that the
  * taps of a block are summed across channels (vectorized over c). */
 #define GDN_CONV_BLOCK 64
+
+/* One token with the model's four taps (a decode step): the same sums channel by channel, each
+ * channel's taps and state contiguous, which the compiler vectorizes across channels with AVX2
+ * permutes (the general loop's strided tap reads it does not).  Only with AVX2 or later: the
+ * baseline x86 build's deinterleave of those strides ran slower than the general loop
+ * (docs/PERFORMANCE.md#conv-one-token). */
+#ifdef __AVX2__
+static inline void gdn_ssm_conv1_k4(const float *restrict x, const float *restrict w,
+                                    float *restrict state, int64_t C, float *restrict out) {
+    for (int64_t c = 0; c < C; c++) {
+        const float *wc = w + 4 * c;
+        float *sc = state + 3 * c;
+        const float s0 = sc[0], s1 = sc[1], s2 = sc[2], xc = x[c];
+        float acc = 0;
+        acc += wc[0] * s0;
+        acc += wc[1] * s1;
+        acc += wc[2] * s2;
+        acc += wc[3] * xc;
+        out[c] = ops_silu(acc);
+        sc[0] = s1;
+        sc[1] = s2;
+        sc[2] = xc;
+    }
+}
+#endif
+
 static inline void gdn_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C,
                                 int64_t K, float *out) {
     const int64_t Ks = K - 1;
+#ifdef __AVX2__
+    if (T == 1 && K == 4) {
+        gdn_ssm_conv1_k4(x, w, state, C, out);
+        return;
+    }
+#endif
     for (int64_t c0 = 0; c0 < C; c0 += GDN_CONV_BLOCK) {
         const int64_t nc = C - c0 < GDN_CONV_BLOCK ? C - c0 : GDN_CONV_BLOCK;
         for (int64_t t = 0; t < T; t++) {

@@ -66,8 +66,8 @@ LOWBIT_API int lowbit_add(const float *a, const float *b, int64_t n, float *out)
 /* Causal depthwise conv + SiLU.  x: (T, C) raw inputs; w: (C, K), tap K - 1 multiplies the current
  * input; state: (C, K - 1) the previous K - 1 inputs per channel, oldest first (zeros for a new
  * sequence), updated to the last K - 1 of them (also for T < K - 1).  out: (T, C),
- * out[t, c] = silu(sum_i w[c, i] * win_c[t + i]) with win_c = state[c, :] then x[:, c].  out must
- * not overlap x, w or state. */
+ * out[t, c] = silu(sum_i w[c, i] * win_c[t + i]) with win_c = state[c, :] then x[:, c].  None of
+ * out, state and x / w may overlap. */
 LOWBIT_API int lowbit_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C,
                                int64_t K, float *out);
 
