@@ -1,0 +1,123 @@
+"""Decode speed of two liblowbit builds side by side on one model file, as roofline shares.
+
+    python bench/ab_decode.py NEW.so BASE.so [-m FILE | --preset P --type T] [-t 2] [-n 8] [-r 12]
+
+Each build runs in a process of its own: a copy of the installed pylowbit package with its
+liblowbit.so replaced (the Python side and the extension modules are the installed ones, so only
+C library changes are compared), the model loaded once.  The processes then take turns, in
+alternating order, generating n tokens each; the read bandwidth is probed right before and after
+every run (in the first process, which idles while the second runs), and a run's share is the
+bytes a token moves (pylowbit.benchmark.bytes_per_token) per second over the better of its two
+probes, as `pylowbit bench` reports it.  On a machine whose bandwidth moves from minute to minute
+only shares taken round by round compare: the medians, and how many rounds each build won, are
+the result.  Both models are resident at once: two 27B files need about 2 x 6 GB.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SERVE = r"""
+import sys, time
+from pathlib import Path
+from pylowbit.model import load_model
+from pylowbit.benchmark import read_bandwidth, probe_buffer, bytes_per_token
+path, threads = Path(sys.argv[1]), int(sys.argv[2])
+buf = probe_buffer(512 << 20)
+m = load_model(path, ctx=64, threads=threads)
+m.forward([5])
+print("ready", bytes_per_token(path), flush=True)
+for line in sys.stdin:
+    cmd = line.split()
+    if cmd[0] == "gen":  # from an empty cache, as pylowbit bench's tg
+        m.reset()
+        t0 = time.perf_counter()
+        for i in range(int(cmd[1])):
+            m.forward([100 + i])
+        print(time.perf_counter() - t0, flush=True)
+    elif cmd[0] == "probe":
+        print(read_bandwidth(threads, reps=2, buf=buf), flush=True)
+    else:
+        break
+"""
+
+
+def package_with(lib: Path, into: Path) -> Path:
+    """A copy of the installed pylowbit package under `into`, its liblowbit.so replaced by lib.
+    The extension modules are copied from wherever they load (an editable install keeps them
+    apart from the sources); they find liblowbit.so beside them."""
+    import importlib
+
+    import pylowbit
+
+    dst = into / "pylowbit"
+    shutil.copytree(Path(pylowbit.__file__).parent, dst,
+                    ignore=shutil.ignore_patterns("__pycache__", "include", "pkgconfig", "*.so"))
+    for mod in ("_lowbit", "_ops", "_fwht", "_capi"):
+        shutil.copy(importlib.import_module(f"pylowbit.{mod}").__file__, dst)
+    shutil.copyfile(lib, dst / "liblowbit.so")
+    return into
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("libs", nargs=2, type=Path, metavar="LIB", help="liblowbit.so of each build")
+    ap.add_argument("-m", "--model", type=Path, help="GGUF file (default: the synthetic --preset)")
+    ap.add_argument("--preset", default="bitnet-2b")
+    ap.add_argument("--type", default="tq1_0")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-n", "--n-gen", type=int, default=8)
+    ap.add_argument("-r", "--rounds", type=int, default=12)
+    args = ap.parse_args()
+    for lib in args.libs:
+        if not lib.is_file():
+            ap.error(f"{lib}: no such file")
+    if args.model is None:
+        from pylowbit.benchmark import synthetic_model
+
+        args.model = synthetic_model(args.preset, args.type)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for k, lib in enumerate(args.libs):
+            root = package_with(lib, Path(tmp) / str(k))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", SERVE, str(args.model), str(args.threads)], cwd=tmp, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(root))))
+        per_token = 0
+        for p in procs:
+            line = p.stdout.readline().split()
+            if not line or line[0] != "ready":
+                print("a build failed to load the model", file=sys.stderr)
+                return 1
+            per_token = int(line[1])
+
+        def ask(p, cmd):
+            p.stdin.write(cmd + "\n")
+            p.stdin.flush()
+            return float(p.stdout.readline())
+
+        shares = [[], []]
+        print(f"{args.model.name}, {args.threads} thread(s), {args.n_gen} tokens a run; share per round:")
+        for r in range(args.rounds):
+            for k in (0, 1) if r % 2 == 0 else (1, 0):
+                before = ask(procs[0], "probe")
+                secs = ask(procs[k], f"gen {args.n_gen}")
+                after = ask(procs[0], "probe")
+                shares[k].append(per_token * args.n_gen / secs / max(before, after))
+            print(f"  {r:3d}  new {shares[0][-1]:.3f}  base {shares[1][-1]:.3f}", flush=True)
+        for p in procs:
+            p.stdin.write("quit\n")
+            p.stdin.flush()
+            p.wait()
+    wins = sum(a > b for a, b in zip(*shares))
+    print(f"median share: new {statistics.median(shares[0]):.3f}, base {statistics.median(shares[1]):.3f}; "
+          f"new ahead in {wins} of {args.rounds} rounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
