@@ -30,11 +30,13 @@ int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k) {
     return (5 * p + 4) * G + uu * 32;
 }
 
-/* Where byte p of unit u of row r sits, and the scale of block b of row r */
-static size_t code_at(const lowbit_matrix *m, int64_t r, int64_t u, int p) {
+/* Where byte p of unit u of row r sits: unit_at(m, r, u) + unit_byte(p); and the scale of block b
+ * of row r */
+static size_t unit_at(const lowbit_matrix *m, int64_t r, int64_t u) {
     const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
-    return (size_t)(((R * m->nunits + u) * 8 + p / 4) * 64 + l * 4 + p % 4);
+    return (size_t)((R * m->nunits + u) * 8 * 64 + l * 4);
 }
+static size_t unit_byte(int p) { return (size_t)(p / 4 * 64 + p % 4); }
 static size_t scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
     const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
     return (size_t)((R * m->nscales + b) * LOWBIT_BASE3_ROWS + l);
@@ -70,10 +72,11 @@ static void period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *
     for (int64_t u = u0; u < u1; u++) {
         int64_t off[5];
         unit_slices(m, p, u, off);
+        const uint8_t *src = m->codes + unit_at(m, r, u);
         for (int k = 0; k < 5; k++) {
             if (off[k] < 0) continue;
             for (int j = 0; j < 32; j++) {
-                const uint8_t v = m->codes[code_at(m, r, u, j)];
+                const uint8_t v = src[unit_byte(j)];
                 const int t4 = v / 84, rest = v - 84 * t4;
                 codes[off[k] + j] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
             }
@@ -84,15 +87,16 @@ static void period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *
 /* The inverse: period p of row r from its codes (a unit's missing plane 4 holds zeros) */
 static void set_period(lowbit_matrix *m, int64_t r, int64_t p, const uint8_t *codes) {
     int64_t u0, u1 = period_units(m, p, &u0);
+    static const uint8_t none[32]; /* a missing plane: zeros */
     for (int64_t u = u0; u < u1; u++) {
         int64_t off[5];
         unit_slices(m, p, u, off);
-        for (int j = 0; j < 32; j++) {
-            int t[5];
-            for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? 0 : codes[off[k] + j];
-            m->codes[code_at(m, r, u, j)] =
-                (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
-        }
+        const uint8_t *t[5];
+        for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? none : codes + off[k];
+        uint8_t *dst = m->codes + unit_at(m, r, u);
+        for (int j = 0; j < 32; j++)
+            dst[unit_byte(j)] =
+                (uint8_t)(84 * t[4][j] + t[0][j] + 3 * t[1][j] + 9 * t[2][j] + 27 * t[3][j]);
     }
 }
 
