@@ -74,12 +74,15 @@ static void pack_group(void *ctx, int64_t rg) {
     const int64_t qk = m->type == LOWBIT_TYPE_I2_S ? 128 : m->qk;
     const int64_t span = qk > 128 ? qk : 128, n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
     uint8_t codes[256];
+    size_t at[32]; /* byte p of a chunk: at[p] past its byte 0, the same for every chunk */
+    for (int p = 0; p < 32; p++)
+        at[p] = lowbit_packed_code_at(m, 0, 0, p) - lowbit_packed_code_at(m, 0, 0, 0);
     for (int64_t r = rg * n; r < (rg + 1) * n && r < m->rows; r++) {
         /* padding rows keep zero codes and zero scales */
         const uint8_t *row = P->w + r * P->row_bytes;
         for (int64_t s0 = 0; s0 < m->cols; s0 += span) {
             const int64_t have = m->cols - s0 < span ? m->cols - s0 : span;
-            memset(codes + have, 0, (size_t)(span - have));
+            if (have < span) memset(codes + have, 0, (size_t)(span - have));
             for (int64_t j = 0; j < have; j += qk) {
                 const int64_t b = (s0 + j) / qk;
                 const uint16_t d = file_block_codes(m->type, row, b, codes + j);
@@ -87,8 +90,9 @@ static void pack_group(void *ctx, int64_t rg) {
             }
             for (int64_t c = s0 / 128; c < (s0 + span) / 128; c++) {
                 const uint8_t *src = codes + 128 * c - s0;
+                uint8_t *dst = m->codes + lowbit_packed_code_at(m, r, c, 0);
                 for (int p = 0; p < 32; p++)
-                    m->codes[lowbit_packed_code_at(m, r, c, p)] =
+                    dst[at[p]] =
                         (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
             }
         }

@@ -132,7 +132,8 @@ static uint8_t *expected_layout(int L, const lowbit_type_facts *f, const uint8_t
                         L == BASE3 ? unit_byte(codes, cols, f->act_group, r, u, p)
                                    : chunk_byte(codes, cols, r, u, p);
             }
-        for (int64_t b = 0; b < nscales; b++) es[(g * nscales + b) * n + i] = scales[r * nscales + b];
+        for (int64_t b = 0; b < nscales; b++)
+            es[(g * nscales + b) * n + i] = scales[r * nscales + b];
     }
     memcpy(e + code_bytes, es, (size_t)(padded * nscales) * 2);
     free(es);
@@ -164,11 +165,12 @@ static void test_type(int type) {
                       "%s %s rows %lld cols %lld: pack %d", lowbit_type_name(type),
                       LAYOUT_NAME[L], (long long)rows, (long long)cols, st);
                 if (m && lowbit_matrix_nbytes(m) == nbytes) {
-                    const int64_t code_bytes = (const uint8_t *)m->scales - m->codes;
+                    const uint8_t *scale_bytes = (const uint8_t *)m->scales;
+                    const int64_t code_bytes = scale_bytes - m->codes;
                     int64_t bad = -1;
                     for (int64_t i = 0; i < nbytes && bad < 0; i++) {
-                        const uint8_t got = i < code_bytes ? m->codes[i]
-                                                           : ((const uint8_t *)m->scales)[i - code_bytes];
+                        const uint8_t got =
+                            i < code_bytes ? m->codes[i] : scale_bytes[i - code_bytes];
                         if (got != want[i]) bad = i;
                     }
                     CHECK(bad < 0, "%s %s rows %lld cols %lld threads %d: byte %lld of %lld",
