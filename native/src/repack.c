@@ -64,33 +64,39 @@ typedef struct {
     int64_t row_bytes;
 } pack_job;
 
-/* One row group (rows16: a row set): decode each file block to codes, write them in canonical
- * chunk bytes where the matrix's 2-bit layout places them. */
+/* One row group (rows16: a row set): decode a row's file blocks a span at a time and write them
+ * in canonical chunk bytes where the matrix's 2-bit layout places them.  A span is one block, or
+ * one chunk for blocks of under 128 weights: whole chunks of at most 256 codes (qk <= 256), but
+ * for a last half chunk whose missing half keeps zero codes. */
 static void pack_group(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
     lowbit_matrix *m = P->m;
     const int64_t qk = m->type == LOWBIT_TYPE_I2_S ? 128 : m->qk;
-    const int64_t nb = m->cols / qk, n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
-    uint8_t row_codes_buf[256];
-    uint8_t *codes = (uint8_t *)malloc((size_t)m->nchunks * 128);
-    if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
+    const int64_t span = qk > 128 ? qk : 128, n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
+    uint8_t codes[256];
+    size_t at[32]; /* byte p of a chunk: at[p] past its byte 0, the same for every chunk */
+    for (int p = 0; p < 32; p++)
+        at[p] = lowbit_packed_code_at(m, 0, 0, p) - lowbit_packed_code_at(m, 0, 0, 0);
     for (int64_t r = rg * n; r < (rg + 1) * n && r < m->rows; r++) {
         /* padding rows keep zero codes and zero scales */
         const uint8_t *row = P->w + r * P->row_bytes;
-        memset(codes, 0, (size_t)m->nchunks * 128);
-        for (int64_t b = 0; b < nb; b++) {
-            uint16_t d = file_block_codes(m->type, row, b, row_codes_buf);
-            memcpy(codes + b * qk, row_codes_buf, (size_t)qk);
-            if (m->nscales) m->scales[lowbit_packed_scale_at(m, r, b)] = d;
-        }
-        for (int64_t c = 0; c < m->nchunks; c++) {
-            const uint8_t *src = codes + 128 * c;
-            for (int p = 0; p < 32; p++)
-                m->codes[lowbit_packed_code_at(m, r, c, p)] =
-                    (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+        for (int64_t s0 = 0; s0 < m->cols; s0 += span) {
+            const int64_t have = m->cols - s0 < span ? m->cols - s0 : span;
+            if (have < span) memset(codes + have, 0, (size_t)(span - have));
+            for (int64_t j = 0; j < have; j += qk) {
+                const int64_t b = (s0 + j) / qk;
+                const uint16_t d = file_block_codes(m->type, row, b, codes + j);
+                if (m->nscales) m->scales[lowbit_packed_scale_at(m, r, b)] = d;
+            }
+            for (int64_t c = s0 / 128; c < (s0 + span) / 128; c++) {
+                const uint8_t *src = codes + 128 * c - s0;
+                uint8_t *dst = m->codes + lowbit_packed_code_at(m, r, c, 0);
+                for (int p = 0; p < 32; p++)
+                    dst[at[p]] =
+                        (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+            }
         }
     }
-    free(codes);
 }
 
 int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {

@@ -30,86 +30,130 @@ int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k) {
     return (5 * p + 4) * G + uu * 32;
 }
 
-/* Where byte p of unit u of row r sits, and the scale of block b of row r */
-static size_t code_at(const lowbit_matrix *m, int64_t r, int64_t u, int p) {
+/* Where byte p of unit u of row r sits: unit_at(m, r, u) + unit_byte(p); and the scale of block b
+ * of row r */
+static size_t unit_at(const lowbit_matrix *m, int64_t r, int64_t u) {
     const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
-    return (size_t)(((R * m->nunits + u) * 8 + p / 4) * 64 + l * 4 + p % 4);
+    return (size_t)((R * m->nunits + u) * 8 * 64 + l * 4);
 }
+static size_t unit_byte(int p) { return (size_t)(p / 4 * 64 + p % 4); }
 static size_t scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
     const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
     return (size_t)((R * m->nscales + b) * LOWBIT_BASE3_ROWS + l);
 }
 
-/* Codes (0..2) of row r in weight order from the dense layout */
-static void row_codes(const lowbit_matrix *m, int64_t r, uint8_t *codes) {
-    static const uint8_t pow3[4] = {1, 3, 9, 27};
+/* A period: the 5 groups (the tail: the last ng % 5) whose codes units [p S, (p + 1) S) hold
+ * (lowbit_base3_slice); G <= 256 bounds its codes.  Group = scale block in both formats. */
+#define PERIOD_MAX_CODES (5 * 256)
+
+static int64_t n_periods(const lowbit_matrix *m) { return (m->cols / m->group + 4) / 5; }
+
+/* Units [*u0, returned) of period p */
+static int64_t period_units(const lowbit_matrix *m, int64_t p, int64_t *u0) {
+    const int64_t S = m->group / 32, u1 = (p + 1) * S;
+    *u0 = p * S;
+    return u1 < m->nunits ? u1 : m->nunits;
+}
+
+/* Where in its period's codes plane k of unit u of period p starts, -1 if the unit has none */
+static void unit_slices(const lowbit_matrix *m, int64_t p, int64_t u, int64_t off[5]) {
     const int64_t G = m->group, ng = m->cols / G;
-    for (int64_t u = 0; u < m->nunits; u++)
+    for (int k = 0; k < 5; k++) {
+        const int64_t o = lowbit_base3_slice(G, ng, u, k);
+        off[k] = o < 0 ? -1 : o - 5 * p * G;
+    }
+}
+
+/* Codes (0..2) of period p of row r in weight order, codes[j] weight 5 p G + j: the period's
+ * groups times G of them */
+static void period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *codes) {
+    static const uint8_t pow3[4] = {1, 3, 9, 27};
+    int64_t u0, u1 = period_units(m, p, &u0);
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t off[5];
+        unit_slices(m, p, u, off);
+        const uint8_t *src = m->codes + unit_at(m, r, u);
         for (int k = 0; k < 5; k++) {
-            const int64_t off = lowbit_base3_slice(G, ng, u, k);
-            if (off < 0) continue;
-            for (int p = 0; p < 32; p++) {
-                const uint8_t v = m->codes[code_at(m, r, u, p)];
+            if (off[k] < 0) continue;
+            for (int j = 0; j < 32; j++) {
+                const uint8_t v = src[unit_byte(j)];
                 const int t4 = v / 84, rest = v - 84 * t4;
-                codes[off + p] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
+                codes[off[k] + j] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
             }
         }
+    }
+}
+
+/* The inverse: period p of row r from its codes (a unit's missing plane 4 holds zeros) */
+static void set_period(lowbit_matrix *m, int64_t r, int64_t p, const uint8_t *codes) {
+    int64_t u0, u1 = period_units(m, p, &u0);
+    static const uint8_t none[32]; /* a missing plane: zeros */
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t off[5];
+        unit_slices(m, p, u, off);
+        const uint8_t *t[5];
+        for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? none : codes + off[k];
+        uint8_t *dst = m->codes + unit_at(m, r, u);
+        for (int j = 0; j < 32; j++)
+            dst[unit_byte(j)] =
+                (uint8_t)(84 * t[4][j] + t[0][j] + 3 * t[1][j] + 9 * t[2][j] + 27 * t[3][j]);
+    }
+}
+
+/* Groups [5 p, returned) of period p */
+static int64_t period_groups_end(const lowbit_matrix *m, int64_t p) {
+    const int64_t ng = m->cols / m->group;
+    return 5 * p + 5 < ng ? 5 * p + 5 : ng;
 }
 
 void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R) {
-    const int64_t G = m->group, ng = m->cols / G, qk = m->qk;
-    uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
-    if (!codes) return; /* cannot happen in practice (a few KB); the matrix keeps zero codes */
+    const int64_t qk = m->qk;
+    uint8_t codes[PERIOD_MAX_CODES];
     for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {
         const int64_t r = R * LOWBIT_BASE3_ROWS + l;
         if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
         const uint8_t *row = w + r * row_bytes;
-        for (int64_t b = 0; b < m->nscales; b++) {
-            uint16_t d;
-            if (m->type == LOWBIT_TYPE_TQ1_0) {
-                const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
-                lowbit_base3_codes(256, blk->qs, blk->qh, codes + b * qk);
-                d = blk->d;
-            } else {
-                const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
-                lowbit_base3_codes(128, blk->qs, blk->qh, codes + b * qk);
-                d = blk->d;
+        for (int64_t p = 0; p < n_periods(m); p++) {
+            for (int64_t b = 5 * p; b < period_groups_end(m, p); b++) {
+                uint8_t *dst = codes + (b - 5 * p) * qk;
+                uint16_t d;
+                if (m->type == LOWBIT_TYPE_TQ1_0) {
+                    const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
+                    lowbit_base3_codes(256, blk->qs, blk->qh, dst);
+                    d = blk->d;
+                } else {
+                    const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
+                    lowbit_base3_codes(128, blk->qs, blk->qh, dst);
+                    d = blk->d;
+                }
+                m->scales[scale_at(m, r, b)] = d;
             }
-            m->scales[scale_at(m, r, b)] = d;
-        }
-        for (int64_t u = 0; u < m->nunits; u++) {
-            int64_t off[5];
-            for (int k = 0; k < 5; k++) off[k] = lowbit_base3_slice(G, ng, u, k);
-            for (int p = 0; p < 32; p++) {
-                int t[5];
-                for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? 0 : codes[off[k] + p];
-                m->codes[code_at(m, r, u, p)] =
-                    (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
-            }
+            set_period(m, r, p, codes);
         }
     }
-    free(codes);
 }
 
 void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     const int64_t G = m->group;
-    uint8_t *codes = (uint8_t *)malloc((size_t)m->cols);
-    if (!codes) return; /* a few KB */
+    uint8_t codes[PERIOD_MAX_CODES];
     for (int64_t r = r0; r < r1 && r < m->rows; r++) {
-        row_codes(m, r, codes);
         float acc = 0.0f;
-        for (int64_t g = 0; g < m->cols / G; g++) {
-            /* one scale block per group (group = block for both formats) */
-            const float dw = lowbit_fp16_to_fp32(m->scales[scale_at(m, r, g)]);
-            int32_t isum = 0;
-            for (int64_t j = g * G; j < (g + 1) * G; j++) isum += codes[j] * a->q[j];
-            isum -= a->s[g]; /* the +1 code offset */
-            acc += (float)isum * (dw * a->d[g]);
+        for (int64_t p = 0; p < n_periods(m); p++) {
+            period_codes(m, r, p, codes);
+            for (int64_t g = 5 * p; g < period_groups_end(m, p); g++) {
+                /* one scale block per group */
+                const float dw = lowbit_fp16_to_fp32(m->scales[scale_at(m, r, g)]);
+                const uint8_t *c = codes + (g - 5 * p) * G;
+                const int8_t *q = a->q + g * G;
+                int32_t isum = 0;
+                for (int64_t j = 0; j < G; j++) isum += c[j] * q[j];
+                isum -= a->s[g]; /* the +1 code offset */
+                acc += (float)isum * (dw * a->d[g]);
+            }
         }
         y[r] = acc;
     }
-    free(codes);
 }
 
 void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
@@ -119,22 +163,24 @@ void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 
 void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
                              uint16_t *sdst) {
-    uint8_t *codes = (uint8_t *)calloc((size_t)m->nchunks * 128, 1);
-    if (!codes) return; /* a few KB */
+    const int64_t G = m->group; /* a multiple of 128: a period is whole chunks */
+    uint8_t codes[PERIOD_MAX_CODES];
     for (int64_t g = 0; g < nrg; g++)
         for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
             const int64_t r = (rg0 + g) * LOWBIT_PACK_ROWS + i;
-            row_codes(m, r, codes);
             for (int64_t b = 0; b < m->nscales; b++)
                 sdst[(g * m->nscales + b) * LOWBIT_PACK_ROWS + i] = m->scales[scale_at(m, r, b)];
-            for (int64_t c = 0; c < m->nchunks; c++) {
-                uint8_t *d = dst + ((g * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
-                const uint8_t *src = codes + 128 * c;
-                for (int p = 0; p < 32; p++)
-                    d[p] = (uint8_t)(src[p] | src[p + 32] << 2 | src[p + 64] << 4 | src[p + 96] << 6);
+            for (int64_t p = 0; p < n_periods(m); p++) {
+                period_codes(m, r, p, codes);
+                for (int64_t c = 5 * p * G / 128; c < period_groups_end(m, p) * G / 128; c++) {
+                    uint8_t *d = dst + ((g * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
+                    const uint8_t *src = codes + 128 * c - 5 * p * G;
+                    for (int j = 0; j < 32; j++)
+                        d[j] = (uint8_t)(src[j] | src[j + 32] << 2 | src[j + 64] << 4 |
+                                         src[j + 96] << 6);
+                }
             }
         }
-    free(codes);
 }
 
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
