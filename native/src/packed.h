@@ -151,8 +151,6 @@ void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
  * dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4] */
 typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
                                        uint8_t *dst, uint16_t *sdst);
-void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
-                             uint16_t *sdst);
 /* A base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the rows' codes
  * decoded by `decode` into a scratch copy; the layout's reference if that memory is not there. */
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,

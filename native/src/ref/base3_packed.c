@@ -161,28 +161,6 @@ void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     for (int64_t b = 0; b < batch; b++) lowbit_base3_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
 }
 
-void lowbit_base3_decode_ref(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
-                             uint16_t *sdst) {
-    const int64_t G = m->group; /* a multiple of 128: a period is whole chunks */
-    uint8_t codes[PERIOD_MAX_CODES];
-    for (int64_t g = 0; g < nrg; g++)
-        for (int i = 0; i < LOWBIT_PACK_ROWS; i++) {
-            const int64_t r = (rg0 + g) * LOWBIT_PACK_ROWS + i;
-            for (int64_t b = 0; b < m->nscales; b++)
-                sdst[(g * m->nscales + b) * LOWBIT_PACK_ROWS + i] = m->scales[scale_at(m, r, b)];
-            for (int64_t p = 0; p < n_periods(m); p++) {
-                period_codes(m, r, p, codes);
-                for (int64_t c = 5 * p * G / 128; c < period_groups_end(m, p) * G / 128; c++) {
-                    uint8_t *d = dst + ((g * m->nchunks + c) * LOWBIT_PACK_ROWS + i) * 32;
-                    const uint8_t *src = codes + 128 * c - 5 * p * G;
-                    for (int j = 0; j < 32; j++)
-                        d[j] = (uint8_t)(src[j] | src[j + 32] << 2 | src[j + 64] << 4 |
-                                         src[j + 96] << 6);
-                }
-            }
-        }
-}
-
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
                                void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
                                             const lowbit_act *, int64_t, float *, int64_t),
