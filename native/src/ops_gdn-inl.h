@@ -64,11 +64,6 @@ static inline float gdn_dot(const float *restrict a, const float *restrict b, in
 
 /* ---- conv, norms, gates ------------------------------------------------------------------- */
 
-/* out[t, c] = silu(sum_i w[c, i] * win_c[t + i]), win_c = state[c, :] then x[:, c], the sum from 0
- * in tap order; then state[c] = the last K - 1 entries of win_c.  Channels in blocks so that the
- * taps of a block are summed across channels (vectorized over c). */
-#define GDN_CONV_BLOCK 64
-
 /* One token with the model's four taps (a decode step): the same sums channel by channel, each
  * channel's taps and state contiguous, which the compiler vectorizes across channels with AVX2
  * permutes (the general loop's strided tap reads it does not).  Only with AVX2 or later: the
@@ -94,6 +89,10 @@ static inline void gdn_ssm_conv1_k4(const float *restrict x, const float *restri
 }
 #endif
 
+/* out[t, c] = silu(sum_i w[c, i] * win_c[t + i]), win_c = state[c, :] then x[:, c], the sum from 0
+ * in tap order; then state[c] = the last K - 1 entries of win_c.  Channels in blocks so that the
+ * taps of a block are summed across channels (w and state read at strides of K and K - 1). */
+#define GDN_CONV_BLOCK 64
 static inline void gdn_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C,
                                 int64_t K, float *out) {
     const int64_t Ks = K - 1;
