@@ -96,8 +96,9 @@ def test_run_and_info_show_the_state(files, capsys):
 
 
 def test_decoder_timing_counts_the_recurrent_part_and_changes_no_result(files):
-    """bench/gdn_share.py's timer: the recurrent part's time is positive and below the run's, is
-    reset by each read, stops when disabled, and leaves the logits as they were."""
+    """The decoder's benchmark timer (_ops.decoder_timing): the recurrent part's time is positive
+    and below the run's, is reset by each read, stops when disabled, and leaves the logits as they
+    were."""
     from pylowbit import _ops
 
     m = Model(files["tq2_0"], ctx=64, notice=None)
