@@ -14,6 +14,7 @@ from pylowbit import _fwht, _lowbit
 __all__ = [
     "FormatInfo", "FORMATS", "format_info", "QTensor", "quantize", "dequantize", "gemv", "gemm",
     "quantize_act", "quantize_act_for", "tensor_nbytes", "PackedTensor", "pack", "as_array", "fwht",
+    "fwht_quantize_act",
 ]
 
 
@@ -402,6 +403,19 @@ def fwht(x, *, block=None, normalize=True, signs=None, order="signs-then-rotate"
         x = xa
     return _fwht.fwht(x, block=block, normalize=normalize, signs=signs, order=order, out=out,
                       threads=threads)
+
+
+def fwht_quantize_act(x, block, signs, group, *, out=None):
+    """y = H(signs * x) blockwise (normalized), then A8-quantized: (q int8, d float32, s int32);
+    any array in (see as_array), `out` an optional (q, d, s) of the caller's arrays, returned as
+    given.  The operation itself: pylowbit._fwht.fwht_quantize_act."""
+    if _is_foreign(x):
+        x = as_array(x, "x")
+    if out is not None and isinstance(out, tuple) and any(_is_foreign(o) for o in out):
+        _fwht.fwht_quantize_act(x, block, signs, group, out=tuple(
+            as_array(o, f"out {n}", writeable=True) for o, n in zip(out, "qds")))
+        return out
+    return _fwht.fwht_quantize_act(x, block, signs, group, out=out)
 
 
 def _is_foreign(a) -> bool:

@@ -127,3 +127,16 @@ def test_read_only_out_is_refused():
         w.gemv(np.ones(256, np.float32), out=memoryview(ro))
     with pytest.raises(ValueError, match="read-only"):
         lb.fwht(np.ones(8, np.float32), out=memoryview(ro))
+
+
+def test_fwht_quantize_act_takes_any_array():
+    x = np.random.default_rng(3).standard_normal((2, 256)).astype(np.float32)
+    s = np.where(np.arange(256) % 3, 1.0, -1.0).astype(np.float32)
+    want = lb.fwht_quantize_act(x, 128, s, 128)
+    for got_part, want_part in zip(lb.fwht_quantize_act(DLPackOnly(x), 128, s, 128), want):
+        np.testing.assert_array_equal(got_part, want_part)
+    q, d, sums = np.empty((2, 256), np.int8), np.empty((2, 2), np.float32), np.empty((2, 2), np.int32)
+    out = (DLPackOnly(q), memoryview(d), DLPackOnly(sums))
+    assert lb.fwht_quantize_act(memoryview(x), 128, s, 128, out=out) is out
+    for got_part, want_part in zip((q, d, sums), want):
+        np.testing.assert_array_equal(got_part, want_part)
