@@ -7,6 +7,7 @@ import pytest
 
 import pylowbit as lb
 import pylowbit.jax as lbj
+from pylowbit import _lowbit
 
 FORMATS = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q8_0", "q1_0", "f16", "f32"]
 
@@ -29,6 +30,23 @@ def test_gemv_gemm_in_jit_equal_the_numpy_api(fmt):
     Y = jax.jit(lbj.gemm)(wj, jnp.asarray(X))
     np.testing.assert_array_equal(np.asarray(y), w.gemv(x))
     np.testing.assert_array_equal(np.asarray(Y), w.gemm(X))
+
+
+@pytest.mark.parametrize("fmt", sorted(lb.core.DECODE_ONLY))
+def test_decode_only_formats_equal_the_numpy_api(fmt):
+    # llama.cpp's formats pylowbit multiplies but does not write: random blocks, finite fp16 scales
+    info = lb.format_info(fmt)
+    facts = _lowbit.type_facts(info.type_id)
+    rows, cols = 8, 512
+    nblocks = rows * cols // info.block_size
+    raw = np.random.default_rng(11).integers(0, 256, (nblocks, info.type_size), dtype=np.uint8)
+    for off in (facts["scale_offset"], facts["scale2_offset"]):
+        if off >= 0:
+            raw[:, off:off + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+    w = lb.QTensor(raw.reshape(-1), fmt, (rows, cols))
+    X = _x(2, cols)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lbj.gemm)(lbj.weights(w), jnp.asarray(X))),
+                                  w.gemm(X))
 
 
 def test_qtensor_accepted_directly():
