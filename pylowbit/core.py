@@ -302,6 +302,9 @@ class PackedTensor(QTensor):
 
 def _check_out(out, shape) -> np.ndarray:
     """A numpy view of the caller's `out` (any writeable float32 array, see as_array), checked."""
+    if not isinstance(out, np.ndarray) and not _is_foreign(out):  # a list would be written and lost
+        raise TypeError(f"out must be a float32 array (numpy, DLPack or a buffer), got "
+                        f"{type(out).__name__}")
     arr = as_array(out, "out")
     if arr.dtype != np.float32:
         raise TypeError(f"out must be a float32 array, got dtype {arr.dtype}")

@@ -119,6 +119,11 @@ def test_wrong_dtype_or_shape_is_refused():
         lb.QTensor(DLPackOnly(np.zeros(66, np.float32)), "tq2_0", (1, 256))
 
 
+def test_out_that_is_not_an_array_is_refused():
+    with pytest.raises(TypeError, match="out must be a float32 array .*got list"):
+        _w().gemv(np.ones(256, np.float32), out=[0.0] * 8)
+
+
 def test_read_only_out_is_refused():
     w = _w()
     ro = np.zeros(8, np.float32)
