@@ -68,8 +68,8 @@ def tensor_nbytes(fmt, n: int) -> int:
     return _lowbit.tensor_nbytes(info.type_id, n)
 
 
-# DLPack device types (dlpack.h's DLDeviceType) whose memory the CPU reads in place
-_DLPACK_CPU, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 1, 3, 13
+# DLPack device types (dlpack.h's DLDeviceType); numpy views kDLCPU memory only
+_DLPACK_CPU = 1
 _DLPACK_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
                    9: "VPI", 10: "ROCm", 11: "ROCm host", 12: "ExtDev", 13: "CUDA managed",
                    14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
@@ -138,7 +138,7 @@ def _from_dlpack(a, what: str) -> np.ndarray:
     dev = getattr(a, "__dlpack_device__", None)
     if dev is not None:
         kind, index = (int(v) for v in dev())
-        if kind not in (_DLPACK_CPU, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED):
+        if kind != _DLPACK_CPU:
             name = _DLPACK_DEVICES.get(kind, f"DLPack device type {kind}")
             raise ValueError(f"{what} is on device {name}:{index} ({_describe(a)}); pylowbit "
                              f"computes on the CPU: move it to host memory first (e.g. .cpu())")
