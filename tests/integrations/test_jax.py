@@ -150,3 +150,20 @@ def test_the_handler_refuses_what_tracing_cannot_see():
     s[3] = 0.5  # signs other than +-1: liblowbit's status, raised through XLA
     with pytest.raises(Exception, match="pylowbit fwht"):
         jax.block_until_ready(lbj.fwht(jnp.ones(64, jnp.float32), signs=s))
+
+
+def test_an_array_on_another_device_is_refused():
+    # No GPU here: a stand-in with the one method the check reads (jax.Array.devices).
+    class Gpu:
+        platform = "gpu"
+
+        def __str__(self):
+            return "cuda:0"
+
+    class OnGpu:
+        def devices(self):
+            return {Gpu()}
+
+    with pytest.raises(ValueError, match=r"x is on cuda:0 \(platform gpu\); pylowbit's XLA kernels run on the CPU"):
+        lbj._check_cpu(OnGpu(), "x")
+    lbj._check_cpu(jnp.ones(4), "x")  # a CPU array passes
