@@ -44,15 +44,18 @@ def _register():
 _register()
 
 
-@jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Weights:
     """A weight matrix for pylowbit.jax: `data` (uint8 jax.Array of the GGUF bytes, a pytree leaf),
     `fmt` (format name) and `shape` (rows, cols), the last two static."""
 
     data: jax.Array
-    fmt: str = dataclasses.field(metadata={"static": True})
-    shape: tuple = dataclasses.field(metadata={"static": True})
+    fmt: str
+    shape: tuple
+
+
+# (the explicit field lists: the form every jax since 0.4.38 takes)
+jax.tree_util.register_dataclass(Weights, data_fields=["data"], meta_fields=["fmt", "shape"])
 
 
 def weights(w: QTensor, device=None) -> Weights:
