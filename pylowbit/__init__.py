@@ -10,9 +10,9 @@ import os as _os
 
 from pylowbit import _capi  # noqa: F401  (makes the capsule pylowbit._capi.CAPI importable)
 from pylowbit import _lowbit
-from pylowbit.core import (FORMATS, FormatInfo, PackedTensor, QTensor, dequantize, format_info, gemm,
-                           gemv, pack, packing_pays_off, quantize, quantize_act, quantize_act_for,
-                           tensor_nbytes)
+from pylowbit.core import (FORMATS, FormatInfo, PackedTensor, QTensor, as_array, dequantize,
+                           format_info, fwht, fwht_quantize_act, gemm, gemv, pack, packing_pays_off,
+                           quantize, quantize_act, quantize_act_for, tensor_nbytes)
 
 __version__ = "0.1.0"
 
@@ -25,11 +25,6 @@ set_threads = _lowbit.set_threads
 set_i2s_act_scale = _lowbit.set_i2s_act_scale
 threads_origin = _lowbit.threads_origin  # how get_threads() was chosen, in words
 threads_for_topology = _lowbit.threads_for_topology  # the rule applied to a given sysfs tree
-
-try:  # the Walsh-Hadamard transform lives in its own extension module
-    from pylowbit._fwht import fwht, fwht_quantize_act  # noqa: F401
-except ImportError:  # pragma: no cover - only while the module is being built
-    pass
 
 if _lowbit.isa_env_error():
     # A bad PYLOWBIT_ISA is a user error: refuse it rather than silently running another variant.
