@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 
 import numpy as np
 
@@ -407,36 +408,20 @@ class TextTokenizer:
     def decode(self, ids) -> str:
         return self._decode(ids)
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        if not self.chat_template:
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            template: str | None = None) -> str:
+        """messages rendered by `template` (default: the file's tokenizer.chat_template) as
+        transformers renders a chat template: jinja2 in an immutable sandbox, with bos_token,
+        eos_token, add_generation_prompt and raise_exception."""
+        template = template or self.chat_template
+        if not template:
             raise ModelError("--chat: this file has no tokenizer.chat_template")
         try:
             import jinja2
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
         except ImportError:
             raise ModelError("--chat needs the jinja2 package (pip install jinja2)") from None
-
-        def raise_exception(msg):
-            raise ModelError(f"chat template: {msg}")
-
-        class Sandbox(ImmutableSandboxedEnvironment):
-            # The template comes from the file: no giant string/list repetition or power (the
-            # sandbox already caps range() at 100000).
-            intercepted_binops = frozenset({"*", "**"})
-
-            def call_binop(self, context, operator, left, right):
-                seq, n = (left, right) if isinstance(right, int) else (right, left)
-                if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
-                        and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
-                    raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
-                if operator == "**" and isinstance(right, int) and abs(right) > 1024:
-                    raise ModelError(f"chat template: power {right} is too large")
-                return super().call_binop(context, operator, left, right)
-
-        env = Sandbox(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
         try:
-            tmpl = env.from_string(self.chat_template)
+            tmpl = _compiled_template(template)
             with _deadline(CHAT_TEMPLATE_SECONDS):
                 out = tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                   bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
@@ -450,6 +435,35 @@ class TextTokenizer:
         if len(out) > CHAT_TEMPLATE_MAX_CHARS:
             raise ModelError(f"chat template: rendered {len(out)} characters (limit {CHAT_TEMPLATE_MAX_CHARS})")
         return out
+
+
+def _raise_exception(msg):
+    raise ModelError(f"chat template: {msg}")
+
+
+@lru_cache(maxsize=8)
+def _compiled_template(source: str):
+    """A chat template compiled once (a chat renders it every turn)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Sandbox(ImmutableSandboxedEnvironment):
+        # The template comes from the file: no giant string/list repetition or power (the
+        # sandbox already caps range() at 100000).
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context, operator, left, right):
+            seq, n = (left, right) if isinstance(right, int) else (right, left)
+            if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                    and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
+                raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
+            if operator == "**" and isinstance(right, int) and abs(right) > 1024:
+                raise ModelError(f"chat template: power {right} is too large")
+            return super().call_binop(context, operator, left, right)
+
+    env = Sandbox(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise_exception
+    with _deadline(CHAT_TEMPLATE_SECONDS):  # compiling is bounded too
+        return env.from_string(source)
 
 
 class StreamDecoder:
