@@ -41,8 +41,9 @@ def load(args):
     them (Gemma 3 270M: ~7 MB), and the tokenizer reads the vocabulary from the model's opening of
     the file, so the token strings are indexed once (4 MB for 262k tokens), not once per opening.
     Its construction peak (~200 MB there) passes before the weights are resident, and its garbage
-    lies above the model's allocations instead of under them; release_encoder() returns it.  The
-    built encoder is cached on disk by the file's identity, so a second run reads it instead."""
+    lies above the model's allocations instead of under them; release_encoder() returns it.  What
+    the build derives is cached on disk by the file's identity: a second run of a SentencePiece
+    vocabulary encodes its prompt from the cached vocabulary index, with no build at all."""
     from ..model import Model, TextTokenizer
 
     model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
