@@ -46,6 +46,8 @@ class Worker:
     def __init__(self, llm: LLM, max_queue: int):
         self.llm, self.max_queue = llm, max_queue
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="pylowbit-decode")
+        # templates and tokenization off the event loop, in their own thread: not behind a decode
+        self.prep = ThreadPoolExecutor(1, thread_name_prefix="pylowbit-tokenize")
         self.admitted = 0  # running + waiting; touched on the event loop only
         self.cancels: set[threading.Event] = set()
 
@@ -58,9 +60,13 @@ class Worker:
     def release(self) -> None:
         self.admitted -= 1
 
+    async def tokens(self, fn, *args) -> list[int]:
+        return await asyncio.get_running_loop().run_in_executor(self.prep, fn, *args)
+
     def shutdown(self) -> None:
         for c in list(self.cancels):
             c.set()
+        self.prep.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -73,6 +79,7 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
 
     @asynccontextmanager
     async def lifespan(app):
+        worker.prep.submit(llm.tokenizer.build_encoder)  # long prompts then encode at once
         yield
         worker.shutdown()  # cancels the running generation, then waits for its thread
 
@@ -239,7 +246,7 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
                 prompt = prompt[0]  # OpenAI's batch of one
             params = params_of(body, 16)
-            ids = llm.prompt_tokens(prompt)
+            ids = await worker.tokens(llm.prompt_tokens, prompt)
             _check_fits(ids, llm.n_ctx, "prompt")
             return await run(request, lambda cancel: llm.completion_chunks(ids, params, cancel),
                              collect_completion, body.get("stream", False))
@@ -255,7 +262,7 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
             if "messages" not in body:
                 raise RequestError("messages is required", "messages")
             params = params_of(body, None)
-            ids = llm.chat_tokens(body["messages"])
+            ids = await worker.tokens(llm.chat_tokens, body["messages"])
             _check_fits(ids, llm.n_ctx, "messages")
             return await run(request, lambda cancel: llm.chat_chunks(ids, params, cancel),
                              collect_chat, body.get("stream", False))

@@ -178,3 +178,25 @@ def test_lazy_attribute():
 
     code = "import sys, pylowbit; assert 'pylowbit.llm' not in sys.modules; pylowbit.LLM; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "ok\n"
+
+
+def test_run_chat_is_a_multi_turn_llm_chat(llama):
+    # `pylowbit run --chat`: -p, then one message per stdin line; the answers are LLM.chat's on the
+    # growing conversation, each followed by a newline; EOF ends it with exit code 0
+    import subprocess
+    import sys
+
+    turns = ["The capital", "of France", "is Paris"]
+    r = subprocess.run([sys.executable, "-m", "pylowbit.cli", "run", "-m", str(llama.model.file.path), "--chat",
+                        "-p", turns[0], "-n", "5"], input=("\n".join(turns[1:]) + "\n").encode(),
+                       capture_output=True, timeout=120)  # bytes: an answer may hold a \r
+    assert r.returncode == 0, r.stderr
+    convo, want = [], []
+    llama.reset()
+    for t in turns:
+        convo.append({"role": "user", "content": t})
+        answer = llama.chat(convo, max_tokens=5, **GREEDY)["choices"][0]["message"]["content"]
+        convo.append({"role": "assistant", "content": answer})
+        want.append(answer + "\n")
+    assert r.stdout.decode("utf-8", "surrogateescape") == "".join(want)
+    assert r.stderr.decode().count("cached)") == 3

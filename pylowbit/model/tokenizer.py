@@ -593,6 +593,12 @@ class TextTokenizer:
         f.release_header()  # every token string was read: the pages go until decode reads a few
         _release_heap()
 
+    def build_encoder(self) -> None:
+        """Build the `tokenizers` object now if a cached start skipped it (a server does, so that a
+        long prompt later does not wait for it)."""
+        if self.tok is None and not self._released:
+            self._build()
+
     def _set_stops(self, eot_id, stops: np.ndarray, unreachable: np.ndarray) -> None:
         self.stop_ids = frozenset(s for s in {self.eos_id, eot_id, *stops.tolist()} if s is not None)
         if len(unreachable):  # usually empty
@@ -610,8 +616,7 @@ class TextTokenizer:
             raise ModelError("encode() after release_encoder(): the encoder was dropped to save memory")
         ids = self._fast.encode(text) if self.tok is None and self._fast is not None else None
         if ids is None:
-            if self.tok is None:
-                self._build()
+            self.build_encoder()
             ids = self.tok.encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos:
             ids = [self.bos_id] + ids
