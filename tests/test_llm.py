@@ -2,7 +2,7 @@
 import pytest
 
 from pylowbit.llm import LLM, RequestError
-from pylowbit.model import ModelError, load_model, generate, TextTokenizer
+from pylowbit.model import ModelError, generate
 from pylowbit.model.synthetic import write_synthetic_model
 
 GREEDY = dict(temperature=0)
@@ -109,7 +109,7 @@ def test_greedy_is_the_decoder_loop(gemma):
 def test_prompt_cache_gives_the_same_tokens(which, request):
     llm = request.getfixturevalue(which)
     llm.reset()
-    convo = [{"role": "user", "content": "The quick brown fox"}]
+    convo, prev_len = [{"role": "user", "content": "The quick brown fox"}], 0
     for turn in range(3):
         cached = llm.chat(convo, max_tokens=8, **GREEDY)
         fresh = llm.chat(convo, max_tokens=8, cache=False, **GREEDY)

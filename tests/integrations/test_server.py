@@ -109,14 +109,15 @@ def test_completions_match_llm_generate(name, servers, local):
     assert "".join(c.choices[0].text for c in pieces) == want
 
 
-def test_chat_matches_pylowbit_run(servers, files):
+@pytest.mark.parametrize("name", ["gemma", "qwen35"])
+def test_chat_matches_pylowbit_run(name, servers, files):
     question = "What is the capital of France?"
-    r = _client(servers["gemma"]).chat.completions.create(
-        model="gemma", messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
-    run = subprocess.run([sys.executable, "-m", "pylowbit.cli", "run", "-m", files["gemma"], "--chat", "-p", question,
-                          "-n", "8", "-c", "512"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    r = _client(servers[name]).chat.completions.create(
+        model=name, messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
+    run = subprocess.run([sys.executable, "-m", "pylowbit.cli", "run", "-m", files[name], "--chat", "-p", question,
+                          "-n", "8", "-c", "512"], stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert run.stdout == r.choices[0].message.content + "\n"
+    assert run.stdout.decode("utf-8", "surrogateescape") == r.choices[0].message.content + "\n"
 
 
 def test_concurrent_clients_get_their_own_answers(servers):
