@@ -686,16 +686,27 @@ def _compiled_template(source: str):
 
 
 class StreamDecoder:
-    """Turns a growing list of ids into text pieces, holding back incomplete UTF-8 sequences."""
+    """Turns a growing list of ids into text pieces, holding back incomplete UTF-8 sequences.  Each
+    push decodes a window of the last few tokens, not the whole list: the text of the tokens since
+    the last piece, against the same text without the new ones (the window starts one piece back,
+    so a decoder rule at the start of a text, like SentencePiece's stripped space, applies to both)."""
 
     def __init__(self, tok: TextTokenizer):
         self.tok, self.ids, self.text = tok, [], ""
+        self._start, self._read = 0, 0  # the window: ids[_start:_read] is already shown
 
     def push(self, token: int) -> str:
         self.ids.append(int(token))
-        full = self.tok.decode(self.ids)
-        if full.endswith("\ufffd"):  # a multi-byte character is not complete yet
+        ids, decode = self.ids, self.tok.decode
+        shown, new = decode(ids[self._start:self._read]), decode(ids[self._start:])
+        if new.endswith("\ufffd"):  # a multi-byte character is not complete yet
             return ""
-        piece = full[len(self.text):] if full.startswith(self.text) else full
-        self.text = full
+        if new.startswith(shown):
+            piece = new[len(shown):]
+            self.text += piece
+        else:  # the window's text changed in front: compare whole texts
+            full = decode(ids)
+            piece = full[len(self.text):] if full.startswith(self.text) else full
+            self.text = full
+        self._start, self._read = self._read, len(ids)
         return piece
