@@ -155,7 +155,7 @@ class LLM:
     def prompt_tokens(self, prompt) -> list[int]:
         """A prompt as ids: a string is tokenized (with the BOS the file asks for), ids are checked."""
         if isinstance(prompt, str):
-            return self.tokenize(prompt)
+            return self.tokenize(_text(prompt, "prompt"))
         if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             bad = [t for t in prompt if not 0 <= t < self.tokenizer.n_vocab]
             if bad:
@@ -309,6 +309,18 @@ class LLM:
         self._cached[-1] = token
         return logits
 
+    def close(self) -> None:
+        """Unmap the file (the LLM is unusable afterwards)."""
+        with self._lock:
+            self._cached, self._snapshot = [], None
+            self.model.file.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def reset(self) -> None:
         """Forget the prompt cache (the next call evaluates its whole prompt)."""
         with self._lock:
@@ -337,8 +349,18 @@ def check_messages(messages) -> list[dict]:
             content = ""
         if not isinstance(content, str):
             raise RequestError(f"messages[{i}].content must be a string", "messages")
+        _text(content, "messages")
         out.append({**m, "role": role, "content": content})
     return out
+
+
+def _text(s: str, param: str) -> str:
+    """s, refused if it cannot be UTF-8 (a lone surrogate, which JSON's \\udc80 escapes can make)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(f"{param}: the text is not valid Unicode ({e.reason} at {e.start})", param) from None
+    return s
 
 
 def collect_completion(chunks) -> dict:

@@ -36,8 +36,16 @@ class APIError(Exception):
         self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
 
 
+class _JSON(JSONResponse):
+    """JSON with non-ASCII escaped: text decoded from a vocabulary's invalid UTF-8 (lone surrogates)
+    still serializes."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content).encode()
+
+
 def _error(status: int, message: str, param=None, code=None, kind="invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status)
+    return _JSON({"error": {"message": message, "type": kind, "param": param, "code": code}}, status)
 
 
 class Worker:
@@ -83,7 +91,8 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
         yield
         worker.shutdown()  # cancels the running generation, then waits for its thread
 
-    app = FastAPI(title="pylowbit", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = FastAPI(title="pylowbit", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
+                  default_response_class=_JSON)
     app.state.worker = worker
     created = int(time.time())
 
@@ -192,7 +201,7 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
 
         if not stream:
             items = [c async for c in chunks()]
-            return JSONResponse(collect(iter(items)))
+            return _JSON(collect(iter(items)))
 
         gen = chunks()
         try:  # the first chunk (or the error) before the headers go out, so an error can still be a 4xx

@@ -179,6 +179,8 @@ def test_malformed_requests_get_4xx_json(servers):
         assert err["message"] and err["type"]
         assert err["param"] == param, (body[:60], err)
     assert httpx.post(url + "/v1/completions", json={"prompt": 5}).status_code == 400
+    lone = b'{"messages": [{"role": "user", "content": "a \\udc80 b"}]}'  # JSON can spell a lone surrogate
+    assert httpx.post(url + "/v1/chat/completions", content=lone).json()["error"]["param"] == "messages"
     assert httpx.post(url + "/v1/completions", json={"prompt": [10 ** 9]}).status_code == 400
     assert httpx.get(url + "/v1/nothing").status_code == 404
     assert httpx.get(url + "/health").json()["status"] == "ok"
