@@ -71,9 +71,12 @@ class Worker:
     async def tokens(self, fn, *args) -> list[int]:
         return await asyncio.get_running_loop().run_in_executor(self.prep, fn, *args)
 
-    def shutdown(self) -> None:
+    def cancel_all(self) -> None:
         for c in list(self.cancels):
             c.set()
+
+    def shutdown(self) -> None:
+        self.cancel_all()
         self.prep.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -292,8 +295,15 @@ def _check_fits(ids: list[int], n_ctx: int, param: str) -> None:
 
 def serve(llm: LLM, host: str = "127.0.0.1", port: int = 8000, model_id: str | None = None,
           api_key: str | None = None, max_queue: int = 16, log_level: str = "warning") -> None:
-    """Run the server until Ctrl-C (uvicorn's signal handling; a running generation is cancelled)."""
+    """Run the server until Ctrl-C / SIGTERM: the running generation is cancelled at once (its stream
+    ends with finish_reason "cancelled"), so open responses finish before uvicorn's grace period."""
     import uvicorn
 
     app = create_app(llm, model_id, api_key, max_queue)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            app.state.worker.cancel_all()
+            super().handle_exit(sig, frame)
+
+    Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=3)).run()

@@ -233,3 +233,29 @@ def test_queue_bound_and_disconnect(thread_server):
     assert len(llm._cached) < len(llm.tokenize("Once")) + n - 1
     r = client.chat.completions.create(model="qwen35", messages=MESSAGES, max_tokens=2, temperature=0)
     assert r.usage.completion_tokens == 2
+
+
+def test_ctrl_c_mid_stream_is_clean(files):
+    # Ctrl-C while a stream runs: its generation is cancelled, the stream ends properly, exit code 0
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pylowbit.cli", "serve", "-m", str(files["gemma"]), "--port",
+                             str(port), "-c", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, proc)
+        body = {"prompt": "Once upon a time", "max_tokens": 900, "temperature": 0, "stream": True}
+        lines = []
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+                if len(lines) == 3:
+                    proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "stopped" in err, err
+    data = [line for line in lines if line.startswith("data: ")]
+    assert data[-1] == "data: [DONE]"
+    assert '"finish_reason": "cancelled"' in data[-2]
