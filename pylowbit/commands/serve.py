@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 
@@ -39,9 +40,14 @@ def main(args) -> int:
     llm = LLM(args.model, threads=args.threads, n_ctx=args.ctx_size, name=args.model_id)
     print(f"pylowbit serve: {llm.name} on http://{args.host}:{args.port}/v1 (ctx {llm.n_ctx}; Ctrl-C stops)",
           file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # after uvicorn's own handling: exit as for Ctrl-C
     try:
         serve(llm, args.host, args.port, api_key=args.api_key, max_queue=args.max_queue, log_level=args.log_level)
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised the Ctrl-C
         pass
     print("pylowbit serve: stopped", file=sys.stderr)
     return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
