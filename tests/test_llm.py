@@ -27,6 +27,13 @@ def qwen35(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def gemma3_swa(tmp_path_factory):
+    # a sliding window of 8 tokens: a rewound cache is read across window edges
+    p = write_synthetic_model(tmp_path_factory.mktemp("llm") / "gemma3.gguf", arch="gemma3", fmt="tq2_0", seed=6)
+    return LLM(p)
+
+
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     p = write_synthetic_model(tmp_path_factory.mktemp("llm") / "llama.gguf", arch="llama", fmt="tq2_0", seed=5)
     return LLM(p)
@@ -105,7 +112,7 @@ def test_greedy_is_the_decoder_loop(gemma):
     assert got == gemma.detokenize([t for t in want if t not in gemma.tokenizer.stop_ids])
 
 
-@pytest.mark.parametrize("which", ["gemma", "qwen35"])
+@pytest.mark.parametrize("which", ["gemma", "qwen35", "gemma3_swa"])
 def test_prompt_cache_gives_the_same_tokens(which, request):
     llm = request.getfixturevalue(which)
     llm.reset()
