@@ -164,6 +164,14 @@ class LLM:
             return list(prompt)
         raise RequestError("prompt must be a string or a list of token ids", "prompt")
 
+    def check_prompt(self, ids: list[int], param: str = "prompt") -> None:
+        """Refuse prompt ids that are empty or leave no room in the context for a generated token."""
+        if not ids:
+            raise RequestError("the prompt is empty (and the model adds no BOS token)", param)
+        if len(ids) >= self.n_ctx:
+            raise RequestError(f"the prompt has {len(ids)} tokens: it does not fit the context of {self.n_ctx} "
+                               "with room for one generated token", param, "context_length_exceeded")
+
     # ---- the OpenAI-shaped calls
 
     def generate(self, prompt, max_tokens: int | None = 16, temperature: float = 0.8, top_k: int = 40,
@@ -222,11 +230,7 @@ class LLM:
         into a stop string or an incomplete UTF-8 character); fills outcome."""
         from .model import StreamDecoder
 
-        if not ids:
-            raise RequestError("the prompt is empty (and the model adds no BOS token)", "prompt")
-        if len(ids) >= self.n_ctx:
-            raise RequestError(f"the prompt has {len(ids)} tokens: no room left in the context of {self.n_ctx}",
-                               "messages", "context_length_exceeded")
+        self.check_prompt(ids)
         with self._lock:
             sampler = params.sampler()
             stops, stop_ids = params.stop, self.tokenizer.stop_ids

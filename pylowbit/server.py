@@ -260,7 +260,7 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
                 prompt = prompt[0]  # OpenAI's batch of one
             params = params_of(body, 16)
             ids = await worker.tokens(llm.prompt_tokens, prompt)
-            _check_fits(ids, llm.n_ctx, "prompt")
+            llm.check_prompt(ids, "prompt")
             return await run(request, lambda cancel: llm.completion_chunks(ids, params, cancel),
                              collect_completion, body.get("stream", False))
 
@@ -276,21 +276,13 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
                 raise RequestError("messages is required", "messages")
             params = params_of(body, None)
             ids = await worker.tokens(llm.chat_tokens, body["messages"])
-            _check_fits(ids, llm.n_ctx, "messages")
+            llm.check_prompt(ids, "messages")
             return await run(request, lambda cancel: llm.chat_chunks(ids, params, cancel),
                              collect_chat, body.get("stream", False))
 
         return await guarded(handle())
 
     return app
-
-
-def _check_fits(ids: list[int], n_ctx: int, param: str) -> None:
-    if not ids:
-        raise RequestError("the prompt is empty", param)
-    if len(ids) >= n_ctx:
-        raise RequestError(f"the prompt has {len(ids)} tokens: it does not fit the context of {n_ctx} "
-                           "(with room for one generated token)", param, "context_length_exceeded")
 
 
 def serve(llm: LLM, host: str = "127.0.0.1", port: int = 8000, model_id: str | None = None,
