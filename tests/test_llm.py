@@ -1,4 +1,6 @@
 """pylowbit.LLM: OpenAI-shaped completions and chats, the chat template, the prompt cache."""
+import tempfile
+
 import pytest
 
 from pylowbit.llm import LLM, RequestError
@@ -184,7 +186,8 @@ def test_lazy_attribute():
     import sys
 
     code = "import sys, pylowbit; assert 'pylowbit.llm' not in sys.modules; pylowbit.LLM; print('ok')"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "ok\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    assert r.stdout == "ok\n", r.stderr
 
 
 def test_run_chat_is_a_multi_turn_llm_chat(llama):
@@ -196,7 +199,7 @@ def test_run_chat_is_a_multi_turn_llm_chat(llama):
     turns = ["The capital", "of France", "is Paris"]
     r = subprocess.run([sys.executable, "-m", "pylowbit.cli", "run", "-m", str(llama.model.file.path), "--chat",
                         "-p", turns[0], "-n", "5"], input=("\n".join(turns[1:]) + "\n").encode(),
-                       capture_output=True, timeout=120)  # bytes: an answer may hold a \r
+                       capture_output=True, timeout=120, cwd=tempfile.gettempdir())  # bytes: an answer may hold a \r
     assert r.returncode == 0, r.stderr
     convo, want = [], []
     llama.reset()

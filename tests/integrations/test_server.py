@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -19,6 +20,7 @@ from pylowbit.llm import LLM
 from pylowbit.model.synthetic import write_synthetic_model
 from pylowbit.server import create_app
 
+OUTSIDE = tempfile.gettempdir()  # the processes' cwd: `python -m pylowbit...` must not import a source tree
 MESSAGES = [{"role": "system", "content": "Answer briefly."},
             {"role": "user", "content": "What is the capital of France?"}]
 
@@ -59,7 +61,7 @@ def servers(files):
             port = _free_port()
             procs.append(subprocess.Popen([sys.executable, "-m", "pylowbit.cli", "serve", "-m", path, "--port",
                                            str(port), "-c", "512", "--model-id", name],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=OUTSIDE))
             urls[name] = f"http://127.0.0.1:{port}"
         for proc, url in zip(procs, urls.values()):
             _wait_healthy(url, proc)
@@ -115,7 +117,8 @@ def test_chat_matches_pylowbit_run(name, servers, files):
     r = _client(servers[name]).chat.completions.create(
         model=name, messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0)
     run = subprocess.run([sys.executable, "-m", "pylowbit.cli", "run", "-m", files[name], "--chat", "-p", question,
-                          "-n", "8", "-c", "512"], stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+                          "-n", "8", "-c", "512"], stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                         cwd=OUTSIDE)
     assert run.returncode == 0, run.stderr
     assert run.stdout.decode("utf-8", "surrogateescape") == r.choices[0].message.content + "\n"
 
@@ -239,7 +242,8 @@ def test_ctrl_c_mid_stream_is_clean(files):
     # Ctrl-C while a stream runs: its generation is cancelled, the stream ends properly, exit code 0
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "pylowbit.cli", "serve", "-m", str(files["gemma"]), "--port",
-                             str(port), "-c", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             str(port), "-c", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=OUTSIDE)
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, proc)
