@@ -25,6 +25,16 @@ from .llm import LLM, RequestError, SamplingParams, collect_chat, collect_comple
 from .model import ModelError
 
 _DONE = object()
+# Features clients may ask for that this server does not have: name -> "the request asks for it".
+_UNSUPPORTED = {
+    "logprobs": lambda v: v not in (None, False, 0),
+    "top_logprobs": lambda v: v not in (None, 0),
+    "echo": lambda v: v not in (None, False),
+    "best_of": lambda v: v not in (None, 1),
+    "suffix": lambda v: v not in (None, ""),
+    "tools": lambda v: v not in (None, []),
+    "response_format": lambda v: v is not None and not (isinstance(v, dict) and v.get("type") == "text"),
+}
 # Request fields taken as they are (OpenAI's names first, then llama.cpp's extensions); others are ignored.
 _SAMPLING = ("max_tokens", "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "stop")
 
@@ -136,6 +146,9 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
         n = body.get("n", 1)
         if n != 1:
             raise APIError(400, "only n = 1 is supported", "n")
+        for name, asked in _UNSUPPORTED.items():  # refused rather than silently ignored
+            if name in body and asked(body[name]):
+                raise APIError(400, f"{name} is not supported by this server", name)
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise APIError(400, "stream must be a boolean", "stream")
@@ -246,6 +259,15 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
         authorize(request)
         return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created,
                                             "owned_by": "pylowbit", "context_length": llm.n_ctx}]}
+
+    @app.get("/v1/models/{model:path}")
+    async def model(model: str, request: Request):
+        authorize(request)
+        if model != model_id:
+            raise APIError(404, f"the model {model!r} does not exist (this server has {model_id!r})", "model",
+                           "model_not_found")
+        return {"id": model_id, "object": "model", "created": created, "owned_by": "pylowbit",
+                "context_length": llm.n_ctx}
 
     @app.post("/v1/completions")
     async def completions(request: Request):

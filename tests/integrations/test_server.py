@@ -186,6 +186,14 @@ def test_malformed_requests_get_4xx_json(servers):
     assert httpx.post(url + "/v1/chat/completions", content=lone).json()["error"]["param"] == "messages"
     assert httpx.post(url + "/v1/completions", json={"prompt": [10 ** 9]}).status_code == 400
     assert httpx.get(url + "/v1/nothing").status_code == 404
+    for unsupported in ({"logprobs": True}, {"tools": [{"type": "function"}]}, {"response_format": {"type": "json"}}):
+        r = httpx.post(url + "/v1/chat/completions", json={"messages": MESSAGES, **unsupported})
+        assert r.status_code == 400 and r.json()["error"]["param"] == next(iter(unsupported))
+    assert httpx.post(url + "/v1/completions", json={"prompt": "hi", "echo": True}).status_code == 400
+    client = _client(url)
+    assert client.models.retrieve("qwen35").id == "qwen35"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-17")
     assert httpx.get(url + "/health").json()["status"] == "ok"
     r = _client(url).chat.completions.create(model="qwen35", messages=MESSAGES, max_tokens=2, temperature=0)
     assert r.choices[0].message.content is not None
