@@ -216,7 +216,17 @@ def create_app(llm: LLM, model_id: str | None = None, api_key: str | None = None
                 cancel.set()  # the client went away or we are done: stop at the next token
 
         if not stream:
-            items = [c async for c in chunks()]
+            async def watch():  # a client gone before its answer: stop generating it
+                while not cancel.is_set():
+                    if await request.is_disconnected():
+                        cancel.set()
+                    await asyncio.sleep(0.2)
+
+            watcher = asyncio.create_task(watch())
+            try:
+                items = [c async for c in chunks()]
+            finally:
+                watcher.cancel()
             return _JSON(collect(iter(items)))
 
         gen = chunks()

@@ -202,7 +202,7 @@ def test_malformed_requests_get_4xx_json(servers):
 @pytest.fixture()
 def thread_server(files):
     """A server in this process (its LLM inspectable), with an API key and a queue of one."""
-    llm = LLM(files["qwen35"], n_ctx=512)
+    llm = LLM(files["qwen35"], n_ctx=4096)
     llm.tokenizer.stop_ids = frozenset()  # only max_tokens or a cancel ends a generation
     app = create_app(llm, "qwen35", api_key="sekret", max_queue=1)
     port = _free_port()
@@ -228,7 +228,7 @@ def test_api_key(thread_server):
 def test_queue_bound_and_disconnect(thread_server):
     url, llm, app = thread_server
     client = _client(url, api_key="sekret", timeout=60)
-    n = 400
+    n = 4000  # seconds of generation, unless cancelled
     with client.completions.with_streaming_response.create(model="qwen35", prompt="Once", max_tokens=n,
                                                            temperature=0, stream=True) as resp:
         lines = resp.iter_lines()
@@ -244,6 +244,15 @@ def test_queue_bound_and_disconnect(thread_server):
     assert len(llm._cached) < len(llm.tokenize("Once")) + n - 1
     r = client.chat.completions.create(model="qwen35", messages=MESSAGES, max_tokens=2, temperature=0)
     assert r.usage.completion_tokens == 2
+    # the same for a client that gives up waiting for a JSON answer
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url + "/v1/completions", json={"prompt": "Twice", "max_tokens": n, "temperature": 0},
+                   headers={"Authorization": "Bearer sekret"}, timeout=0.2)
+    end = time.monotonic() + 20
+    while app.state.worker.admitted and time.monotonic() < end:
+        time.sleep(0.05)
+    assert app.state.worker.admitted == 0
+    assert len(llm._cached) < len(llm.tokenize("Twice")) + n - 1
 
 
 def test_ctrl_c_mid_stream_is_clean(files):
