@@ -128,7 +128,8 @@ class LLM:
         tok = self.tokenizer
         self.chat_template = tok.chat_template or (
             GEMMA_TEMPLATE if self.model.cfg.arch.startswith("gemma") else CHATML_TEMPLATE)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # a stream holds it while it runs; other threads wait
+        self._epoch = 0  # generations started: a suspended stream sees another call ran
         self._cached: list[int] = []  # the tokens whose K / V (and recurrent state) the model holds
         self._snapshot: tuple | None = None  # recurrent: (prompt, state after it, its last logits)
 
@@ -183,6 +184,7 @@ class LLM:
         params = SamplingParams(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed=seed, stop=stop)
         params.check()
         ids = self.prompt_tokens(prompt)
+        self.check_prompt(ids)
         chunks = self.completion_chunks(ids, params, cache=cache)
         return chunks if stream else collect_completion(chunks)
 
@@ -195,6 +197,7 @@ class LLM:
         params = SamplingParams(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed=seed, stop=stop)
         params.check()
         ids = self.chat_tokens(messages)
+        self.check_prompt(ids, "messages")
         chunks = self.chat_chunks(ids, params, cache=cache)
         return chunks if stream else collect_chat(chunks)
 
@@ -232,6 +235,8 @@ class LLM:
 
         self.check_prompt(ids)
         with self._lock:
+            self._epoch += 1
+            mine = self._epoch  # another call of this thread, made while this stream waits, moves it on
             sampler = params.sampler()
             stops, stop_ids = params.stop, self.tokenizer.stop_ids
             longest = max((len(s) for s in stops), default=0)
@@ -245,6 +250,9 @@ class LLM:
                 return
             logits = self._prefill(ids, outcome, cache)
             for i in range(n_max):
+                if self._epoch != mine:
+                    raise RuntimeError("another call on this LLM ran while this stream was suspended: "
+                                       "its sequence is gone (finish a stream before the next call)")
                 if cancel is not None and cancel.is_set():
                     outcome.finish_reason = "cancelled"
                     return

@@ -210,3 +210,14 @@ def test_run_chat_is_a_multi_turn_llm_chat(llama):
         want.append(answer + "\n")
     assert r.stdout.decode("utf-8", "surrogateescape") == "".join(want)
     assert r.stderr.decode().count("cached)") == 3
+
+
+def test_a_suspended_stream_is_not_silently_corrupted(llama):
+    stream = llama.generate("The capital", max_tokens=6, stream=True, **GREEDY)
+    next(stream)
+    llama.generate("Numbers like", max_tokens=2, **GREEDY)  # same thread, the stream waiting
+    with pytest.raises(RuntimeError, match="suspended"):
+        list(stream)
+    with pytest.raises(RequestError) as e:  # raised at the call, not at the first chunk
+        llama.generate("word " * 400, stream=True)
+    assert e.value.code == "context_length_exceeded"
