@@ -60,3 +60,12 @@ def show_runtime() -> dict:
     for k, v in info.items():
         print(f"{k:16s} {', '.join(v) if isinstance(v, list) else v}")
     return info
+
+
+def __getattr__(name: str):
+    # pylowbit.LLM (the chat / completion API) is imported on first use: `import pylowbit` stays light
+    if name == "LLM":
+        from pylowbit.llm import LLM
+
+        return LLM
+    raise AttributeError(f"module 'pylowbit' has no attribute {name!r}")

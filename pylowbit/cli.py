@@ -6,7 +6,7 @@ import importlib
 import sys
 
 # Each module exposes add_parser(subparsers) and main(args) -> int.
-COMMANDS = ["info", "bench", "run", "perplexity", "quantize"]
+COMMANDS = ["info", "bench", "run", "serve", "perplexity", "quantize"]
 
 
 def main(argv=None) -> int:

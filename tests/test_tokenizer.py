@@ -357,10 +357,40 @@ def test_merges_cache_is_read_back_and_keyed_by_the_file(tmp_path, monkeypatch):
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     cached()
     assert len(derived) == 2 and len(list(entries[0].parent.iterdir())) == 2  # a new key
-    for e in entries[0].parent.iterdir():
-        e.write_bytes(b"not an npy")
+    for d in ("tokenizers", "vocab-index"):
+        for e in (tmp_path / "cache" / d).iterdir():
+            e.write_bytes(b"not an npy")
     damaged = cached()
     assert len(derived) == 3 and damaged.encode(TRICKY[0]) == plain.encode(TRICKY[0])
+
+
+def test_fast_start_encodes_as_tokenizers(tmp_path, monkeypatch, gemma_tok):
+    """With the cache, a SentencePiece tokenizer starts from the vocabulary index (no `tokenizers`
+    build) and encodes short texts in Python: the same ids as `tokenizers`, control tokens, byte
+    fallback and all; a text past its length limit builds `tokenizers` then."""
+    import random
+
+    import pylowbit.model.tokenizer as T
+
+    monkeypatch.setenv("PYLOWBIT_CACHE", str(tmp_path / "cache"))
+    rnd = random.Random(0)
+    alphabet = ["a", "b", "c", " ", "  ", "X", "<", ">", "_", "\n", "\t", "é", "ü", "日", "🤖", "0", "12",
+                "<start_of_turn>", "<end_of_turn>", "<bos>", "\u2581"]
+    texts = list(TRICKY) + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 30))) for _ in range(200)]
+    synthetic = write_synthetic_model(tmp_path / "g.gguf", arch="gemma3", fmt="q8_0")
+    with GGUFFile(synthetic) as f:
+        plain = TextTokenizer(f)
+    long = "The quick brown fox. " * (T._SpmEncoder.MAX_CHARS // 20 + 1)
+    for path, want in ((synthetic, plain), (gemma_tok._file.path, gemma_tok)):
+        with GGUFFile(path) as f:
+            TextTokenizer(f, cache=True)  # writes the index
+            fast = TextTokenizer(f, cache=True)
+            assert fast.tok is None and fast._fast is not None
+            assert fast.stop_ids == want.stop_ids
+            for s in texts:
+                assert fast.encode(s) == want.encode(s), s
+            assert fast.tok is None  # none of those needed `tokenizers`
+            assert fast.encode(long) == want.encode(long) and fast.tok is not None
 
 
 def test_merges_cache_unwritable_is_no_error(tmp_path, monkeypatch):

@@ -13,7 +13,9 @@ def add_parser(sub):
     p.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)")
     p.add_argument("-t", "--threads", type=int, default=None, help="kernel threads (default: all cores)")
     p.add_argument("-c", "--ctx-size", type=int, default=None, help="context length (default: min(train, 4096))")
-    p.add_argument("--chat", action="store_true", help="wrap the prompt in the file's chat template")
+    p.add_argument("--chat", action="store_true",
+                   help="interactive chat through the file's chat template: -p is the first message, then one "
+                        "message per line of input (history kept, prompt cache reused); EOF or Ctrl-C ends it")
     p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
     p.add_argument("--top-k", type=int, default=0, help="top-k (0 = off)")
     p.add_argument("--top-p", type=float, default=1.0, help="top-p (1 = off)")
@@ -39,8 +41,9 @@ def load(args):
     them (Gemma 3 270M: ~7 MB), and the tokenizer reads the vocabulary from the model's opening of
     the file, so the token strings are indexed once (4 MB for 262k tokens), not once per opening.
     Its construction peak (~200 MB there) passes before the weights are resident, and its garbage
-    lies above the model's allocations instead of under them; release_encoder() returns it.  The
-    built encoder is cached on disk by the file's identity, so a second run reads it instead."""
+    lies above the model's allocations instead of under them; release_encoder() returns it.  What
+    the build derives is cached on disk by the file's identity: a second run of a SentencePiece
+    vocabulary encodes its prompt from the cached vocabulary index, with no build at all."""
     from ..model import Model, TextTokenizer
 
     model = Model(args.model, ctx=args.ctx_size, threads=args.threads, foreign=args.foreign)
@@ -53,18 +56,14 @@ def main(args) -> int:
     if args.n_predict < 0:
         raise ValueError(f"-n must be >= 0, got {args.n_predict}")
     check_threads_ctx(args.threads, args.ctx_size)
+    if args.chat:
+        return chat(args)
     sampler = Sampler(SamplerConfig(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                     repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
                                     seed=args.seed))
     tok, model = load(args)
     print(f"memory: {model.memory_summary()}", file=sys.stderr)
-    text = args.prompt
-    add_special = True
-    if args.chat:
-        text = tok.apply_chat_template([{"role": "user", "content": text}])
-        bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else None
-        add_special = not (bos and text.startswith(bos))  # the template wrote the BOS already
-    ids = tok.encode(text, add_special=add_special)
+    ids = tok.encode(args.prompt)
     tok.release_encoder()  # only decode from here on: the ~70 MB of a large vocabulary's encoder go
     if not ids:
         raise ValueError("the prompt is empty and the model adds no BOS token: give -p")
@@ -72,7 +71,7 @@ def main(args) -> int:
         raise ValueError(f"prompt ({len(ids)} tokens) + -n {args.n_predict} exceed the context {model.ctx} (use -c)")
 
     out = sys.stdout
-    out.write(args.prompt if not args.chat else text)
+    out.write(args.prompt)
     out.flush()
     stream = StreamDecoder(tok)
 
@@ -88,4 +87,57 @@ def main(args) -> int:
     tg = n_eval / t_gen if t_gen > 0 and n_eval else float("nan")
     print(f"prompt: {len(ids)} tokens in {t_prompt:.2f} s, {pp:.2f} tokens/s | "
           f"generation: {n_eval} tokens in {t_gen:.2f} s, {tg:.2f} tokens/s", file=sys.stderr)
+    return 0
+
+
+def chat(args) -> int:
+    """`run --chat`: a conversation on pylowbit.LLM, each answer streamed to stdout (then a newline),
+    timings to stderr.  Ctrl-C during an answer cuts it short; at the prompt, or EOF, ends the chat."""
+    import time
+
+    from ..llm import LLM, SamplingParams
+
+    params = SamplingParams(max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
+                            min_p=0.0, repeat_penalty=args.repeat_penalty, repeat_last_n=args.repeat_last_n,
+                            seed=args.seed)
+    params.check()
+    llm = LLM(args.model, threads=args.threads, n_ctx=args.ctx_size, foreign=args.foreign)
+    print(f"memory: {llm.model.memory_summary()}", file=sys.stderr)
+    tty, out = sys.stdin.isatty(), sys.stdout
+    history, pending = [], args.prompt or None
+    while True:
+        if pending is not None:
+            text, pending = pending, None
+        else:
+            try:
+                text = input("> " if tty else "")
+            except (EOFError, KeyboardInterrupt, OSError):  # OSError: no readable stdin
+                if tty:
+                    out.write("\n")
+                break
+        if not text.strip():
+            continue
+        history.append({"role": "user", "content": text})
+        ids = llm.chat_tokens(history)
+        if len(ids) >= llm.n_ctx:
+            print(f"the conversation ({len(ids)} tokens) fills the context of {llm.n_ctx}: ending it (use -c)",
+                  file=sys.stderr)
+            break
+        answer, t0, usage = [], time.perf_counter(), None
+        try:
+            for chunk in llm.chat_chunks(ids, params):
+                piece = chunk["choices"][0]["delta"].get("content", "")
+                answer.append(piece)
+                out.write(piece)
+                out.flush()
+                usage = chunk.get("usage", usage)
+        except KeyboardInterrupt:
+            pass  # the answer so far stays in the history
+        out.write("\n")
+        out.flush()
+        history.append({"role": "assistant", "content": "".join(answer)})
+        if usage:
+            dt = time.perf_counter() - t0
+            print(f"prompt: {usage['prompt_tokens']} tokens ({usage['prompt_tokens_details']['cached_tokens']} cached) "
+                  f"| {usage['completion_tokens']} tokens in {dt:.2f} s", file=sys.stderr)
     return 0

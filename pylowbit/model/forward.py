@@ -93,6 +93,18 @@ class RecurrentState:
         for a in (*self.conv.values(), *self.ssm.values()):
             a.fill(0)
 
+    def snapshot(self) -> dict:
+        """A copy of the state: restore() puts it back, so a sequence can resume from the position it
+        was taken at (the state itself cannot be rewound)."""
+        return {key: {il: a.copy() for il, a in part.items()}
+                for key, part in (("conv", self.conv), ("ssm", self.ssm))}
+
+    def restore(self, snap: dict) -> None:
+        """Copy a snapshot() back in place (the C decoder holds these arrays' pointers)."""
+        for key, part in (("conv", self.conv), ("ssm", self.ssm)):
+            for il, a in part.items():
+                np.copyto(a, snap[key][il])
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (*self.conv.values(), *self.ssm.values()))
@@ -147,6 +159,21 @@ class Model:
         self.cache.n = 0
         if self.state is not None:
             self.state.reset()
+
+    def rewind(self, n: int, state: dict | None = None) -> None:
+        """Go back to the first n cached positions (later K / V are overwritten as the sequence goes
+        on).  A recurrent model cannot go back by itself: it needs `state`, the snapshot
+        (RecurrentState.snapshot) taken when exactly those n positions had run."""
+        if not 0 <= n <= self.cache.n:
+            raise ModelError(f"cannot rewind to position {n}: {self.cache.n} positions are cached")
+        if self.state is not None:
+            if n == 0:
+                self.reset()
+                return
+            if state is None:
+                raise ModelError("a recurrent state cannot be rewound without a snapshot of it")
+            self.state.restore(state)
+        self.cache.n = n
 
     def _decoder(self) -> ops.Decoder:
         """The layers as one _ops.Decoder, made at the first forward and again after a matrix was

@@ -1,4 +1,4 @@
-"""Next-token sampling: greedy, temperature, top-k, top-p, repetition penalty, seeded."""
+"""Next-token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty, seeded."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ class SamplerConfig:
     temperature: float = 0.0  # <= 0: greedy
     top_k: int = 0  # 0: off
     top_p: float = 1.0  # 1: off
+    min_p: float = 0.0  # 0: off; else drop candidates below min_p x the most likely one's probability
     repeat_penalty: float = 1.0  # 1: off
     repeat_last_n: int = 64
     seed: int | None = None
@@ -21,6 +22,8 @@ class SamplerConfig:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
         if self.repeat_penalty <= 0:
             raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
 
@@ -65,6 +68,9 @@ class Sampler:
             order = np.argsort(-p, kind="stable")
             cum = np.cumsum(p[order])
             keep = order[: int(np.searchsorted(cum, c.top_p) + 1)]  # smallest set reaching top_p
+            idx, p = (keep if idx is None else idx[keep]), p[keep] / p[keep].sum()
+        if c.min_p > 0.0:
+            keep = np.flatnonzero(p >= c.min_p * p.max())  # never empty: the maximum passes
             idx, p = (keep if idx is None else idx[keep]), p[keep] / p[keep].sum()
         k = int(self.rng.choice(len(p), p=p))
         return k if idx is None else int(idx[k])

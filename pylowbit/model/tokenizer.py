@@ -5,7 +5,9 @@
 - tokenizer.ggml.model == "llama": SentencePiece-style (gemma3).  SentencePiece merges the adjacent
   pair whose concatenation is the highest-scoring vocabulary piece; that is BPE whose merge ranks
   are the merged pieces ordered by score, so the merges are derived from the vocabulary once (and,
-  with cache=True, kept on disk for the next start: _MergesCache).
+  with cache=True, kept on disk for the next start: _MergesCache).  With cache=True a later start
+  does not build `tokenizers` at all while texts are short: _SpmEncoder encodes them from a cached
+  index of the vocabulary (_VocabIndex), the same ids; a long text builds it then.
   Spaces become U+2581, unknown characters fall back to <0xXX> byte tokens.
 Control tokens (type 3) and user-defined tokens (type 4) are matched in the text before the model
 runs, as llama.cpp does.
@@ -16,12 +18,16 @@ then drop the `tokenizers` object (~70 MB for a 262k vocabulary) with release_en
 from __future__ import annotations
 
 import gc
+import heapq
 import os
 import re
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from functools import lru_cache
 
 import numpy as np
 
@@ -275,7 +281,191 @@ def _build(f: GGUFFile, kind: str, strings, add_space_prefix: bool, merges_cache
                     for t, i in vocab.items() if types[i] in (TOKEN_CONTROL, TOKEN_USER)])
     stops = np.array([vocab[s] for s in STOP_TEXTS if s in vocab], np.int64)
     unreachable = np.array([i for i, t in enumerate(tokens) if vocab[t] != i], np.int64)
+    if merges_cache and kind == "llama":
+        _VocabIndex.save(f.path, vocab, unreachable)
     return tok, stops, unreachable
+
+
+def _hash(t: str) -> int:
+    """A token string's 64-bit key in _VocabIndex, stable across processes (unlike hash()): CRC-32
+    and Adler-32 of its UTF-8 (zlib's: hashlib would load libcrypto, megabytes, for this)."""
+    b = t.encode("utf-8", "surrogateescape")
+    v = zlib.crc32(b) << 32 | zlib.adler32(b)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+class _VocabIndex:
+    """String -> id (its first occurrence) for a vocabulary, without decoding the vocabulary: the
+    sorted 64-bit hashes of its distinct strings with their ids, and the ids whose string repeats
+    an earlier one.  Written on disk at the first build of a SentencePiece tokenizer with cache=True
+    (one int64 .npy: count, hashes, ids, repeated ids), named by the file's identity as
+    _MergesCache's; read back at the next start, it lets _SpmEncoder encode short texts without
+    building the `tokenizers` object (seconds for a 262k vocabulary).  A hash match is confirmed by
+    comparing the token's string, so a collision costs a comparison, never a wrong id."""
+
+    VERSION = 2
+
+    def __init__(self, tokens, hashes: np.ndarray, ids: np.ndarray, unreachable: np.ndarray):
+        self.tokens, self.hashes, self.ids, self.unreachable = tokens, hashes, ids, unreachable
+        self._memo: dict[str, int | None] = {}
+
+    @classmethod
+    def path_for(cls, path) -> Path:
+        st = os.stat(path)
+        name = f"vocab-v{cls.VERSION}-{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}.npy"
+        return _platform.cache_dir() / "vocab-index" / name
+
+    @classmethod
+    def save(cls, path, vocab: dict, unreachable: np.ndarray) -> None:
+        keys = np.fromiter((_hash(t) for t in vocab), np.int64, len(vocab))
+        ids = np.fromiter(vocab.values(), np.int64, len(vocab))
+        order = np.argsort(keys, kind="stable")
+        both = np.concatenate([[len(keys)], keys[order], ids[order], unreachable]).astype(np.int64)
+        try:
+            target = cls.path_for(path)
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as out:
+                np.save(out, both, allow_pickle=False)
+            os.replace(tmp, target)
+        except OSError:
+            pass  # best effort, as _MergesCache
+
+    @classmethod
+    def load(cls, path, tokens) -> _VocabIndex | None:
+        try:
+            a = np.load(cls.path_for(path), allow_pickle=False)
+        except Exception:  # noqa: BLE001 - missing, partial or foreign: build instead
+            return None
+        if a.dtype != np.int64 or a.ndim != 1 or not len(a) or not 0 < a[0] <= (len(a) - 1) // 2:
+            return None
+        n = int(a[0])
+        ids, unreachable = a[1 + n:1 + 2 * n], a[1 + 2 * n:]
+        if (len(ids) and (ids.min() < 0 or ids.max() >= len(tokens))) or \
+                (len(unreachable) and (unreachable.min() < 0 or unreachable.max() >= len(tokens))):
+            return None
+        return cls(tokens, a[1:1 + n], ids, unreachable)
+
+    def get(self, t: str) -> int | None:
+        """The id of string t (its first occurrence), None if t is not in the vocabulary."""
+        if t in self._memo:
+            return self._memo[t]
+        h, found = _hash(t), None
+        k = int(np.searchsorted(self.hashes, h))
+        while k < len(self.hashes) and self.hashes[k] == h:
+            i = int(self.ids[k])
+            if self.tokens[i] == t:
+                found = i
+                break
+            k += 1
+        self._memo[t] = found
+        return found
+
+
+class _SpmEncoder:
+    """What the `tokenizers` object of a SentencePiece vocabulary computes, for short texts, over a
+    _VocabIndex: control / user-defined tokens matched first (leftmost, longest), each piece between
+    them normalized (U+2581 for spaces, the space prefix) and split into characters (a character
+    not in the vocabulary as its <0xNN> byte tokens), then BPE: the adjacent pair ranked first by
+    _spm_merges's order (merged piece's score high to low, then its id, then the cut) merged until
+    none is left, leftmost among equals."""
+
+    MAX_CHARS = 4096  # longer texts go to `tokenizers` (this merges in Python)
+
+    def __init__(self, index: _VocabIndex, types: np.ndarray, scores: np.ndarray, add_space_prefix: bool):
+        self.index, self.types, self.scores, self.add_space_prefix = index, types, scores, add_space_prefix
+        added: dict[str, list[tuple[str, int]]] = {}
+        repeated = set(index.unreachable.tolist())  # a repeated string keeps its first id
+        for i in np.flatnonzero((types == TOKEN_CONTROL) | (types == TOKEN_USER)).tolist():
+            t = index.tokens[i]
+            if t and i not in repeated:
+                added.setdefault(t[0], []).append((t, i))
+        for cands in added.values():
+            cands.sort(key=lambda c: -len(c[0]))  # longest first
+        self.added = added
+
+    def encode(self, text: str) -> list[int] | None:
+        """The ids of text, or None when this encoder does not apply (too long, a character that
+        has neither a token nor byte tokens)."""
+        if len(text) > self.MAX_CHARS:
+            return None
+        out, start, pos, added = [], 0, 0, self.added
+        while pos < len(text):
+            hit = None
+            for t, i in added.get(text[pos], ()):
+                if text.startswith(t, pos):
+                    hit = (t, i)
+                    break
+            if hit is None:
+                pos += 1
+                continue
+            if pos > start and not self._bpe(text[start:pos], out):
+                return None
+            out.append(hit[1])
+            pos = start = pos + len(hit[0])
+        if len(text) > start and not self._bpe(text[start:], out):
+            return None
+        return out
+
+    def _rank(self, a: str, b: str):
+        """The merge (a, b)'s sort key and the merged id, None if (a, b) is no merge."""
+        get, types = self.index.get, self.types
+        ia, ib = get(a), get(b)
+        if ia is None or ib is None or types[ia] != TOKEN_NORMAL or types[ib] != TOKEN_NORMAL:
+            return None
+        m = get(a + b)
+        if m is None or types[m] != TOKEN_NORMAL:
+            return None
+        return (-float(self.scores[m]), m, len(a)), m
+
+    def _bpe(self, piece: str, out: list[int]) -> bool:
+        if self.add_space_prefix:
+            piece = SPACE + piece
+        piece = piece.replace(" ", SPACE)
+        get = self.index.get
+        syms: list[tuple[str, int]] = []  # (string, id); a byte token's string never merges
+        for c in piece:
+            i = get(c)
+            if i is not None:
+                syms.append((c, i))
+                continue
+            for b in c.encode("utf-8", "surrogateescape"):
+                bt = f"<0x{b:02X}>"
+                j = get(bt)
+                if j is None:
+                    return False
+                syms.append((bt, j))
+        # merge the best-ranked adjacent pair until none is left: heap of (key, position, left, right)
+        # entries, stale ones skipped; `right`/`left` link the live symbols, `gen` marks changes
+        n = len(syms)
+        strs, ids = [s for s, _ in syms], [i for _, i in syms]
+        nxt, prv, alive = list(range(1, n + 1)), list(range(-1, n - 1)), [True] * n
+        heap = []
+
+        def push(p):
+            q = nxt[p]
+            if q < n:
+                r = self._rank(strs[p], strs[q])
+                if r is not None:
+                    heapq.heappush(heap, (r[0], p, strs[p], strs[q], r[1]))
+
+        for p in range(n - 1):
+            push(p)
+        while heap:
+            _, p, a, b, m = heapq.heappop(heap)
+            q = nxt[p] if alive[p] else n
+            if q >= n or strs[p] != a or strs[q] != b:
+                continue  # stale: one side merged since
+            strs[p], ids[p] = a + b, m
+            alive[q] = False
+            nxt[p] = nxt[q]
+            if nxt[q] < n:
+                prv[nxt[q]] = p
+            if prv[p] >= 0:
+                push(prv[p])
+            push(p)
+        out.extend(ids[p] for p in range(n) if alive[p])
+        return True
 
 
 class _MergesCache:
@@ -376,28 +566,58 @@ class TextTokenizer:
             self.add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
         self.chat_template = f.get("tokenizer.chat_template", str, None)
         self._decode = _Decoder(self.tokens, kind, kind == "llama" and self.add_space_prefix, _NO_IDS)
-        _cache_latin1_utf8()
+        self._file, self._cache, self._released, self._fast = f, cache, False, None
+        index = _VocabIndex.load(f.path, self.tokens) if cache and kind == "llama" else None
+        if index is not None:  # a start after the first: `tokenizers` is built only if a text needs it
+            self.tok = None
+            types = f.get("tokenizer.ggml.token_type", list, None, of=int)
+            types = np.full(n, TOKEN_NORMAL) if types is None else np.asarray(types)
+            scores = f.get("tokenizer.ggml.scores", list, of=float)
+            if len(types) == n and len(scores) == n:
+                self._fast = _SpmEncoder(index, types, np.asarray(scores), self.add_space_prefix)
+                stops = np.array([i for t in STOP_TEXTS if (i := index.get(t)) is not None], np.int64)
+                self._set_stops(eot_id, stops, index.unreachable)
+                return
+        self._build()
+        self._set_stops(eot_id, self._stops, self._unreachable)
+        del self._stops, self._unreachable
 
-        self.tok, stops, unreachable = _build(f, kind, self.tokens, getattr(self, "add_space_prefix", False),
-                                              _MergesCache(f.path) if cache else None)
+    def _build(self) -> None:
+        """The `tokenizers` object (self.tok), which encodes texts of any length."""
+        f = self._file
+        _cache_latin1_utf8()
+        self.tok, self._stops, self._unreachable = _build(
+            f, self.kind, self.tokens, getattr(self, "add_space_prefix", False),
+            _MergesCache(f.path) if self._cache else None)
         gc.collect()
+        f.release_header()  # every token string was read: the pages go until decode reads a few
+        _release_heap()
+
+    def build_encoder(self) -> None:
+        """Build the `tokenizers` object now if a cached start skipped it (a server does, so that a
+        long prompt later does not wait for it)."""
+        if self.tok is None and not self._released:
+            self._build()
+
+    def _set_stops(self, eot_id, stops: np.ndarray, unreachable: np.ndarray) -> None:
         self.stop_ids = frozenset(s for s in {self.eos_id, eot_id, *stops.tolist()} if s is not None)
         if len(unreachable):  # usually empty
             self._decode.unreachable = frozenset(unreachable.tolist())
-        f.release_header()  # every token string was read: the pages go until decode reads a few
-        _release_heap()
 
     def release_encoder(self) -> None:
         """Drop the `tokenizers` object once the text is encoded (decode does not need it) and hand its
         memory back to the OS; encode() raises ModelError afterwards."""
-        self.tok = None
+        self.tok, self._fast, self._released = None, None, True
         gc.collect()
         _release_heap()
 
     def encode(self, text: str, add_special: bool = True) -> list[int]:
-        if self.tok is None:
+        if self._released:
             raise ModelError("encode() after release_encoder(): the encoder was dropped to save memory")
-        ids = self.tok.encode(text, add_special_tokens=False).ids
+        ids = self._fast.encode(text) if self.tok is None and self._fast is not None else None
+        if ids is None:
+            self.build_encoder()
+            ids = self.tok.encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos:
             ids = [self.bos_id] + ids
         if add_special and self.add_eos:
@@ -407,36 +627,20 @@ class TextTokenizer:
     def decode(self, ids) -> str:
         return self._decode(ids)
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        if not self.chat_template:
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            template: str | None = None) -> str:
+        """messages rendered by `template` (default: the file's tokenizer.chat_template) as
+        transformers renders a chat template: jinja2 in an immutable sandbox, with bos_token,
+        eos_token, add_generation_prompt and raise_exception."""
+        template = template or self.chat_template
+        if not template:
             raise ModelError("--chat: this file has no tokenizer.chat_template")
         try:
             import jinja2
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
         except ImportError:
             raise ModelError("--chat needs the jinja2 package (pip install jinja2)") from None
-
-        def raise_exception(msg):
-            raise ModelError(f"chat template: {msg}")
-
-        class Sandbox(ImmutableSandboxedEnvironment):
-            # The template comes from the file: no giant string/list repetition or power (the
-            # sandbox already caps range() at 100000).
-            intercepted_binops = frozenset({"*", "**"})
-
-            def call_binop(self, context, operator, left, right):
-                seq, n = (left, right) if isinstance(right, int) else (right, left)
-                if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
-                        and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
-                    raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
-                if operator == "**" and isinstance(right, int) and abs(right) > 1024:
-                    raise ModelError(f"chat template: power {right} is too large")
-                return super().call_binop(context, operator, left, right)
-
-        env = Sandbox(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
         try:
-            tmpl = env.from_string(self.chat_template)
+            tmpl = _compiled_template(template)
             with _deadline(CHAT_TEMPLATE_SECONDS):
                 out = tmpl.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                   bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
@@ -452,17 +656,57 @@ class TextTokenizer:
         return out
 
 
+def _raise_exception(msg):
+    raise ModelError(f"chat template: {msg}")
+
+
+@lru_cache(maxsize=8)
+def _compiled_template(source: str):
+    """A chat template compiled once (a chat renders it every turn)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Sandbox(ImmutableSandboxedEnvironment):
+        # The template comes from the file: no giant string/list repetition or power (the
+        # sandbox already caps range() at 100000).
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context, operator, left, right):
+            seq, n = (left, right) if isinstance(right, int) else (right, left)
+            if operator == "*" and isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                    and len(seq) * n > CHAT_TEMPLATE_MAX_CHARS:
+                raise ModelError(f"chat template: repetition of {len(seq)} x {n} is too large")
+            if operator == "**" and isinstance(right, int) and abs(right) > 1024:
+                raise ModelError(f"chat template: power {right} is too large")
+            return super().call_binop(context, operator, left, right)
+
+    env = Sandbox(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise_exception
+    with _deadline(CHAT_TEMPLATE_SECONDS):  # compiling is bounded too
+        return env.from_string(source)
+
+
 class StreamDecoder:
-    """Turns a growing list of ids into text pieces, holding back incomplete UTF-8 sequences."""
+    """Turns a growing list of ids into text pieces, holding back incomplete UTF-8 sequences.  Each
+    push decodes a window of the last few tokens, not the whole list: the text of the tokens since
+    the last piece, against the same text without the new ones (the window starts one piece back,
+    so a decoder rule at the start of a text, like SentencePiece's stripped space, applies to both)."""
 
     def __init__(self, tok: TextTokenizer):
         self.tok, self.ids, self.text = tok, [], ""
+        self._start, self._read = 0, 0  # the window: ids[_start:_read] is already shown
 
     def push(self, token: int) -> str:
         self.ids.append(int(token))
-        full = self.tok.decode(self.ids)
-        if full.endswith("\ufffd"):  # a multi-byte character is not complete yet
+        ids, decode = self.ids, self.tok.decode
+        shown, new = decode(ids[self._start:self._read]), decode(ids[self._start:])
+        if new.endswith("\ufffd"):  # a multi-byte character is not complete yet
             return ""
-        piece = full[len(self.text):] if full.startswith(self.text) else full
-        self.text = full
+        if new.startswith(shown):
+            piece = new[len(shown):]
+            self.text += piece
+        else:  # the window's text changed in front: compare whole texts
+            full = decode(ids)
+            piece = full[len(self.text):] if full.startswith(self.text) else full
+            self.text = full
+        self._start, self._read = self._read, len(ids)
         return piece
