@@ -44,6 +44,24 @@ def type_info(int type_id):
             lowbit_type_block_bytes(type_id))
 
 
+def type_known(int type_id):
+    return bool(lowbit_type_known(type_id))
+
+
+def known_types():
+    """Every type id of liblowbit's facts table (ggml's type ids are below 1024)."""
+    return [t for t in range(1024) if lowbit_type_known(t)]
+
+
+def weight_types():
+    """The type ids of the weight formats liblowbit multiplies, in its facts table's order."""
+    cdef int ids[64]
+    cdef int n = lowbit_weight_types(ids, 64)
+    if n > 64:
+        raise RuntimeError(f"liblowbit lists {n} weight types, more than this binding reads")
+    return [ids[i] for i in range(n)]
+
+
 def type_from_name(str name):
     cdef int t = lowbit_type_from_name(name.encode())
     if t < 0:

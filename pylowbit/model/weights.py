@@ -15,9 +15,8 @@ from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
 
-# Types liblowbit has GEMV/GEMM kernels for: used straight from the mapped file.
-KERNEL_FORMATS = {"f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0",
-                  "q5_0", "q4_k", "q6_k"}
+# Types liblowbit has GEMV/GEMM kernels for (its weight types): used straight from the mapped file.
+KERNEL_FORMATS = frozenset(_lowbit.type_info(t)[0] for t in _lowbit.weight_types())
 FOREIGN_POLICIES = ("q8_0", "f16", "f32")
 
 
