@@ -1,5 +1,5 @@
 """Lossless transcoding between block formats that hold the same codes (format to format; the
-row interleave of a packed matrix is `pack`, native/src/repack.c).
+row interleave of a packed matrix is `pack`, native/src/pack.c).
 
 Every low-bit format here stores `value = code * scale` with a small signed code and one scale per
 block (docs/FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),

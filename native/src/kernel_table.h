@@ -23,7 +23,7 @@ typedef void lowbit_gemv_sig(const void *w, int64_t row_bytes, int64_t r0, int64
 /* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
 typedef void lowbit_gemm_sig(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
                              const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
-/* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
+/* Packed (row-interleaved) matrices, see pack.c: rows [r0, r1) with r0 a multiple of
  * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows past
  * m->rows are never written. */
 typedef void lowbit_packed_gemv_sig(const struct lowbit_matrix *m, int64_t r0, int64_t r1,

@@ -12,7 +12,7 @@
 #include "kernel_table.h"
 #include "lowbit/lowbit.h"
 
-/* ---- packed matrices (repack.c) ----------------------------------------------------------------
+/* ---- packed matrices (pack.c) ------------------------------------------------------------------
  *
  * The decode path reads each weight once per token, so the layout is chosen for DRAM streaming: the
  * rows of a matrix are taken LOWBIT_PACK_ROWS at a time and their blocks interleaved, so that one
@@ -33,8 +33,8 @@
  * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
-/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it, `base3`
- * below; ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
+/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it: pack.c's
+ * choice; its reference ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
  * LOWBIT_BASE3_ROWS (padded with zero rows), stored so that one 64-byte vector holds 4 bytes of
  * each of 16 rows:
  *
@@ -51,10 +51,9 @@
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
  * Its kernels are the list's BASE3 layout entries. */
 #define LOWBIT_BASE3_ROWS 16
-/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0,
- * `rows16` below; ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
- * LOWBIT_BASE3_ROWS stored as the
- * dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
+/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0; its
+ * reference ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
+ * LOWBIT_BASE3_ROWS stored as the dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
  * rows and a kernel's lane is a row without a transpose:
  *
  *   codes[R][c][j][l][4]  row set R (rows 16R..16R+15, padded with zero rows), 128-weight chunk

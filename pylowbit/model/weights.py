@@ -85,8 +85,8 @@ def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.n
     for r in range(0, rows, step):
         s = src[r:r + step]
         if fmt == "q8_0" and t.fmt in _LOSSLESS_TO_Q8_0:
-            nb = s.shape[0] * cols // 32
-            _legacy_to_q8_0(s.reshape(nb, -1), t.fmt, out[r:r + step].reshape(nb, 34))
+            nb = s.shape[0] * cols // to.block_size
+            _legacy_to_q8_0(s.reshape(nb, -1), t.fmt, out[r:r + step].reshape(nb, to.type_size))
             continue
         x = _gguf_dequantize(s, t.type_id, (s.shape[0], cols))
         if fmt == "q8_0":

@@ -23,9 +23,7 @@ int64_t gelu_mul_ref(const float *gate, const float *up, int64_t n, float *out) 
     return n;
 }
 
-
 static const gdn_kernels gdn_scalar = GDN_KERNELS;
 
 lowbit_gdn_sig gdn_ref;
 const gdn_kernels *gdn_ref(void) { return &gdn_scalar; }
-

@@ -221,14 +221,14 @@ AI void rows8_range(const int PF, const lowbit_matrix *m, int64_t r0, int64_t r1
 
 /* I2_S in whole chunks: the row sums where the activations allow them (decided per call), else
  * the AVX2 group kernel. */
-void packed_gemv_k128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+void packed_gemv_g128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y);
 AI void i2s_rows(const int PF, const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                  float *y) {
     if (lowbit_i2s_row_sums_ok(m, a))
         rows8_range(PF, m, r0, r1, a, y);
     else
-        packed_gemv_k128_avx2(m, r0, r1, a, y);
+        packed_gemv_g128_avx2(m, r0, r1, a, y);
 }
 
 /* packed_gemv_pair: row group k of range A and row group k of range B, far apart, as the 8 rows of
