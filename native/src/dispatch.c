@@ -126,8 +126,6 @@ static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
     [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
 };
 
-/* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
- * (packed entries; NULL: not asked), on this CPU's vendor; -1 if none. */
 static int g_prefer = -1; /* lowbit_kernel_prefer's entry */
 
 static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
@@ -141,6 +139,8 @@ static int needs_met(int needs) {
     return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
 }
 
+/* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
+ * (packed entries; NULL: not asked), whose needs this CPU meets; -1 if none. */
 static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
     /* a preferred entry runs on any vendor, never without an instruction set it needs */
     if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&

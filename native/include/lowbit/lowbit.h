@@ -275,7 +275,8 @@ LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packe
  * arguments. */
 LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
 /* Tests: entry i wins wherever it fits (its role, layout and type, its `when`, its variant in
- * the chain), whatever its place in the list and its `requires`; -1 restores the list's order.
+ * the chain, an instruction set it requires), whatever its place in the list and a tuning it
+ * requires ("intel"); -1 restores the list's order.
  * Applies to tables at once and to packed matrices packed afterwards.  Not meant to be called
  * while another thread multiplies.  LOWBIT_OK or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_prefer(int i);

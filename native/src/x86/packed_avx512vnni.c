@@ -23,7 +23,7 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of the 8-row kernels: both lines of each 128-byte tile `dist` bytes ahead in
- * its run, into L2 (prefetcht1), chosen by CPU vendor (pairs_pf): on some cores the
+ * its run, into L2 (prefetcht1), in the _l2pf entries the list gives Intel cores: on some cores the
  * hardware prefetchers follow the two runs best alone, on others the kernels need it to stream
  * (docs/PERFORMANCE.md has the measurements per CPU). */
 #ifndef LOWBIT_PF_ROWS8_INTEL
