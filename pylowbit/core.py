@@ -30,10 +30,10 @@ class FormatInfo:
         return 8.0 * self.type_size / self.block_size
 
 
-# 6 / 12 / 14: ggml's Q5_0, Q4_K, Q6_K (decoded and multiplied in place; quantize refuses them)
-_WEIGHT_TYPE_IDS = (0, 1, 6, 8, 12, 14, 30, 34, 35, 36, 41, 42, 142, 143)
+# The weight formats of liblowbit's facts table (lowbit_weight_types) by type id; ggml's Q5_0,
+# Q4_K, Q6_K among them (decoded and multiplied in place; quantize refuses them)
 FORMATS: dict[str, FormatInfo] = {
-    info.name: info for info in (FormatInfo(*_lowbit.type_info(t)) for t in _WEIGHT_TYPE_IDS)
+    info.name: info for info in (FormatInfo(*_lowbit.type_info(t)) for t in sorted(_lowbit.weight_types()))
 }
 _BY_ID = {f.type_id: f for f in FORMATS.values()}
 # llama.cpp's formats that pylowbit decodes and multiplies in place but does not write

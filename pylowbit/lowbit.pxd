@@ -99,6 +99,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
         int act_rule
         int code_offset
     int lowbit_type_facts_get(int type, lowbit_type_facts *out)
+    int lowbit_weight_types(int *ids, int cap)
     int LOWBIT_RULE_A8, LOWBIT_RULE_Q8_0, LOWBIT_RULE_Q8_K, LOWBIT_RULE_P2, LOWBIT_RULE_S8
 
     int lowbit_get_threads()

@@ -1,5 +1,5 @@
 """Lossless transcoding between block formats that hold the same codes (format to format; the
-row interleave of a packed matrix is `pack`, native/src/repack.c).
+row interleave of a packed matrix is `pack`, native/src/pack.c).
 
 Every low-bit format here stores `value = code * scale` with a small signed code and one scale per
 block (docs/FORMATS.md): TQ1_0 / TQ2_0 (256, fp16), PTQ1_0 / PQ2_0 / Q1_0 (128, fp16), Q2_0 (64, fp16),
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pylowbit import _lowbit
 from pylowbit.core import QTensor, format_info
 
 __all__ = ["CODE_FORMATS", "LOW_BIT", "LossyError", "unpack_codes", "pack_codes", "transcode",
@@ -38,17 +39,28 @@ class CodeFormat:
     cmin: int  # code range the target may hold
     cmax: int
     nonzero: bool = False  # Q1_0: no zero code
+    code_start: int = 0  # the block's code bytes [code_start, code_end): all but its fp16 scale
+    code_end: int = 0
+
+
+def _code_format(name: str, cmin: int, cmax: int, nonzero: bool = False) -> CodeFormat:
+    """A CodeFormat whose block and scale offset are liblowbit's format facts (lowbit_type_facts)."""
+    info = format_info(name)
+    scale_off = _lowbit.type_facts(info.type_id)["scale_offset"]
+    start, end = (2, info.type_size) if scale_off == 0 else (0, scale_off if scale_off > 0 else info.type_size)
+    return CodeFormat(name, info.block_size if scale_off >= 0 else 0, scale_off, cmin, cmax, nonzero,
+                      start, end)
 
 
 CODE_FORMATS = {f.name: f for f in (
-    CodeFormat("tq1_0", 256, 52, -1, 1),
-    CodeFormat("tq2_0", 256, 64, -1, 1),
-    CodeFormat("ptq1_0", 128, 26, -1, 1),
-    CodeFormat("q2_0", 64, 0, -1, 2),
-    CodeFormat("pq2_0", 128, 0, -1, 2),
-    CodeFormat("q1_0", 128, 0, -1, 1, nonzero=True),
-    CodeFormat("i2_s", 0, -1, -1, 1),
-    CodeFormat("q8_0", 32, 0, -127, 127),
+    _code_format("tq1_0", -1, 1),
+    _code_format("tq2_0", -1, 1),
+    _code_format("ptq1_0", -1, 1),
+    _code_format("q2_0", -1, 2),
+    _code_format("pq2_0", -1, 2),
+    _code_format("q1_0", -1, 1, nonzero=True),
+    _code_format("i2_s", -1, 1),
+    _code_format("q8_0", -127, 127),
 )}
 # Formats whose conversion to anything else must not lose silently (Q8_0 is a "float-like" source).
 LOW_BIT = ("tq1_0", "tq2_0", "ptq1_0", "q2_0", "pq2_0", "q1_0", "i2_s")
@@ -65,10 +77,20 @@ class LossyError(ValueError):
 
 
 # ---- base-3 packing (TQ1_0 / PTQ1_0) --------------------------------------------------------------
-# A block is three runs: n0 bytes of 5 trits (trit n of byte m is weight n*n0 + m), n1 more bytes of
-# 5 trits (weight 5*n0 + n*n1 + m), nh qh bytes of 4 trits.  Bytes hold ceil(q * 256 / 243) for q the
-# trits read most-significant first (a 4-trit byte is scaled as if it had 5).
-_BASE3 = {"tq1_0": (32, 16, 4), "ptq1_0": (16, 8, 2)}
+# A block of qk weights is three runs: n0 = qk / 8 bytes of 5 trits (trit n of byte m is weight
+# n*n0 + m), n1 = qk / 16 more bytes of 5 trits (weight 5*n0 + n*n1 + m), nh = qk / 64 qh bytes of 4
+# trits, then the scale.  Bytes hold ceil(q * 256 / 243) for q the trits read most-significant first
+# (a 4-trit byte is scaled as if it had 5).
+BASE3_FORMATS = ("tq1_0", "ptq1_0")
+
+
+def base3_runs(fmt: str) -> tuple[int, int, int]:
+    """(n0, n1, nh) of a base-3 format's block: its sizes follow from its block size."""
+    qk = format_info(fmt).block_size
+    return qk // 8, qk // 16, qk // 64
+
+
+_BASE3 = {f: base3_runs(f) for f in BASE3_FORMATS}
 _POW3 = np.array([81, 27, 9, 3, 1], dtype=np.int32)
 # Trit n of every byte value: ((uint8)(b * 3^n) * 3) >> 8, as the decoders compute it.
 _TRITS = ((((np.arange(256)[:, None] * np.array([1, 3, 9, 27, 81])) & 0xFF) * 3) >> 8).astype(np.int8)
@@ -97,19 +119,21 @@ def unpack_codes(t: QTensor) -> tuple[np.ndarray, np.ndarray, int]:
     n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
     raw = np.asarray(t.data)
     if f.name == "i2_s":
-        g = raw[: n // 4].reshape(-1, 32)
+        nc = n // t.info.block_size * t.info.type_size  # the codes; the fp32 scale follows
+        g = raw[:nc].reshape(-1, t.info.type_size)
         # byte p of a 128-group holds weights p, p+32, p+64, p+96 at shifts 6, 4, 2, 0
         c = np.stack([(g >> s) & 3 for s in (6, 4, 2, 0)], axis=1).reshape(-1)
-        d = raw[n // 4: n // 4 + 4].copy().view("<f4").astype(np.float32)
+        d = raw[nc:nc + 4].copy().view("<f4").astype(np.float32)
         return c.astype(np.int8) - 1, d, n
     b = raw.reshape(-1, t.info.type_size)
     nb = b.shape[0]
     d = b[:, f.scale_off:f.scale_off + 2].copy().view("<f2").reshape(-1).astype(np.float32)
+    codes = b[:, f.code_start:f.code_end]
     if f.name in ("q2_0", "pq2_0"):  # weight j in qs[j/4] at bits 2*(j%4)
-        qs = b[:, 2:]
+        qs = codes
         c = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=-1).reshape(nb, -1).astype(np.int8) - 1
     elif f.name == "tq2_0":  # element (j/32)*128 + n*32 + m in qs[j + m] at bits 2n
-        qs = b[:, :64].reshape(nb, 2, 32)
+        qs = codes.reshape(nb, 2, 32)
         c = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=2).reshape(nb, 256).astype(np.int8) - 1
     elif f.name in _BASE3:
         n0, n1, nh = _BASE3[f.name]
@@ -117,10 +141,10 @@ def unpack_codes(t: QTensor) -> tuple[np.ndarray, np.ndarray, int]:
                  _base3_unpack(b[:, n0 + n1:n0 + n1 + nh], 4)]
         c = np.concatenate([p.reshape(nb, -1) for p in parts], axis=1) - 1
     elif f.name == "q1_0":  # bit j%8 of qs[j/8]: set +1, clear -1
-        bits = np.unpackbits(b[:, 2:], axis=1, bitorder="little")
+        bits = np.unpackbits(codes, axis=1, bitorder="little")
         c = bits.astype(np.int8) * 2 - 1
     else:  # q8_0
-        c = b[:, 2:].view(np.int8)
+        c = codes.view(np.int8)
     return np.ascontiguousarray(c, dtype=np.int8).reshape(-1), d, f.block
 
 
@@ -129,32 +153,35 @@ def pack_codes(fmt: str, codes: np.ndarray, scales: np.ndarray, shape) -> QTenso
     f = CODE_FORMATS[fmt]
     n = codes.size
     if f.name == "i2_s":
-        g = (codes + 1).astype(np.uint8).reshape(-1, 4, 32)
-        out = np.zeros(n // 4 + 32, dtype=np.uint8)
-        out[: n // 4] = ((g[:, 0] << 6) | (g[:, 1] << 4) | (g[:, 2] << 2) | g[:, 3]).reshape(-1)
-        out[n // 4: n // 4 + 4] = np.asarray(scales, dtype="<f4")[:1].view(np.uint8)
+        info = format_info(fmt)
+        nc = n // info.block_size * info.type_size  # the codes; the fp32 scale follows
+        g = (codes + 1).astype(np.uint8).reshape(-1, 4, info.type_size)
+        out = np.zeros(_lowbit.tensor_nbytes(info.type_id, n), dtype=np.uint8)
+        out[:nc] = ((g[:, 0] << 6) | (g[:, 1] << 4) | (g[:, 2] << 2) | g[:, 3]).reshape(-1)
+        out[nc:nc + 4] = np.asarray(scales, dtype="<f4")[:1].view(np.uint8)
         return QTensor(out, fmt, shape)
     info = format_info(fmt)
     nb = n // f.block
     out = np.zeros((nb, info.type_size), dtype=np.uint8)
     out[:, f.scale_off:f.scale_off + 2] = np.asarray(scales, dtype="<f2").reshape(nb, 1).view(np.uint8)
     if f.name == "q8_0":
-        out[:, 2:] = codes.reshape(nb, 32).view(np.uint8)
+        out[:, f.code_start:f.code_end] = codes.reshape(nb, f.block).view(np.uint8)
         return QTensor(out.reshape(-1), fmt, shape)
     u = (codes + 1).astype(np.uint8).reshape(nb, f.block)
     if f.name in ("q2_0", "pq2_0"):
         u = u.reshape(nb, -1, 4)
-        out[:, 2:] = u[..., 0] | (u[..., 1] << 2) | (u[..., 2] << 4) | (u[..., 3] << 6)
+        out[:, f.code_start:f.code_end] = u[..., 0] | (u[..., 1] << 2) | (u[..., 2] << 4) | (u[..., 3] << 6)
     elif f.name == "tq2_0":
         u = u.reshape(nb, 2, 4, 32)
-        out[:, :64] = (u[:, :, 0] | (u[:, :, 1] << 2) | (u[:, :, 2] << 4) | (u[:, :, 3] << 6)).reshape(nb, 64)
+        out[:, f.code_start:f.code_end] = (u[:, :, 0] | (u[:, :, 1] << 2) | (u[:, :, 2] << 4) |
+                                           (u[:, :, 3] << 6)).reshape(nb, -1)
     elif f.name in _BASE3:
         n0, n1, nh = _BASE3[f.name]
         out[:, :n0] = _base3_pack(u[:, :5 * n0].reshape(nb, 5, n0))
         out[:, n0:n0 + n1] = _base3_pack(u[:, 5 * n0:5 * (n0 + n1)].reshape(nb, 5, n1))
         out[:, n0 + n1:n0 + n1 + nh] = _base3_pack(u[:, 5 * (n0 + n1):].reshape(nb, 4, nh))
     elif f.name == "q1_0":
-        out[:, 2:] = np.packbits(u.reshape(nb, 128) >> 1, axis=1, bitorder="little")
+        out[:, f.code_start:f.code_end] = np.packbits(u >> 1, axis=1, bitorder="little")
     return QTensor(out.reshape(-1), fmt, shape)
 
 
@@ -171,8 +198,9 @@ def _plan(t: QTensor, fmt: str):
     bt = f.block or n
     if f.block and row % f.block:
         raise ValueError(f"row length {row} is not a multiple of the {fmt} block of {f.block}")
-    if fmt == "i2_s" and row % 128:
-        raise ValueError(f"row length {row} is not a multiple of the i2_s group of 128")
+    group = format_info(fmt).block_size
+    if fmt == "i2_s" and row % group:
+        raise ValueError(f"row length {row} is not a multiple of the i2_s group of {group}")
     nt = n // bt
     problems = []
 

@@ -32,7 +32,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
     rng = np.random.default_rng(6)
     cases = shapes(fmt) + [(67, 2560)]
     if variant in BIT_EXACT_VARIANTS and fmt in ("tq2_0", "pq2_0"):
-        cases.append((2052, 4096))  # > 2 MB packed: 2 MB-aligned, huge pages asked for (repack.c)
+        cases.append((2052, 4096))  # > 2 MB packed: 2 MB-aligned, huge pages asked for (pack.c)
     for k, (rows, cols) in enumerate(cases):
         ws = [weights(fmt, rows, cols, seed=rows)]
         if fmt in BLOCK_SCALED or fmt == "i2_s":

@@ -54,6 +54,8 @@ unsigned lowbit_isa_compiled(void) {
     return m;
 }
 
+static int g_intel, g_vbmi; /* an Intel core; AVX512_VBMI usable (the list's `needs`) */
+
 static int cpu_vendor_intel(void) {
 #ifdef LOWBIT_X86
     unsigned r[4];
@@ -87,7 +89,7 @@ static unsigned detect_supported(void) {
     if (os_ymm && avx2 && fma && f16c) m |= 1u << LOWBIT_ISA_AVX2;
     if (os_zmm && avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni)
         m |= 1u << LOWBIT_ISA_AVX512VNNI;
-    lowbit_cpu_vbmi = (m >> LOWBIT_ISA_AVX512VNNI & 1) && (c >> 1) & 1; /* ECX bit 1: AVX512_VBMI */
+    g_vbmi = (m >> LOWBIT_ISA_AVX512VNNI & 1) && (c >> 1) & 1; /* ECX bit 1: AVX512_VBMI */
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
 #if defined(LOWBIT_LINUX)
@@ -103,8 +105,6 @@ static unsigned detect_supported(void) {
 }
 
 static unsigned g_supported;
-int lowbit_cpu_intel;
-int lowbit_cpu_vbmi;
 static lowbit_kernels g_tables[LOWBIT_ISA_COUNT];
 static _Atomic int g_active = -1;
 static char g_env_error[256];
@@ -112,11 +112,6 @@ static lowbit_once g_once = LOWBIT_ONCE_INIT;
 
 static void init_once(void);
 static void ensure_init(void) { lowbit_once_run(&g_once, init_once); }
-
-int lowbit_cpu_is_intel(void) {
-    ensure_init();
-    return lowbit_cpu_intel;
-}
 
 /* ---- the selector ----------------------------------------------------------------------------- */
 
@@ -131,8 +126,6 @@ static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
     [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
 };
 
-/* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
- * (packed entries; NULL: not asked), on this CPU's vendor; -1 if none. */
 static int g_prefer = -1; /* lowbit_kernel_prefer's entry */
 
 static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
@@ -141,15 +134,24 @@ static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
            (!m || e->accepts(m));
 }
 
+/* Whether this CPU has what `needs` asks beyond the ISA (LOWBIT_NEEDS_*) */
+static int needs_met(int needs) {
+    return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
+}
+
+/* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
+ * (packed entries; NULL: not asked), whose needs this CPU meets; -1 if none. */
 static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
-    if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m))
+    /* a preferred entry runs on any vendor, never without an instruction set it needs */
+    if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&
+        needs_met(lowbit_kernel_list[g_prefer].needs & ~LOWBIT_NEEDS_INTEL))
         for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
             if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
         for (int i = 0; i < lowbit_kernel_list_count; i++) {
             const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
             if (e->isa != FALLBACK[isa][c] || !fits(e, type, layout, role, m)) continue;
-            if (e->vendor == LOWBIT_VENDOR_INTEL && !lowbit_cpu_intel) continue;
+            if (!needs_met(e->needs)) continue;
             return i;
         }
     return -1;
@@ -203,20 +205,17 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 /* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3:
  * TQ1_0 / PTQ1_0 only, ROWS16), or 0. */
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
-    if (layout == LOWBIT_LAYOUT_BASE3 && type != LOWBIT_TYPE_TQ1_0 && type != LOWBIT_TYPE_PTQ1_0)
-        return 0;
+    if (layout == LOWBIT_LAYOUT_BASE3 && !lowbit_type_base3(type)) return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
-    m->base3 = layout == LOWBIT_LAYOUT_BASE3;
-    m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
-    if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
+    lowbit_matrix_set_layout(m, layout);
     return 1;
 }
 
-int lowbit_layout_has_kernel(int type, int layout) {
+int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     ensure_init();
-    lowbit_matrix m;
-    if (!describe_packed(type, layout, 1280, &m)) return 0;
-    const int i = select_entry(lowbit_isa_active(), type, layout, LOWBIT_ROLE_GEMV, &m);
+    lowbit_matrix in = *m;
+    lowbit_matrix_set_layout(&in, layout);
+    const int i = select_entry(lowbit_isa_active(), in.type, layout, LOWBIT_ROLE_GEMV, &in);
     return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
@@ -230,7 +229,7 @@ static int best_isa(unsigned usable) {
 
 static void init_once(void) {
     g_supported = detect_supported();
-    lowbit_cpu_intel = cpu_vendor_intel();
+    g_intel = cpu_vendor_intel();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
@@ -288,11 +287,14 @@ const lowbit_kernels *lowbit_active_kernels(void) {
 int lowbit_kernel_count(void) { return lowbit_kernel_list_count; }
 
 int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
+    static const char *const NEEDS_NAMES[] = {[LOWBIT_NEEDS_ANY] = "", [LOWBIT_NEEDS_INTEL] = "intel",
+                                              [LOWBIT_NEEDS_VBMI] = "vbmi",
+                                              [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi"};
     if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
     const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
     *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,
                                  .layout = e->layout, .role = e->role,
-                                 .requires = e->vendor == LOWBIT_VENDOR_INTEL ? "intel" : "",
+                                 .requires = NEEDS_NAMES[e->needs],
                                  .when = e->when};
     return LOWBIT_OK;
 }

@@ -33,24 +33,21 @@ PREDICATE when_one_block_groups(const lowbit_matrix *m) {
     return m->type != LOWBIT_TYPE_I2_S && lowbit_pair_rows_ok(m);
 }
 
-/* a CPU with AVX512_VBMI (vpermb, vpermi2b), which the avx512vnni variant does not require */
-PREDICATE when_vbmi(const lowbit_matrix *m) { return (void)m, lowbit_cpu_vbmi; }
-
 /* ---- the list ---------------------------------------------------------------------------------- */
 
 #define ANY (-1)
 
-#define KERNEL(name, isa, type, layout, role, sig, when, vendor) lowbit_##sig##_sig name;
+#define KERNEL(name, isa, type, layout, role, sig, when, needs) lowbit_##sig##_sig name;
 #include "kernel_list.inc"
 #undef KERNEL
 
-#define KERNEL(NAME, ISA, TYPE, LAYOUT, ROLE, SIG, WHEN, VENDOR)                                   \
+#define KERNEL(NAME, ISA, TYPE, LAYOUT, ROLE, SIG, WHEN, NEEDS)                                   \
     {.name = #NAME,                                                                                \
      .isa = LOWBIT_ISA_##ISA,                                                                      \
      .type = TYPE,                                                                                 \
      .layout = LOWBIT_LAYOUT_##LAYOUT,                                                             \
      .role = LOWBIT_ROLE_##ROLE,                                                                   \
-     .vendor = LOWBIT_VENDOR_##VENDOR,                                                             \
+     .needs = LOWBIT_NEEDS_##NEEDS,                                                                \
      .accepts = when_##WHEN,                                                                       \
      .when = #WHEN,                                                                                \
      .fn.SIG = NAME},

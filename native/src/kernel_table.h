@@ -23,7 +23,7 @@ typedef void lowbit_gemv_sig(const void *w, int64_t row_bytes, int64_t r0, int64
 /* y[b * ldy + r] for b < batch, r in [r0, r1): the same dot for each of `batch` activations. */
 typedef void lowbit_gemm_sig(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
                              const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
-/* Packed (row-interleaved) matrices, see repack.c: rows [r0, r1) with r0 a multiple of
+/* Packed (row-interleaved) matrices, see pack.c: rows [r0, r1) with r0 a multiple of
  * LOWBIT_PACK_ROWS; y is indexed by absolute row (y[r], or y[b * ldy + r] for GEMM).  Rows past
  * m->rows are never written. */
 typedef void lowbit_packed_gemv_sig(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
@@ -125,6 +125,7 @@ enum {
     LOWBIT_K_COUNT
 };
 int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
+int lowbit_type_packs(int type);   /* 1 if lowbit_matrix_pack builds a packed layout (types.c) */
 /* The A8 code formats, as X(LOWBIT_K_*, LOWBIT_TYPE_*, name): the one list the kernel list (and
  * the reference's definitions in ref/dot.c) walks.  Q5_0 / Q4_K / Q6_K: LOWBIT_FOR_EACH_KQUANT. */
 #define LOWBIT_FOR_EACH_QUANT_TYPE(X)                                                              \
@@ -159,9 +160,11 @@ typedef union {
     lowbit_gdn_fn gdn;
 } lowbit_kernel_fn;
 
-/* The vendor condition of an entry: kernels whose best software prefetch differs between Intel
- * and other cores are two entries, the Intel one listed first. */
-enum { LOWBIT_VENDOR_ANY = 0, LOWBIT_VENDOR_INTEL = 1 };
+/* What an entry needs of the CPU beyond its ISA (a bit set): INTEL, a tuning for Intel cores (a
+ * kernel whose best software prefetch differs there: the Intel twin, suffixed _l2pf, is listed
+ * first); VBMI, AVX512_VBMI, which the avx512vnni variant does not require. */
+enum { LOWBIT_NEEDS_ANY = 0, LOWBIT_NEEDS_INTEL = 1, LOWBIT_NEEDS_VBMI = 2,
+       LOWBIT_NEEDS_INTEL_VBMI = 3 };
 
 typedef struct lowbit_kernel_entry {
     const char *name;
@@ -169,7 +172,7 @@ typedef struct lowbit_kernel_entry {
     int type;   /* LOWBIT_TYPE_* it reads, -1: any */
     int layout; /* LOWBIT_LAYOUT_* */
     int role;   /* LOWBIT_ROLE_* */
-    int vendor; /* LOWBIT_VENDOR_* */
+    int needs;  /* LOWBIT_NEEDS_* */
     /* packed kernels: the matrices it takes, and that predicate's name ("any": every one) */
     int (*accepts)(const struct lowbit_matrix *m);
     const char *when;
@@ -215,12 +218,6 @@ void lowbit_packed_gemv_ref(const struct lowbit_matrix *m, int64_t r0, int64_t r
                             const lowbit_act *a, float *y);
 void lowbit_packed_gemm_ref(const struct lowbit_matrix *m, int64_t r0, int64_t r1,
                             const lowbit_act *a, int64_t batch, float *y, int64_t ldy);
-/* 1 on an x86 CPU whose vendor is Intel (CPUID leaf 0), else 0 (cached by the dispatcher). */
-int lowbit_cpu_is_intel(void);
-/* The same, for kernels to read in their loops: set by the dispatcher before any kernel runs. */
-extern int lowbit_cpu_intel;
-extern int lowbit_cpu_vbmi; /* AVX512_VBMI usable (dispatch.c) */
-int lowbit_type_packs(int type); /* 1 if lowbit_matrix_pack builds the interleaved layout */
 /* ref/kquant.c: ggml's Q5_0 / Q4_K / Q6_K codes (weight order) and block decoding */
 void lowbit_q5_0_codes(const lowbit_block_q5_0 *b, uint8_t codes[32]);
 void lowbit_q4_k_scale_min(const uint8_t scales[12], int k, int *sc, int *m);

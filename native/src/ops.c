@@ -81,26 +81,6 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
     return LOWBIT_OK;
 }
 
-/* The scalar entries of the decoder ops (kernel_list.inc, role OP); the selector picks a variant's. */
-lowbit_attention_sig attention_loop_ref;
-lowbit_gate_mul_sig silu_mul_ref, gelu_mul_ref;
-
-void attention_loop_ref(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
-                        const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
-                        float scale, float *out, float *p, int64_t r0, int64_t r1) {
-    attention_loop(q, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p, r0, r1);
-}
-
-int64_t silu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
-    return n;
-}
-
-int64_t gelu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
-    return n;
-}
-
 /* One task of a threaded lowbit_attention: a contiguous run of query rows, with its own scores. */
 typedef struct {
     const float *q, *kc, *vc;

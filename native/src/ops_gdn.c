@@ -9,12 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static const gdn_kernels gdn_scalar = GDN_KERNELS;
-
-/* The scalar entry of the kernel list (role OP); the selector picks the active variant's table. */
-lowbit_gdn_sig gdn_ref;
-const gdn_kernels *gdn_ref(void) { return &gdn_scalar; }
-
 static const gdn_kernels *gdn_active(void) { return lowbit_active_kernels()->gdn; }
 
 int lowbit_ssm_conv(const float *x, const float *w, float *state, int64_t T, int64_t C, int64_t K,

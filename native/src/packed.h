@@ -1,15 +1,18 @@
-/* The packed (row-interleaved) matrix and the predicates its kernels are chosen by. */
+/* The packed (row-interleaved) matrix: its layouts, their geometry (pure inline functions, the one
+ * place a byte's address is computed), the predicates its kernels are chosen by, and who builds
+ * and reads it: pack.c (the packers and the layout choice), ref/ (the scalar references). */
 #ifndef LOWBIT_PACKED_H
 #define LOWBIT_PACKED_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "act_rules.h"
 #include "kernel_table.h"
 #include "lowbit/lowbit.h"
 
-/* ---- packed matrices (repack.c) ----------------------------------------------------------------
+/* ---- packed matrices (pack.c) ------------------------------------------------------------------
  *
  * The decode path reads each weight once per token, so the layout is chosen for DRAM streaming: the
  * rows of a matrix are taken LOWBIT_PACK_ROWS at a time and their blocks interleaved, so that one
@@ -30,8 +33,8 @@
  * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
  * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
-/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it, `base3`
- * below; ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
+/* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it: pack.c's
+ * choice; its reference ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
  * LOWBIT_BASE3_ROWS (padded with zero rows), stored so that one 64-byte vector holds 4 bytes of
  * each of 16 rows:
  *
@@ -48,10 +51,9 @@
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
  * Its kernels are the list's BASE3 layout entries. */
 #define LOWBIT_BASE3_ROWS 16
-/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0,
- * `rows16` below; ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
- * LOWBIT_BASE3_ROWS stored as the
- * dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
+/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0; its
+ * reference ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
+ * LOWBIT_BASE3_ROWS stored as the dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
  * rows and a kernel's lane is a row without a transpose:
  *
  *   codes[R][c][j][l][4]  row set R (rows 16R..16R+15, padded with zero rows), 128-weight chunk
@@ -79,6 +81,45 @@ struct lowbit_matrix {
     lowbit_packed_plan plan[LOWBIT_ISA_COUNT]; /* per usable variant, lowbit_plan_packed */
 };
 
+/* ---- geometry ------------------------------------------------------------------------------ */
+
+/* 1 for the base-3 formats the dense layout holds (TQ1_0, PTQ1_0) */
+static inline int lowbit_type_base3(int type) {
+    return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
+}
+
+/* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
+ * (no rows, no data, no plan; packed = 0 for the borrowed file layout, the 2-bit row groups of 4
+ * otherwise): what the kernel predicates read.  LOWBIT_OK or LOWBIT_ETYPE. */
+static inline int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
+    memset(m, 0, sizeof *m);
+    if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K || cols < 0) return LOWBIT_ETYPE;
+    m->type = type;
+    m->kidx = lowbit_kernel_index(type);
+    m->cols = cols;
+    m->group = lowbit_act_group(type);
+    if (!lowbit_type_packs(type) || cols == 0) return LOWBIT_OK;
+    m->packed = 1;
+    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
+    m->nchunks = (cols + 127) / 128;
+    m->nscales = m->qk ? cols / m->qk : 0;
+    return LOWBIT_OK;
+}
+
+/* Units of a dense base-3 row: every 5 groups of S = group / 32 slices take S units, the last
+ * ng % 5 groups S / 4 each */
+static inline int64_t lowbit_base3_units(int64_t cols, int64_t group) {
+    const int64_t S = group / 32, ng = cols / group;
+    return ng / 5 * S + ng % 5 * (S / 4);
+}
+
+/* Sets a described packed matrix's layout fields: LOWBIT_LAYOUT_PACKED, _BASE3 or _ROWS16 */
+static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
+    m->base3 = layout == LOWBIT_LAYOUT_BASE3;
+    m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
+    m->nunits = m->base3 ? lowbit_base3_units(m->cols, m->group) : 0;
+}
+
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
@@ -97,13 +138,57 @@ static inline size_t lowbit_packed_scale_at(const lowbit_matrix *m, int64_t r, i
     return (size_t)((r / n * m->nscales + b) * n + r % n);
 }
 
+/* The dense base-3 layout: offset in its row of the slice that plane k of unit u holds (ng groups
+ * of G), -1 if none */
+static inline int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k) {
+    const int64_t S = G / 32, per = S / 4; /* units per period, units per group (planes 0..3) */
+    const int64_t p = u / S, uu = u % S;
+    if (k < 4) return (5 * p + uu / per) * G + (4 * (uu % per) + k) * 32;
+    if (5 * p + 4 >= ng) return -1; /* the tail's units have no plane 4 */
+    return (5 * p + 4) * G + uu * 32;
+}
+/* Where byte p of unit u of row r sits: lowbit_base3_unit_at(m, r, u) + lowbit_base3_byte(p);
+ * and the scale of block b of row r */
+static inline size_t lowbit_base3_unit_at(const lowbit_matrix *m, int64_t r, int64_t u) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)((R * m->nunits + u) * 8 * 64 + l * 4);
+}
+static inline size_t lowbit_base3_byte(int p) { return (size_t)(p / 4 * 64 + p % 4); }
+static inline size_t lowbit_base3_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    const int64_t R = r / LOWBIT_BASE3_ROWS, l = r % LOWBIT_BASE3_ROWS;
+    return (size_t)((R * m->nscales + b) * LOWBIT_BASE3_ROWS + l);
+}
+/* A period: the 5 groups (the tail: the last ng % 5) whose codes units [p S, (p + 1) S) hold
+ * (lowbit_base3_slice); G <= 256 bounds its codes.  Group = scale block in both formats. */
+#define LOWBIT_BASE3_PERIOD_CODES (5 * 256)
+static inline int64_t lowbit_base3_periods(const lowbit_matrix *m) {
+    return (m->cols / m->group + 4) / 5;
+}
+/* Units [*u0, returned) of period p */
+static inline int64_t lowbit_base3_period_units(const lowbit_matrix *m, int64_t p, int64_t *u0) {
+    const int64_t S = m->group / 32, u1 = (p + 1) * S;
+    *u0 = p * S;
+    return u1 < m->nunits ? u1 : m->nunits;
+}
+/* Groups [5 p, returned) of period p */
+static inline int64_t lowbit_base3_period_groups_end(const lowbit_matrix *m, int64_t p) {
+    const int64_t ng = m->cols / m->group;
+    return 5 * p + 5 < ng ? 5 * p + 5 : ng;
+}
+/* Where in its period's codes plane k of unit u of period p starts, -1 if the unit has none */
+static inline void lowbit_base3_unit_slices(const lowbit_matrix *m, int64_t p, int64_t u,
+                                            int64_t off[5]) {
+    const int64_t G = m->group, ng = m->cols / G;
+    for (int k = 0; k < 5; k++) {
+        const int64_t o = lowbit_base3_slice(G, ng, u, k);
+        off[k] = o < 0 ? -1 : o - 5 * p * G;
+    }
+}
+
 /* The packed GEMV variant `isa` planned for m: pair kernels run it on the rows they leave over. */
 #define LOWBIT_PLANNED_GEMV(m, isa) ((m)->plan[isa].gemv)
 
-/* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
- * (no rows, no data, no plan; packed = 0 for the borrowed file layout): what the kernel
- * predicates read.  LOWBIT_OK or LOWBIT_ETYPE. */
-int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m);
+/* ---- the predicates ------------------------------------------------------------------------ */
 
 /* Whether a packed GEMV may take the I2_S row-sum path (every SIMD variant's packed_gemv_i2s_row:
  * a row's int sums over all its chunks, one float step): I2_S in whole 128-weight chunks with P2
@@ -130,43 +215,33 @@ static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
     return (m->group == 256 || m->group == 128) && m->qk == m->group && m->cols % m->group == 0;
 }
 
-/* ---- the dense base-3 layout (ref/base3_packed.c) ---- */
-/* 1 if lowbit_matrix_pack builds `type` in it: TQ1_0 / PTQ1_0 where the active variant's chain has
- * a base-3 GEMV other than the reference (lowbit_layout_has_kernel); PYLOWBIT_BASE3=0 forces the
- * 2-bit layout, =1 the dense one. */
-int lowbit_base3_chosen(int type);
-/* 1 if the active variant's chain has a GEMV other than the reference for `type` in packed
- * `layout` (BASE3, ROWS16): the layout pays there (dispatch.c) */
-int lowbit_layout_has_kernel(int type, int layout);
-int64_t lowbit_base3_units(int64_t cols, int64_t group); /* units per row */
-/* Offset in its row of the slice that plane k of unit u holds (ng groups of G), -1 if none */
-int64_t lowbit_base3_slice(int64_t G, int64_t ng, int64_t u, int k);
-/* Row set R from the file layout (rows row_bytes apart) */
-void lowbit_base3_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
+/* ---- who builds and reads it ---------------------------------------------------------------- */
+
+/* dispatch.c: 1 if the active variant's chain has a GEMV other than the reference for m in packed
+ * `layout` (BASE3, ROWS16), by the kernel list's entries: the layout pays there (pack.c). */
+int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout);
+
+/* ref/base3_packed.c, ref/rows16_packed.c: the scalar references of the dense base-3 and the
+ * rows16 layouts (ref/packed.c's lowbit_packed_gemv_ref / _gemm_ref read either 2-bit layout) */
 void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y);
 void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            int64_t batch, float *y, int64_t ldy);
-/* Row groups [rg0, rg0 + nrg) (4 rows each) of a base-3 matrix in the 2-bit layout: codes
- * dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4] */
+void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+
+/* gemm_decoded.c: a base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the
+ * rows' codes decoded by `decode` into a scratch copy; the layout's reference if that memory is
+ * not there.  `decode` writes row groups [rg0, rg0 + nrg) (4 rows each) in the 2-bit layout:
+ * codes dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4]. */
 typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
                                        uint8_t *dst, uint16_t *sdst);
-/* A base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the rows' codes
- * decoded by `decode` into a scratch copy; the layout's reference if that memory is not there. */
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
                                void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
                                             const lowbit_act *, int64_t, float *, int64_t),
                                const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                int64_t batch, float *y, int64_t ldy);
-
-/* ---- the rows16 layout (ref/rows16_packed.c) ---- */
-/* 1 if lowbit_matrix_pack builds `type` in it: a 2-bit type for which the active variant's chain
- * has a rows16 GEMV other than the reference; PYLOWBIT_ROWS16=0 / =1 forces either layout. */
-int lowbit_rows16_chosen(int type);
-/* The scalar references: lowbit_packed_gemv_ref / _gemm_ref, which read either 2-bit layout */
-void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                            float *y);
-void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                            int64_t batch, float *y, int64_t ldy);
 
 #endif /* LOWBIT_PACKED_H */

@@ -91,6 +91,18 @@ int64_t lowbit_type_block_bytes(int type) {
     return r ? r->facts.block_bytes : LOWBIT_ETYPE;
 }
 
+int lowbit_type_packs(int type) {
+    switch (type) {
+    case LOWBIT_TYPE_TQ1_0:
+    case LOWBIT_TYPE_TQ2_0:
+    case LOWBIT_TYPE_I2_S:
+    case LOWBIT_TYPE_Q2_0:
+    case LOWBIT_TYPE_PQ2_0:
+    case LOWBIT_TYPE_PTQ1_0: return 1;
+    default: return 0;
+    }
+}
+
 int lowbit_kernel_index(int type) {
     const type_row *r = find(type);
     return r ? r->kernel : -1;
@@ -123,6 +135,17 @@ int lowbit_type_facts_get(int type, lowbit_type_facts *out) {
     *out = r->facts;
     if (type == LOWBIT_TYPE_I2_S) out->act_rule = lowbit_act_rule_of_type(type);
     return LOWBIT_OK;
+}
+
+int lowbit_weight_types(int *ids, int cap) {
+    int n = 0;
+    for (int i = 0; i < NTYPES; i++) {
+        const type_row *r = &TYPES[i];
+        if (r->kernel < 0 && r->facts.block_size != 1) continue; /* activations only */
+        if (ids && n < cap) ids[n] = r->type;
+        n++;
+    }
+    return n;
 }
 
 static int i2s_act_rule = LOWBIT_RULE_S8;

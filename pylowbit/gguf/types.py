@@ -9,6 +9,8 @@ from typing import Iterable
 
 import numpy as np
 
+from .. import _lowbit
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4
@@ -73,32 +75,32 @@ class TypeInfo:
 
 
 def _build_type_table() -> dict[int, TypeInfo]:
-    # (type id, name, weights per block, bytes per block): ggml's type table (facts from ggml.h /
-    # gguf-py's GGML_QUANT_SIZES, which tests/test_memory.py checks this against), written out
-    # rather than imported: importing the gguf package costs ~4 MB resident (yaml, its writer...)
-    # in every `run`, for types most files never use.
-    table = [
-        (0, "f32", 1, 4), (1, "f16", 1, 2), (2, "q4_0", 32, 18), (3, "q4_1", 32, 20),
-        (6, "q5_0", 32, 22), (7, "q5_1", 32, 24), (8, "q8_0", 32, 34), (9, "q8_1", 32, 40),
-        (10, "q2_k", 256, 84), (11, "q3_k", 256, 110), (12, "q4_k", 256, 144), (13, "q5_k", 256, 176),
-        (14, "q6_k", 256, 210), (15, "q8_k", 256, 292), (16, "iq2_xxs", 256, 66), (17, "iq2_xs", 256, 74),
-        (18, "iq3_xxs", 256, 98), (19, "iq1_s", 256, 50), (20, "iq4_nl", 32, 18), (21, "iq3_s", 256, 110),
+    # The types liblowbit knows come from its format facts table (lowbit_type_facts: what the
+    # kernels read).  The other ggml types, which pylowbit only names and sizes (a file may hold
+    # them), are written out: (type id, name, weights per block, bytes per block), facts from
+    # ggml.h / gguf-py's GGML_QUANT_SIZES (tests/test_memory.py checks both against it), not
+    # imported: importing the gguf package costs ~4 MB resident (yaml, its writer...) in every
+    # `run`, for types most files never use.
+    foreign = [
+        (2, "q4_0", 32, 18), (3, "q4_1", 32, 20), (7, "q5_1", 32, 24), (9, "q8_1", 32, 40),
+        (10, "q2_k", 256, 84), (11, "q3_k", 256, 110), (13, "q5_k", 256, 176),
+        (16, "iq2_xxs", 256, 66), (17, "iq2_xs", 256, 74), (18, "iq3_xxs", 256, 98),
+        (19, "iq1_s", 256, 50), (20, "iq4_nl", 32, 18), (21, "iq3_s", 256, 110),
         (22, "iq2_s", 256, 82), (23, "iq4_xs", 256, 136), (24, "i8", 1, 1), (25, "i16", 1, 2),
         (26, "i32", 1, 4), (27, "i64", 1, 8), (28, "f64", 1, 8), (29, "iq1_m", 256, 56),
-        (30, "bf16", 1, 2), (34, "tq1_0", 256, 54), (35, "tq2_0", 256, 66), (39, "mxfp4", 32, 17),
-        (40, "nvfp4", 64, 36), (41, "q1_0", 128, 18),
-        # pylowbit's own: I2_S is 2-bit codes for the whole tensor then a 32-byte tail holding the
-        # fp32 scale; its "block" here is the 128-weight group of the x86 layout (32 bytes), the
-        # tail is added by tensor_nbytes.
-        (36, "i2_s", 128, 32),
-        (42, "q2_0", 64, 18), (142, "pq2_0", 128, 34), (143, "ptq1_0", 128, 28),
+        (39, "mxfp4", 32, 17), (40, "nvfp4", 64, 36),
     ]
-    return {tid: TypeInfo(tid, name, bs, ts) for tid, name, bs, ts in table}
+    table = {tid: TypeInfo(tid, name, bs, ts) for tid, name, bs, ts in foreign}
+    # I2_S: 2-bit codes for the whole tensor, then a tail holding the fp32 scale; its "block" is
+    # the 128-weight group of the x86 layout, the tail is added by tensor_nbytes (liblowbit's).
+    for tid in _lowbit.known_types():
+        name, _, bs, ts = _lowbit.type_info(tid)
+        table[tid] = TypeInfo(tid, name, bs, ts)
+    return dict(sorted(table.items()))
 
 
 TYPES: dict[int, TypeInfo] = _build_type_table()
 _TYPES_BY_NAME = {t.name: t for t in TYPES.values()}
-I2_S_TAIL = 32
 
 
 def type_id(name_or_id: str | int) -> int:
@@ -127,10 +129,9 @@ def tensor_nbytes(tid: int, shape: Iterable[int]) -> int:
     n = 1
     for s in shape:
         n *= s
-    nbytes = n // t.block_size * t.type_size
-    if t.type_id == 36:
-        nbytes += I2_S_TAIL
-    return nbytes
+    if _lowbit.type_known(t.type_id):  # its own rule (I2_S's scale tail)
+        return _lowbit.tensor_nbytes(t.type_id, n)
+    return n // t.block_size * t.type_size
 
 
 def _align(x: int, a: int) -> int:

@@ -18,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..gguf import TYPES, MetaValue, TensorSpec, ValueType, type_id, write_gguf
+from ..gguf import TYPES, MetaValue, TensorSpec, ValueType, tensor_nbytes, type_id, write_gguf
+from ..transcode import BASE3_FORMATS, CODE_FORMATS, base3_runs
 from .hadamard import AXIS, TRANSFORM, fwht_numpy
 from .synthetic_shapes import (GENERATOR_ARCHS, PRESET_ARCH, PRESETS, QWEN35_PRESETS, _arch_and_preset,  # noqa: F401
                                _dense_layout, _qwen35_layout, grouped_from_tiled, imrope_component,
@@ -69,12 +70,22 @@ def _code_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _TWO_BIT, _TRIT5, _TRIT4 = _code_tables()
-# fmt -> (weights a block, bytes a block, fp16 scale offset, (start, end) of 4-trit qh bytes or None);
-# every other byte of a block is a code byte of the format's kind (docs/FORMATS.md layouts)
-_BLOCKS = {
-    "q2_0": (64, 18, 0, None), "pq2_0": (128, 34, 0, None), "tq2_0": (256, 66, 64, None),
-    "tq1_0": (256, 54, 52, (48, 52)), "ptq1_0": (128, 28, 26, (24, 26)),
-}
+
+
+def _block(fmt: str):
+    """(weights a block, bytes a block, fp16 scale offset, (start, end) of 4-trit qh bytes or None),
+    from liblowbit's format facts; every other byte of a block is a code byte of the format's kind
+    (docs/FORMATS.md layouts)."""
+    f = CODE_FORMATS[fmt]
+    info = TYPES[type_id(fmt)]
+    qh = None
+    if fmt in BASE3_FORMATS:
+        n0, n1, nh = base3_runs(fmt)
+        qh = (n0 + n1, n0 + n1 + nh)
+    return info.block_size, info.type_size, f.scale_off, qh
+
+
+_BLOCKS = {f: _block(f) for f in ("q2_0", "pq2_0", "tq2_0", "tq1_0", "ptq1_0")}
 CODE_CHUNK_BYTES = 1 << 24  # bytes generated at a time: memory stays ~3x this
 
 
@@ -88,11 +99,12 @@ def random_ternary_bytes(seed: int, name: str, rows: int, cols: int, fmt: str):
     uniform codes in {-1, 0, +1}, every block scaled by ternary_scale(cols)."""
     rng = _rng(seed, name)
     scale = np.frombuffer(np.array([ternary_scale(cols)], "<f2").tobytes(), np.uint8)
-    if fmt == "i2_s":  # codes of the whole tensor, then the fp32 scale padded to 32 bytes
-        total = rows * cols // 4
+    if fmt == "i2_s":  # codes of the whole tensor, then the fp32 scale padded to the tail's size
+        info = TYPES[type_id(fmt)]
+        total = rows * cols // info.block_size * info.type_size
         for o in range(0, total, CODE_CHUNK_BYTES):
             yield _TWO_BIT[np.frombuffer(rng.bytes(min(CODE_CHUNK_BYTES, total - o)), np.uint8)]
-        tail = np.zeros(32, np.uint8)
+        tail = np.zeros(tensor_nbytes(type_id(fmt), (rows, cols)) - total, np.uint8)
         tail[:4] = np.frombuffer(np.array([np.float32(ternary_scale(cols))], "<f4").tobytes(), np.uint8)
         yield tail
         return

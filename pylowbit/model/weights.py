@@ -15,9 +15,8 @@ from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
 
-# Types liblowbit has GEMV/GEMM kernels for: used straight from the mapped file.
-KERNEL_FORMATS = {"f32", "f16", "bf16", "q8_0", "tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0",
-                  "q5_0", "q4_k", "q6_k"}
+# Types liblowbit has GEMV/GEMM kernels for (its weight types): used straight from the mapped file.
+KERNEL_FORMATS = frozenset(_lowbit.type_info(t)[0] for t in _lowbit.weight_types())
 FOREIGN_POLICIES = ("q8_0", "f16", "f32")
 
 
@@ -86,8 +85,8 @@ def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.n
     for r in range(0, rows, step):
         s = src[r:r + step]
         if fmt == "q8_0" and t.fmt in _LOSSLESS_TO_Q8_0:
-            nb = s.shape[0] * cols // 32
-            _legacy_to_q8_0(s.reshape(nb, -1), t.fmt, out[r:r + step].reshape(nb, 34))
+            nb = s.shape[0] * cols // to.block_size
+            _legacy_to_q8_0(s.reshape(nb, -1), t.fmt, out[r:r + step].reshape(nb, to.type_size))
             continue
         x = _gguf_dequantize(s, t.type_id, (s.shape[0], cols))
         if fmt == "q8_0":

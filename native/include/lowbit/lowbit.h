@@ -76,6 +76,10 @@ typedef struct lowbit_type_facts {
 } lowbit_type_facts;
 /* LOWBIT_OK, LOWBIT_ETYPE (unknown type) or LOWBIT_EINVAL (out is NULL). */
 LOWBIT_API int lowbit_type_facts_get(int type, lowbit_type_facts *out);
+/* The weight types the library multiplies (every type of the facts table but the activation-only
+ * Q8_K), in the table's order: writes up to cap of their ids to ids (NULL: none) and returns how
+ * many there are.  Bindings build their format tables from it and lowbit_type_facts_get. */
+LOWBIT_API int lowbit_weight_types(int *ids, int cap);
 /* I2_S's activation scale, process-wide: LOWBIT_I2S_ACT_BITNET (the default: bitnet.cpp's
  * 127 / max|x|, formats.h S8) or LOWBIT_I2S_ACT_POW2 (that step rounded up to a power of two,
  * formats.h P2: up to one bit of activation resolution less).  Returns the previous mode, or
@@ -255,7 +259,7 @@ typedef struct lowbit_kernel_info {
     int type;             /* weight type it reads, -1: any; role OP: the lowbit_op */
     int layout;           /* lowbit_layout */
     int role;             /* lowbit_role */
-    const char *requires; /* beyond the ISA: "" or "intel" */
+    const char *requires; /* beyond the ISA: "", "intel" (a tuning), "vbmi" or "intel,vbmi" */
     const char *when;     /* the matrices it takes: "any" or a predicate's name */
 } lowbit_kernel_info;
 LOWBIT_API int lowbit_kernel_count(void);
@@ -271,7 +275,8 @@ LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packe
  * arguments. */
 LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
 /* Tests: entry i wins wherever it fits (its role, layout and type, its `when`, its variant in
- * the chain), whatever its place in the list and its `requires`; -1 restores the list's order.
+ * the chain, an instruction set it requires), whatever its place in the list and a tuning it
+ * requires ("intel"); -1 restores the list's order.
  * Applies to tables at once and to packed matrices packed afterwards.  Not meant to be called
  * while another thread multiplies.  LOWBIT_OK or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_prefer(int i);

@@ -14,7 +14,7 @@
  *   4. the float part  acc += (float)isum * (d_w * d_a[g])  runs per row in the reference's
  *      order (block by block, group by group), so results match scalar, not just approximately.
  * GEMM unpacks a weight block once and reuses it for a tile of up to GEMM_TILE activations.
- * The packed (row-interleaved, 2-bit canonical) layout of repack.c has its own GEMV/GEMM at the
+ * The packed (row-interleaved, 2-bit canonical) layout of pack.c has its own GEMV/GEMM at the
  * end: there lane i of a float vector is row i of a 4-row group. */
 #ifndef LOWBIT_ARM_INL_H
 #define LOWBIT_ARM_INL_H

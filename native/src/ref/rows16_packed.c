@@ -1,15 +1,6 @@
-/* The rows16 layout of 2-bit matrices (packed.h, above struct lowbit_matrix): its choice at
- * pack time and its scalar references (the 2-bit layout's own, which read either placement). */
-#include <stdlib.h>
-
+/* The rows16 layout of 2-bit matrices (packed.h, above struct lowbit_matrix): its scalar
+ * references (the 2-bit layout's own, which read either placement). */
 #include "../internal.h"
-
-int lowbit_rows16_chosen(int type) {
-    if (!lowbit_type_packs(type)) return 0;
-    const char *env = getenv("PYLOWBIT_ROWS16");
-    if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
-    return lowbit_layout_has_kernel(type, LOWBIT_LAYOUT_ROWS16);
-}
 
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y) {

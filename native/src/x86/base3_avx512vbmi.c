@@ -28,8 +28,8 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* Software prefetch of both lines of each tile this far ahead in its run, into L2, on Intel (the
- * same choice as the 2-bit 8-row kernels, packed_avx512vnni.c), and LOWBIT_PF_BASE3_NEAR ahead
+/* Software prefetch of both lines of each tile this far ahead in its run, into L2, in the _l2pf
+ * entries for Intel cores (the same choice as the 2-bit 8-row kernels, packed_avx512vnni.c), and LOWBIT_PF_BASE3_NEAR ahead
  * into L1: with the L2 prefetch alone the decode waited on L2 (docs/PERFORMANCE.md#weight-slabs). */
 #ifndef LOWBIT_PF_BASE3_INTEL
 #define LOWBIT_PF_BASE3_INTEL 16384
@@ -37,8 +37,6 @@
 #ifndef LOWBIT_PF_BASE3_NEAR
 #define LOWBIT_PF_BASE3_NEAR 1024
 #endif
-static int pf_base3; /* 0 or LOWBIT_PF_BASE3_INTEL */
-
 /* t4 and 84 t4 by v >> 2; the 2-bit byte of t0..t3 by r (128 entries, r < 81 used) */
 static _Alignas(64) uint8_t TABLES[4][64];
 
@@ -200,21 +198,18 @@ ROWS16_INSTANCE(2, 4, LOWBIT_PF_BASE3_INTEL)
 ROWS16_INSTANCE(2, 8, LOWBIT_PF_BASE3_INTEL)
 #undef ROWS16_INSTANCE
 
-/* The instance for NS sets of m (its group: S) at the active prefetch distance */
-static rows16_fn *rows16_for(int NS, const lowbit_matrix *m) {
+/* The instance for NS sets of m (its group: S) at prefetch distance pf (0 or LOWBIT_PF_BASE3_INTEL) */
+static rows16_fn *rows16_for(int NS, int pf, const lowbit_matrix *m) {
     static rows16_fn *const BY[2][2][2] = {
         {{rows16_1_4_0, rows16_1_8_0}, {rows16_2_4_0, rows16_2_8_0}},
         {{rows16_1_4_LOWBIT_PF_BASE3_INTEL, rows16_1_8_LOWBIT_PF_BASE3_INTEL},
          {rows16_2_4_LOWBIT_PF_BASE3_INTEL, rows16_2_8_LOWBIT_PF_BASE3_INTEL}}};
-    return BY[pf_base3 != 0][NS == 2][m->group == 256];
+    return BY[pf != 0][NS == 2][m->group == 256];
 }
 
 static lowbit_once g_tables_once = LOWBIT_ONCE_INIT;
 
-static void tables_init(void) {
-    tables_fill();
-    pf_base3 = lowbit_cpu_is_intel() ? LOWBIT_PF_BASE3_INTEL : 0;
-}
+static void tables_init(void) { tables_fill(); }
 
 /* The tables and instances of one call (one set and two at a time): the walks' ctx */
 typedef struct {
@@ -222,9 +217,9 @@ typedef struct {
     rows16_fn *one, *two;
 } b3_call;
 
-static b3_call b3_call_for(const lowbit_matrix *m) {
+static b3_call b3_call_for(const lowbit_matrix *m, int pf) {
     lowbit_once_run(&g_tables_once, tables_init);
-    return (b3_call){tables_load(), rows16_for(1, m), rows16_for(2, m)};
+    return (b3_call){tables_load(), rows16_for(1, pf, m), rows16_for(2, pf, m)};
 }
 
 static inline void b3_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
@@ -244,17 +239,22 @@ static void b3_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t
     sets16_range(b3_one, ctx, m, r0, r1, a, y);
 }
 
-void base3_gemv_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                           float *y) {
-    const b3_call C = b3_call_for(m);
-    b3_rows(&C, m, r0, r1, a, y);
-}
-
-void base3_gemv_pair_avx512vbmi(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                int64_t b1, const lowbit_act *a, float *y) {
-    const b3_call C = b3_call_for(m);
-    sets16_pair(b3_two, b3_rows, &C, m, a0, a1, b0, b1, a, y);
-}
+/* The entries at each prefetch distance: _l2pf for Intel cores (kernel_list.inc) */
+#define BASE3_ENTRIES(SUFFIX, PF)                                                                  \
+    void base3_gemv_avx512vbmi##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,             \
+                                       const lowbit_act *a, float *y) {                            \
+        const b3_call C = b3_call_for(m, PF);                                                      \
+        b3_rows(&C, m, r0, r1, a, y);                                                              \
+    }                                                                                              \
+    void base3_gemv_pair_avx512vbmi##SUFFIX(const lowbit_matrix *m, int64_t a0, int64_t a1,        \
+                                            int64_t b0, int64_t b1, const lowbit_act *a,           \
+                                            float *y) {                                            \
+        const b3_call C = b3_call_for(m, PF);                                                      \
+        sets16_pair(b3_two, b3_rows, &C, m, a0, a1, b0, b1, a, y);                                 \
+    }
+BASE3_ENTRIES(, 0)
+BASE3_ENTRIES(_l2pf, LOWBIT_PF_BASE3_INTEL)
+#undef BASE3_ENTRIES
 
 /* ---- the GEMM: rows decoded into the 2-bit layout ---------------------------------------------
  * A unit's planes 0..3 are one 128-weight chunk of the 2-bit layout (its byte is the decoded c as

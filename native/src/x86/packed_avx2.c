@@ -1,4 +1,4 @@
-/* AVX2 GEMV of the packed (row-interleaved) layout (repack.c, packed.h): one kernel per strategy,
+/* AVX2 GEMV of the packed (row-interleaved) layout (pack.c, packed.h): one kernel per strategy,
  * each an entry of the kernel list with the matrices it takes; bit-exact with
  * lowbit_packed_gemv_ref.  The arithmetic contract is in avx2-inl.h. */
 #include "avx2-inl.h"
@@ -430,15 +430,15 @@ static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, 
 }
 
 /* The group kernel packed_gemv_k for each activation group, G a constant in each. */
-void packed_gemv_k32_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+void packed_gemv_g32_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     packed_gemv_k(32, m, r0, r1, a, y);
 }
-void packed_gemv_k128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+void packed_gemv_g128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     packed_gemv_k(128, m, r0, r1, a, y);
 }
-void packed_gemv_k256_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+void packed_gemv_g256_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y) {
     packed_gemv_k(256, m, r0, r1, a, y);
 }

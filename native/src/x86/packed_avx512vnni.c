@@ -23,7 +23,7 @@
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of the 8-row kernels: both lines of each 128-byte tile `dist` bytes ahead in
- * its run, into L2 (prefetcht1), chosen by CPU vendor (pairs_pf): on some cores the
+ * its run, into L2 (prefetcht1), in the _l2pf entries the list gives Intel cores: on some cores the
  * hardware prefetchers follow the two runs best alone, on others the kernels need it to stream
  * (docs/PERFORMANCE.md has the measurements per CPU). */
 #ifndef LOWBIT_PF_ROWS8_INTEL
@@ -192,63 +192,49 @@ AI void pairs_tpg(const int TPG, const int PF, const lowbit_matrix *m, int64_t g
         rows8(TPG, PF, m, ga0 + step * k, gb0 + step * k, wb, a, stot, y);
 }
 
-/* pairs_tpg with the prefetch distance of this CPU, a constant in each instance */
-AI void pairs_pf(const int TPG, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
-                 int64_t n, int wb, const lowbit_act *a, int32_t stot, float *y) {
-    if (lowbit_cpu_intel)
-        pairs_tpg(TPG, LOWBIT_PF_ROWS8_INTEL, m, ga0, gb0, step, n, wb, a, stot, y);
-    else
-        pairs_tpg(TPG, 0, m, ga0, gb0, step, n, wb, a, stot, y);
-}
-
 /* the kind of rows8 a matrix runs: TPG 1 or 2, 0 for I2_S row sums */
 AI int rows8_kind(const lowbit_matrix *m) {
     return m->type == LOWBIT_TYPE_I2_S ? 0 : m->group == 256 ? 2 : 1;
 }
 
-static void run_pairs(int kind, const lowbit_matrix *m, int64_t ga0, int64_t gb0, int64_t step,
-                      int64_t n, int wb, const lowbit_act *a, float *y) {
-    /* TPG a constant in each instance */
+/* TPG and the prefetch distance PF (0 or LOWBIT_PF_ROWS8_INTEL: the _l2pf entries) constants in
+ * each instance */
+AI void run_pairs(int kind, const int PF, const lowbit_matrix *m, int64_t ga0, int64_t gb0,
+                  int64_t step, int64_t n, int wb, const lowbit_act *a, float *y) {
     if (kind == 2)
-        pairs_pf(2, m, ga0, gb0, step, n, wb, a, 0, y);
+        pairs_tpg(2, PF, m, ga0, gb0, step, n, wb, a, 0, y);
     else if (kind == 1)
-        pairs_pf(1, m, ga0, gb0, step, n, wb, a, 0, y);
+        pairs_tpg(1, PF, m, ga0, gb0, step, n, wb, a, 0, y);
     else
-        pairs_pf(0, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
+        pairs_tpg(0, PF, m, ga0, gb0, step, n, wb, a, lowbit_i2s_code_offset(m, a), y);
 }
 
 /* adjacent row groups in pairs (rg, rg + 1); a lone last one is read twice, B dropped */
-static void rows8_range(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                        float *y) {
+AI void rows8_range(const int PF, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                    const lowbit_act *a, float *y) {
     if (r1 <= r0) return;
     const int kind = rows8_kind(m);
     const int64_t g0 = r0 / 4, ngr = (r1 - r0 + 3) / 4;
-    run_pairs(kind, m, g0, g0 + 1, 2, ngr / 2, 1, a, y);
-    if (ngr & 1) run_pairs(kind, m, g0 + ngr - 1, g0 + ngr - 1, 1, 1, 0, a, y);
-}
-
-/* Groups of one scale block each (lowbit_pair_rows_ok, not I2_S). */
-void packed_gemv_rows8_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1,
-                                  const lowbit_act *a, float *y) {
-    rows8_range(m, r0, r1, a, y);
+    run_pairs(kind, PF, m, g0, g0 + 1, 2, ngr / 2, 1, a, y);
+    if (ngr & 1) run_pairs(kind, PF, m, g0 + ngr - 1, g0 + ngr - 1, 1, 1, 0, a, y);
 }
 
 /* I2_S in whole chunks: the row sums where the activations allow them (decided per call), else
  * the AVX2 group kernel. */
-void packed_gemv_k128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+void packed_gemv_g128_avx2(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            float *y);
-void packed_gemv_i2s_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1,
-                                const lowbit_act *a, float *y) {
+AI void i2s_rows(const int PF, const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                 float *y) {
     if (lowbit_i2s_row_sums_ok(m, a))
-        rows8_range(m, r0, r1, a, y);
+        rows8_range(PF, m, r0, r1, a, y);
     else
-        packed_gemv_k128_avx2(m, r0, r1, a, y);
+        packed_gemv_g128_avx2(m, r0, r1, a, y);
 }
 
 /* packed_gemv_pair: row group k of range A and row group k of range B, far apart, as the 8 rows of
  * rows8 (two runs of memory side by side, see kernel_table.h); A's rows past B's alone. */
-void packed_gemv_pair_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                 int64_t b1, const lowbit_act *a, float *y) {
+AI void pair_rows(const int PF, const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                  int64_t b1, const lowbit_act *a, float *y) {
     if (m->type == LOWBIT_TYPE_I2_S && !lowbit_i2s_row_sums_ok(m, a)) {
         /* I2_S's per-group path: one range after the other */
         LOWBIT_PLANNED_GEMV(m, LOWBIT_ISA_AVX512VNNI)(m, a0, a1, a, y);
@@ -256,6 +242,26 @@ void packed_gemv_pair_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1,
         return;
     }
     const int64_t npair = (b1 - b0 + 3) / 4;
-    run_pairs(rows8_kind(m), m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
+    run_pairs(rows8_kind(m), PF, m, a0 / 4, b0 / 4, 1, npair, 1, a, y);
     if (a0 + 4 * npair < a1) LOWBIT_PLANNED_GEMV(m, LOWBIT_ISA_AVX512VNNI)(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }
+
+/* The entries, each at a prefetch distance of its own: _l2pf for Intel cores (kernel_list.inc).
+ * rows8: groups of one scale block each (lowbit_pair_rows_ok, not I2_S). */
+#define ROWS8_ENTRIES(SUFFIX, PF)                                                                  \
+    void packed_gemv_rows8_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,      \
+                                              const lowbit_act *a, float *y) {                     \
+        rows8_range(PF, m, r0, r1, a, y);                                                          \
+    }                                                                                              \
+    void packed_gemv_i2s_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,        \
+                                            const lowbit_act *a, float *y) {                       \
+        i2s_rows(PF, m, r0, r1, a, y);                                                             \
+    }                                                                                              \
+    void packed_gemv_pair_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t a0, int64_t a1,       \
+                                             int64_t b0, int64_t b1, const lowbit_act *a,          \
+                                             float *y) {                                           \
+        pair_rows(PF, m, a0, a1, b0, b1, a, y);                                                    \
+    }
+ROWS8_ENTRIES(, 0)
+ROWS8_ENTRIES(_l2pf, LOWBIT_PF_ROWS8_INTEL)
+#undef ROWS8_ENTRIES

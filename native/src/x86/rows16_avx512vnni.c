@@ -102,14 +102,6 @@ SETS16_INSTANCE(1, LOWBIT_PF_ROWS16_INTEL)
 SETS16_INSTANCE(2, LOWBIT_PF_ROWS16_INTEL)
 #undef SETS16_INSTANCE
 
-/* The instance for NS sets at this CPU's prefetch distance */
-static sets16_fn *sets16_for(int NS) {
-    static sets16_fn *const BY[2][2] = {{sets16_1_0, sets16_2_0},
-                                        {sets16_1_LOWBIT_PF_ROWS16_INTEL,
-                                         sets16_2_LOWBIT_PF_ROWS16_INTEL}};
-    return BY[lowbit_cpu_intel != 0][NS == 2];
-}
-
 /* The group-128 instances of one call, a set (one) and two sets (two) at a time: the ctx of the
  * walks' steps and range (sets16-inl.h) */
 typedef struct {
@@ -131,15 +123,28 @@ static void g128_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64
     sets16_range(g128_one, ctx, m, r0, r1, a, y);
 }
 
+/* The entries at each prefetch distance: _l2pf for Intel cores (kernel_list.inc) */
 void rows16_gemv128_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                               float *y) {
-    const g128_call C = {sets16_for(1), NULL};
+    const g128_call C = {sets16_1_0, NULL};
     g128_rows(&C, m, r0, r1, a, y);
 }
 
 void rows16_gemv_pair128_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                    int64_t b1, const lowbit_act *a, float *y) {
-    const g128_call C = {sets16_for(1), sets16_for(2)};
+    const g128_call C = {sets16_1_0, sets16_2_0};
+    sets16_pair(g128_two, g128_rows, &C, m, a0, a1, b0, b1, a, y);
+}
+
+void rows16_gemv128_avx512vnni_l2pf(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, float *y) {
+    const g128_call C = {sets16_1_LOWBIT_PF_ROWS16_INTEL, NULL};
+    g128_rows(&C, m, r0, r1, a, y);
+}
+
+void rows16_gemv_pair128_avx512vnni_l2pf(const lowbit_matrix *m, int64_t a0, int64_t a1,
+                                         int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
+    const g128_call C = {sets16_1_LOWBIT_PF_ROWS16_INTEL, sets16_2_LOWBIT_PF_ROWS16_INTEL};
     sets16_pair(g128_two, g128_rows, &C, m, a0, a1, b0, b1, a, y);
 }
 

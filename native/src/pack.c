@@ -1,6 +1,6 @@
-/* Once-at-load repacking into the row-interleaved layout (described in packed.h above struct
- * lowbit_matrix) and the lowbit_matrix_* entry points' storage.  The scalar reference kernels of
- * the packed layout are ref/packed.c. */
+/* The packing module: the lowbit_matrix_* entry points, the choice of a matrix's packed layout
+ * (packed.h above struct lowbit_matrix: the 2-bit row groups, rows16, dense base-3) and the
+ * once-at-load packers into each.  The scalar reference kernels of the layouts are ref/. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -9,18 +9,6 @@
 void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
 void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
 void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
-
-int lowbit_type_packs(int type) {
-    switch (type) {
-    case LOWBIT_TYPE_TQ1_0:
-    case LOWBIT_TYPE_TQ2_0:
-    case LOWBIT_TYPE_I2_S:
-    case LOWBIT_TYPE_Q2_0:
-    case LOWBIT_TYPE_PQ2_0:
-    case LOWBIT_TYPE_PTQ1_0: return 1;
-    default: return 0;
-    }
-}
 
 /* Codes (0..3, natural order) and fp16 scale of file block b of a row.  qk weights per block. */
 static uint16_t file_block_codes(int type, const uint8_t *row, int64_t b, uint8_t *codes) {
@@ -99,25 +87,79 @@ static void pack_group(void *ctx, int64_t rg) {
     }
 }
 
-int lowbit_matrix_describe(int type, int64_t cols, lowbit_matrix *m) {
-    memset(m, 0, sizeof *m);
-    if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K || cols < 0) return LOWBIT_ETYPE;
-    m->type = type;
-    m->kidx = lowbit_kernel_index(type);
-    m->cols = cols;
-    m->group = lowbit_act_group(type);
-    if (!lowbit_type_packs(type) || cols == 0) return LOWBIT_OK;
-    m->packed = 1;
-    m->qk = type == LOWBIT_TYPE_I2_S ? 0 : lowbit_type_block_size(type);
-    m->nchunks = (cols + 127) / 128;
-    m->nscales = m->qk ? cols / m->qk : 0;
-    return LOWBIT_OK;
+/* ---- the dense base-3 layout (TQ1_0, PTQ1_0) ---------------------------------------------- */
+
+/* The inverse: period p of row r from its codes (a unit's missing plane 4 holds zeros) */
+static void set_period(lowbit_matrix *m, int64_t r, int64_t p, const uint8_t *codes) {
+    int64_t u0, u1 = lowbit_base3_period_units(m, p, &u0);
+    static const uint8_t none[32]; /* a missing plane: zeros */
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t off[5];
+        lowbit_base3_unit_slices(m, p, u, off);
+        const uint8_t *t[5];
+        for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? none : codes + off[k];
+        uint8_t *dst = m->codes + lowbit_base3_unit_at(m, r, u);
+        for (int j = 0; j < 32; j++)
+            dst[lowbit_base3_byte(j)] =
+                (uint8_t)(84 * t[4][j] + t[0][j] + 3 * t[1][j] + 9 * t[2][j] + 27 * t[3][j]);
+    }
+}
+
+static void pack_base3_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R) {
+    const int64_t qk = m->qk;
+    uint8_t codes[LOWBIT_BASE3_PERIOD_CODES];
+    for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {
+        const int64_t r = R * LOWBIT_BASE3_ROWS + l;
+        if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
+        const uint8_t *row = w + r * row_bytes;
+        for (int64_t p = 0; p < lowbit_base3_periods(m); p++) {
+            for (int64_t b = 5 * p; b < lowbit_base3_period_groups_end(m, p); b++) {
+                uint8_t *dst = codes + (b - 5 * p) * qk;
+                uint16_t d;
+                if (m->type == LOWBIT_TYPE_TQ1_0) {
+                    const lowbit_block_tq1_0 *blk = (const lowbit_block_tq1_0 *)row + b;
+                    lowbit_base3_codes(256, blk->qs, blk->qh, dst);
+                    d = blk->d;
+                } else {
+                    const lowbit_block_ptq1_0 *blk = (const lowbit_block_ptq1_0 *)row + b;
+                    lowbit_base3_codes(128, blk->qs, blk->qh, dst);
+                    d = blk->d;
+                }
+                m->scales[lowbit_base3_scale_at(m, r, b)] = d;
+            }
+            set_period(m, r, p, codes);
+        }
+    }
+}
+
+
+/* ---- the layout choice ----------------------------------------------------------------------- */
+
+/* PYLOWBIT_<name>=0 / =1 forces a layout off / on (tests); -1: unset */
+static int forced(const char *name) {
+    const char *env = getenv(name);
+    return env && (env[0] == '0' || env[0] == '1') && !env[1] ? env[0] == '1' : -1;
+}
+
+/* The layout of a described packed matrix: dense base-3 where the active variant's chain has a
+ * GEMV for it (base-3 formats), else rows16 where it has one for that, else the 2-bit row groups
+ * of 4.  PYLOWBIT_BASE3 / PYLOWBIT_ROWS16 force either. */
+static int choose_layout(const lowbit_matrix *m) {
+    if (lowbit_type_base3(m->type)) {
+        const int f = forced("PYLOWBIT_BASE3");
+        if (f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3)))
+            return LOWBIT_LAYOUT_BASE3;
+    }
+    const int f = forced("PYLOWBIT_ROWS16");
+    if (f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS16)))
+        return LOWBIT_LAYOUT_ROWS16;
+    return LOWBIT_LAYOUT_PACKED;
 }
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
     if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
-        lowbit_base3_pack_set(P->m, P->w, P->row_bytes, rg);
+        pack_base3_set(P->m, P->w, P->row_bytes, rg);
     else
         pack_group(ctx, rg);
 }
@@ -152,9 +194,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
         *status = LOWBIT_OK; /* borrowed file layout */
         return m;
     }
-    m->base3 = lowbit_base3_chosen(type);
-    if (m->base3) m->nunits = lowbit_base3_units(cols, m->group);
-    m->rows16 = !m->base3 && lowbit_rows16_chosen(type); /* one layout: base-3 first */
+    lowbit_matrix_set_layout(m, choose_layout(m));
     lowbit_plan_packed(m);
     const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
     const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS;

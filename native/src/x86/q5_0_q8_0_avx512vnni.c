@@ -1,5 +1,5 @@
 /* AVX-512 VNNI GEMV / GEMM in the file layout for ggml's group-32 blocks with Q8_0 activations:
- * Q5_0 (GEMV and GEMM) and Q8_0 (GEMM; its GEMV is q8_avx512vnni.c).  Equal to the scalar
+ * Q5_0 (GEMV and GEMM) and Q8_0 (GEMM; its GEMV is q8_0_gemv_avx512vnni.c).  Equal to the scalar
  * references (ref/kquant.c, ref/dot.c) bit for bit.
  *
  * vpdpbusd multiplies unsigned by signed bytes, so both types enter as unsigned codes u = w + OFF:
@@ -27,7 +27,7 @@ enum { T_Q8_0, T_Q5_0 };
 /* both blocks start with their fp16 scale */
 #define DOFF 0
 
-/* L2 prefetch distance of the GEMV's 8-row run (as q8_avx512vnni.c) */
+/* L2 prefetch distance of the GEMV's 8-row run (as q8_0_gemv_avx512vnni.c) */
 #ifndef LOWBIT_PF_G32_512
 #define LOWBIT_PF_G32_512 32768
 #endif

@@ -1,0 +1,38 @@
+"""No circle among native/ files and pylowbit/ modules (tools/check_cycles.py).
+
+The include and import graphs are read from the sources here; the call graph needs a build's
+object files, so the C test run checks it (ctest's check_cycles: nm on liblowbit's objects)."""
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("check_cycles", ROOT / "tools" / "check_cycles.py")
+check_cycles = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_cycles)
+
+
+def test_finds_a_circle():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
+    assert sorted(check_cycles.cycles(g)) == [["a", "b", "c"], ["d"]]
+
+
+def test_no_include_circle_in_native():
+    g = check_cycles.include_graph()
+    assert "native/src/packed.h" in g["native/src/internal.h"]  # the graph was read
+    assert check_cycles.cycles(g) == []
+
+
+def test_no_import_circle_in_pylowbit():
+    g = check_cycles.import_graph()
+    assert "pylowbit._lowbit" in g["pylowbit.core"]
+    assert check_cycles.cycles(g) == []
+
+
+def test_reference_is_a_leaf_by_includes():
+    """ref/ sources include only ref/'s, the format headers and the internal plumbing headers;
+    never a dispatcher, pack or kernel source."""
+    g = check_cycles.include_graph()
+    for src, targets in g.items():
+        if src.startswith("native/src/ref/"):
+            for t in targets:
+                assert not t.endswith(".c") and "/x86/" not in t and "/arm/" not in t, (src, t)
