@@ -44,18 +44,18 @@ class Ctx:
 
     def chat(self, template: str, seconds: float = 0.5):
         """--chat with this tokenizer.chat_template (rendering limited to `seconds`)."""
-        from pylowbit.model import tokenizer
+        from pylowbit.model import chat_template
 
         p = self.tmp / "chat.gguf"
         p.write_bytes(self.base.meta_changed({"tokenizer.chat_template": template}))
 
         def call():
-            old, tokenizer.CHAT_TEMPLATE_SECONDS = tokenizer.CHAT_TEMPLATE_SECONDS, seconds
+            old, chat_template.CHAT_TEMPLATE_SECONDS = chat_template.CHAT_TEMPLATE_SECONDS, seconds
             try:
                 with GGUFFile(p) as f:
                     TextTokenizer(f).apply_chat_template([{"role": "user", "content": "hi"}])
             finally:
-                tokenizer.CHAT_TEMPLATE_SECONDS = old
+                chat_template.CHAT_TEMPLATE_SECONDS = old
         return call
 
 

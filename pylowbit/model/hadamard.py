@@ -49,9 +49,9 @@ def fwht_numpy(x: np.ndarray, block: int, signs: np.ndarray | None = None, signs
 
 def _lb_fwht():
     try:
-        import pylowbit as lb
+        from pylowbit.core import fwht as lb_fwht
 
-        return getattr(lb, "fwht", None)
+        return lb_fwht
     except ImportError:  # pragma: no cover
         return None
 

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from .. import _lowbit, _ops
+from .. import core as lb
 from ..gguf import TYPES, GGUFFile, TensorInfo, type_id
 from .config import Config, ModelError
 from .hadamard import Rotation
@@ -18,12 +19,6 @@ from .hadamard import Rotation
 # Types liblowbit has GEMV/GEMM kernels for (its weight types): used straight from the mapped file.
 KERNEL_FORMATS = frozenset(_lowbit.type_info(t)[0] for t in _lowbit.weight_types())
 FOREIGN_POLICIES = ("q8_0", "f16", "f32")
-
-
-def _lb():
-    import pylowbit as lb
-
-    return lb
 
 
 def _gguf_dequantize(data: np.ndarray, tid: int, shape) -> np.ndarray:
@@ -90,7 +85,7 @@ def convert_foreign(t: TensorInfo, fmt: str, chunk_bytes: int = 1 << 20) -> np.n
             continue
         x = _gguf_dequantize(s, t.type_id, (s.shape[0], cols))
         if fmt == "q8_0":
-            out[r:r + step] = np.asarray(_lb().quantize(x, "q8_0").data).reshape(s.shape[0], dst_row)
+            out[r:r + step] = np.asarray(lb.quantize(x, "q8_0").data).reshape(s.shape[0], dst_row)
         else:
             out[r:r + step] = x.astype(np.float16 if fmt == "f16" else np.float32).view(np.uint8)
     return out.reshape(-1)
@@ -147,7 +142,7 @@ def dequantize_info(t: TensorInfo) -> np.ndarray:
     if t.fmt == "bf16":
         return bf16_to_f32(t.data).view(np.float32).reshape(t.shape)
     if t.fmt in KERNEL_FORMATS:
-        return np.asarray(_lb().dequantize(t.data, t.fmt, t.shape), dtype=np.float32).reshape(t.shape)
+        return np.asarray(lb.dequantize(t.data, t.fmt, t.shape), dtype=np.float32).reshape(t.shape)
     return _gguf_dequantize(t.data, t.type_id, t.shape)
 
 
@@ -296,7 +291,7 @@ class Embedding:
             x = raw.view("<f2").astype(np.float32)
         elif fmt == "i2_s":  # per-tensor scale lives in the tail: re-attach it to the gathered rows
             buf = np.concatenate([raw.reshape(-1), self.tail])
-            x = np.asarray(_lb().dequantize(buf, fmt, shape), dtype=np.float32).reshape(shape)
+            x = np.asarray(lb.dequantize(buf, fmt, shape), dtype=np.float32).reshape(shape)
         elif fmt in KERNEL_FORMATS:  # whole rows of whole blocks: the codec directly
             x = _lowbit.dequantize(np.ascontiguousarray(raw).reshape(-1), self.t.type_id,
                                    shape[0] * shape[1]).reshape(shape)
@@ -421,7 +416,6 @@ class Weights:
         return np.ascontiguousarray(dequantize_info(t), dtype=np.float32)
 
     def linear(self, name: str, shape: tuple[int, int], rotated: bool | None = None) -> Linear:
-        lb = _lb()
         t = self.f.tensor(name)
         if tuple(t.shape) != tuple(shape):
             raise ModelError(f"{name} has shape {t.shape}, expected {shape}")
