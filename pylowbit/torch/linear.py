@@ -1,0 +1,182 @@
+"""`pylowbit.torch.Linear`: a linear layer whose weight stays in a pylowbit format.
+
+The weight is one uint8 buffer holding the matrix exactly as a GGUF file stores it (the format's
+blocks, I2_S with its fp32 tensor scale after the codes): the layer keeps no float or unpacked copy
+of it, and `state_dict` saves and loads those bytes.  The forward is one `torch.ops.pylowbit.gemm`.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+from torch import nn
+
+from pylowbit.torch._ops import WEIGHT_TYPE_IDS  # importing it registers torch.ops.pylowbit
+from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
+
+log = logging.getLogger("pylowbit.torch")
+
+# Formats whose codes are -1, 0, +1 times one scale: from_linear ternarizes a float weight for them
+# as BitNet b1.58 trains it (absmean) before packing, so the packing itself is lossless.
+TERNARY = frozenset({"tq1_0", "tq2_0", "i2_s", "ptq1_0"})
+VALUES_PER_BYTE = 4  # transformers' BitNet packing: four 2-bit codes a byte, along the output rows
+
+
+class Linear(nn.Module):
+    """y = x W^T (+ bias), W (out_features x in_features) held in pylowbit format `format`.
+
+    Inputs are float32, bfloat16 or float16 (the output has the input's dtype); the kernels
+    quantize activations as the format's owner does (I2_S: int8 per token, 127 / max|x|, the rule
+    of transformers' BitLinear).  `norm` (optional) is applied to the input first, as
+    transformers' BitLinear(use_rms_norm=True) does."""
+
+    def __init__(self, in_features: int, out_features: int, format: str = "i2_s", bias: bool = False,
+                 dtype: torch.dtype = torch.float32, norm: nn.Module | None = None):
+        super().__init__()
+        info = format_info(format)
+        if in_features % info.block_size:
+            raise ValueError(f"{info.name}: in_features {in_features} is not a multiple of the "
+                             f"block size {info.block_size}")
+        self.in_features, self.out_features, self.info = int(in_features), int(out_features), info
+        self.register_buffer("weight", torch.zeros(tensor_nbytes(info, in_features * out_features),
+                                                   dtype=torch.uint8))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype) if bias else None)
+        self.norm = norm
+        self.quantization_error: float | None = None  # relative, when made from float weights
+
+    format = property(lambda self: self.info.name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm is not None:
+            x = self.norm(x)
+        y = torch.ops.pylowbit.gemm(x, self.weight, self.info.type_id, self.out_features,
+                                    self.in_features)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"format={self.format}, bias={self.bias is not None}, "
+                f"weight_bytes={self.weight.numel()}")
+
+    # The format travels with the bytes: loading a state_dict of another format or shape fails.
+    def get_extra_state(self):
+        return {"format": self.format, "in_features": self.in_features,
+                "out_features": self.out_features}
+
+    def set_extra_state(self, state):
+        mine = self.get_extra_state()
+        if state != mine:
+            raise ValueError(f"pylowbit.torch.Linear: the state_dict holds {state}, this layer is {mine}")
+
+    def dequantize(self) -> torch.Tensor:
+        """The weight as a new float32 (out_features, in_features) tensor (for checks)."""
+        return torch.ops.pylowbit.dequantize(self.weight, self.info.type_id, self.out_features,
+                                             self.in_features)
+
+    # ---- constructors ----------------------------------------------------------------------
+
+    @classmethod
+    def from_float_weight(cls, weight: torch.Tensor, format: str = "i2_s", bias=None,
+                          norm: nn.Module | None = None, ternary: bool | None = None) -> "Linear":
+        """Quantize a float (out, in) weight.  Ternary formats are first ternarized with BitNet
+        b1.58's absmean rule (scale = mean|W|, codes round(W / scale) clamped to [-1, 1]) unless
+        ternary=False; other formats take pylowbit's quantizer (the format owner's rule).  The
+        layer's `quantization_error` is ||W - W_q|| / ||W||."""
+        info = format_info(format)
+        if info.name in DECODE_ONLY:
+            raise ValueError(f"pylowbit.torch.Linear: {info.name} can be read (from_gguf) but not "
+                             f"quantized to")
+        if weight.dim() != 2:
+            raise ValueError(f"expected a 2-D weight, got shape {tuple(weight.shape)}")
+        out_f, in_f = weight.shape
+        w = weight.detach().to("cpu", torch.float32)
+        if ternary if ternary is not None else info.name in TERNARY:
+            scale = 1.0 / w.abs().mean().clamp(min=1e-5)
+            w = (w * scale).round().clamp(-1, 1) / scale
+        dtype = bias.dtype if bias is not None else (weight.dtype if weight.is_floating_point()
+                                                     else torch.float32)
+        layer = cls(in_f, out_f, info.name, bias is not None, dtype, norm)
+        layer._set_bytes(quantize(np.ascontiguousarray(w.numpy()), info).data)
+        ref = weight.detach().to("cpu", torch.float32)
+        layer.quantization_error = float((layer.dequantize() - ref).norm() / ref.norm().clamp(min=1e-30))
+        if bias is not None:
+            layer.bias.copy_(bias.detach())
+        return layer
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, format: str = "i2_s", ternary: bool | None = None) -> "Linear":
+        """A float nn.Linear, quantized to `format` (see from_float_weight)."""
+        if not isinstance(linear, nn.Linear):
+            raise TypeError(f"from_linear takes an nn.Linear, got {type(linear).__name__}")
+        layer = cls.from_float_weight(linear.weight, format, linear.bias, ternary=ternary)
+        log.info("pylowbit.torch: %s -> %s, relative quantization error %.4g",
+                 tuple(linear.weight.shape), layer.format, layer.quantization_error)
+        return layer
+
+    @classmethod
+    def from_bitlinear(cls, module: nn.Module) -> "Linear":
+        """transformers' BitLinear or AutoBitLinear, read as it is: the same ternary codes and
+        weight_scale (as I2_S's tensor scale), bias and optional RMSNorm; no requantization."""
+        name = type(module).__name__
+        norm = getattr(module, "rms_norm", None)
+        if name == "BitLinear":
+            packed = module.weight
+            if packed.dtype != torch.uint8 or packed.dim() != 2 \
+                    or packed.shape != (module.out_features // VALUES_PER_BYTE, module.in_features) \
+                    or module.out_features % VALUES_PER_BYTE:
+                raise ValueError(f"BitLinear weight of {packed.dtype} {tuple(packed.shape)} is not "
+                                 f"transformers' packing of a {module.out_features}x"
+                                 f"{module.in_features} ternary matrix")
+            codes = unpack_bitnet_codes(packed)
+            if bool((codes > 1).any()):
+                raise ValueError("BitLinear weight holds code 3, which transformers' packing never writes")
+            # BitLinear divides by weight_scale: W = codes / weight_scale.
+            step = 1.0 / module.weight_scale.detach().to("cpu", torch.float32).reshape(())
+        elif name == "AutoBitLinear":
+            if module.online_quant:  # WeightQuant: absmean of the float weight, every forward
+                return cls.from_float_weight(module.weight, "i2_s", module.bias, norm, ternary=True)
+            codes = module.weight.detach().to("cpu", torch.float32)
+            if not torch.isin(codes, torch.tensor([-1.0, 0.0, 1.0])).all():
+                raise ValueError("AutoBitLinear(offline) weight is not ternary (-1, 0, 1)")
+            step = module.weight_scale.detach().to("cpu", torch.float32).reshape(())
+        else:
+            raise TypeError(f"from_bitlinear takes transformers' BitLinear or AutoBitLinear, got {name}")
+        bias = module.bias
+        dtype = bias.dtype if bias is not None else (module.weight_scale.dtype)
+        layer = cls(module.in_features, module.out_features, "i2_s", bias is not None, dtype, norm)
+        # I2_S keeps one scale per tensor, max|W|: ternary codes times one step come back exactly.
+        layer._set_bytes(quantize(np.ascontiguousarray((codes * step).numpy()), "i2_s").data)
+        if bias is not None:
+            layer.bias.copy_(bias.detach())
+        return layer
+
+    @classmethod
+    def from_gguf(cls, tensor, bias=None, dtype: torch.dtype = torch.float32) -> "Linear":
+        """A 2-D GGUF tensor (pylowbit.gguf.TensorInfo, or a pylowbit.QTensor), its bytes copied
+        once as they are: no dequantization.  GGUF's (rows, cols) = (out_features, in_features)."""
+        shape, data, info = tuple(tensor.shape), tensor.data, format_info(tensor.type_id)
+        if len(shape) != 2:
+            raise ValueError(f"from_gguf needs a 2-D tensor, got shape {shape}")
+        if info.type_id not in WEIGHT_TYPE_IDS:
+            raise ValueError(f"pylowbit cannot multiply GGUF tensors of type {info.name}")
+        layer = cls(shape[1], shape[0], info.name, bias is not None, dtype)
+        layer._set_bytes(np.asarray(data, dtype=np.uint8).reshape(-1))
+        if bias is not None:
+            layer.bias.copy_(torch.as_tensor(bias))
+        return layer
+
+    def _set_bytes(self, data: np.ndarray) -> None:
+        if data.nbytes != self.weight.numel():
+            raise ValueError(f"{self.format} ({self.out_features}, {self.in_features}) takes "
+                             f"{self.weight.numel()} bytes, got {data.nbytes}")
+        data = data if data.flags.writeable else data.copy()  # torch wraps only writeable arrays
+        self.weight.copy_(torch.from_numpy(data))
+
+
+def unpack_bitnet_codes(packed: torch.Tensor) -> torch.Tensor:
+    """transformers' BitNet packing (uint8 (out/4, in); output row r = k * out/4 + j sits in byte
+    row j at bits 2k) as float32 codes -1, 0, +1 of shape (out, in)."""
+    p = packed.detach().to("cpu")
+    planes = [((p >> (2 * k)) & 3) for k in range(VALUES_PER_BYTE)]
+    return torch.cat(planes, dim=0).to(torch.float32) - 1.0
