@@ -70,6 +70,9 @@ def _check_act_type(type_id: int) -> int:
 def _gemm_shape_check(x, w, type_id, rows, cols, cpu):
     _check_float_input(x, "x", cpu)
     _check_weights(w, type_id, rows, cols, cpu)
+    if x.device != w.device:
+        raise ValueError(f"pylowbit: x is on {x.device}, the packed weights on {w.device}; "
+                         f"pylowbit's kernels run on the CPU (meta tensors: shapes only)")
     if x.dim() < 1 or x.shape[-1] != cols:
         raise ValueError(f"pylowbit: x has shape {tuple(x.shape)}, its last axis must be the "
                          f"matrix's {cols} columns")

@@ -143,7 +143,9 @@ class Linear(nn.Module):
         else:
             raise TypeError(f"from_bitlinear takes transformers' BitLinear or AutoBitLinear, got {name}")
         bias = module.bias
-        dtype = bias.dtype if bias is not None else (module.weight_scale.dtype)
+        if bias is not None and name == "AutoBitLinear":  # its forward scales the bias too
+            bias = bias.detach() * module.weight_scale.detach().reshape(())
+        dtype = bias.dtype if bias is not None else module.weight_scale.dtype
         layer = cls(module.in_features, module.out_features, "i2_s", bias is not None, dtype, norm)
         # I2_S keeps one scale per tensor, max|W|: ternary codes times one step come back exactly.
         layer._set_bytes(quantize(np.ascontiguousarray((codes * step).numpy()), "i2_s").data)
