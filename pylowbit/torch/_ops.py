@@ -10,6 +10,8 @@ intra-op pool never run more threads than torch was told to use.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from pylowbit import _lowbit
@@ -39,9 +41,20 @@ def _check_float_input(x: torch.Tensor, what: str, cpu: bool) -> None:
                          f"{tuple(x.stride())} for shape {tuple(x.shape)} (call .contiguous())")
 
 
-def _check_weights(w: torch.Tensor, type_id: int, rows: int, cols: int, cpu: bool) -> None:
+@functools.lru_cache(maxsize=1024)
+def _matrix_bytes(type_id: int, rows: int, cols: int) -> int:
+    """Bytes of a rows x cols matrix of type_id (a layer asks the same question every call)."""
     if type_id not in WEIGHT_TYPE_IDS:
         raise ValueError(f"pylowbit: unknown weight type id {type_id}; known: {sorted(WEIGHT_TYPE_IDS)}")
+    info = format_info(type_id)
+    if rows < 0 or cols < 0 or cols % info.block_size:
+        raise ValueError(f"pylowbit: a {info.name} matrix needs a row length that is a multiple of "
+                         f"{info.block_size}, got ({rows}, {cols})")
+    return _lowbit.tensor_nbytes(type_id, rows * cols)
+
+
+def _check_weights(w: torch.Tensor, type_id: int, rows: int, cols: int, cpu: bool) -> None:
+    need = _matrix_bytes(type_id, rows, cols)
     if w.dtype != torch.uint8 or w.dim() != 1:
         raise TypeError(f"pylowbit: packed weights must be a 1-D uint8 tensor, got {w.dtype} "
                         f"of shape {tuple(w.shape)}")
@@ -49,14 +62,9 @@ def _check_weights(w: torch.Tensor, type_id: int, rows: int, cols: int, cpu: boo
         raise ValueError(f"pylowbit: packed weights are on {w.device}; pylowbit's kernels run on the CPU")
     if not w.is_contiguous():
         raise ValueError("pylowbit: packed weights must be contiguous")
-    info = format_info(type_id)
-    if rows < 0 or cols < 0 or cols % info.block_size:
-        raise ValueError(f"pylowbit: a {info.name} matrix needs a row length that is a multiple of "
-                         f"{info.block_size}, got ({rows}, {cols})")
-    need = _lowbit.tensor_nbytes(type_id, rows * cols)
     if w.numel() != need:
-        raise ValueError(f"pylowbit: a {info.name} matrix of shape ({rows}, {cols}) takes {need} "
-                         f"bytes, the packed weights have {w.numel()}")
+        raise ValueError(f"pylowbit: a {format_info(type_id).name} matrix of shape ({rows}, {cols}) "
+                         f"takes {need} bytes, the packed weights have {w.numel()}")
 
 
 def _check_act_type(type_id: int) -> int:
@@ -78,7 +86,8 @@ def _gemm_shape_check(x, w, type_id, rows, cols, cpu):
                          f"matrix's {cols} columns")
 
 
-def _gemm_cpu(x, w, type_id, rows, cols):
+def gemm_cpu(x, w, type_id, rows, cols):
+    """The CPU kernel of pylowbit::gemm."""
     _gemm_shape_check(x, w, type_id, rows, cols, True)
     xf = x if x.dtype == torch.float32 else x.to(torch.float32)
     y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
@@ -183,7 +192,7 @@ def _fwht_fake(x, block, signs=None, signs_first=True, normalize=True):
     return torch.empty_like(x)
 
 
-lib.impl("gemm", _gemm_cpu, "CPU")
+lib.impl("gemm", gemm_cpu, "CPU")
 lib.impl("dequantize", _dequantize_cpu, "CPU")
 lib.impl("quantize_act", _quantize_act_cpu, "CPU")
 lib.impl("fwht", _fwht_cpu, "CPU")

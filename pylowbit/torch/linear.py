@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pylowbit.torch._ops import WEIGHT_TYPE_IDS  # importing it registers torch.ops.pylowbit
+from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu  # importing it registers torch.ops.pylowbit
 from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
 
 log = logging.getLogger("pylowbit.torch")
@@ -39,6 +39,7 @@ class Linear(nn.Module):
             raise ValueError(f"{info.name}: in_features {in_features} is not a multiple of the "
                              f"block size {info.block_size}")
         self.in_features, self.out_features, self.info = int(in_features), int(out_features), info
+        self.type_id = info.type_id
         self.register_buffer("weight", torch.zeros(tensor_nbytes(info, in_features * out_features),
                                                    dtype=torch.uint8))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype) if bias else None)
@@ -50,8 +51,14 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.norm is not None:
             x = self.norm(x)
-        y = torch.ops.pylowbit.gemm(x, self.weight, self.info.type_id, self.out_features,
-                                    self.in_features)
+        if type(x) is torch.Tensor and x.device.type == "cpu" and not torch.compiler.is_compiling() \
+                and not (x.requires_grad and torch.is_grad_enabled()):
+            # Eager inference: the op's own CPU kernel, without the dispatcher's Python round trip
+            # (nothing to record for autograd, no fake or traced tensor to dispatch on).
+            y = gemm_cpu(x, self.weight, self.type_id, self.out_features, self.in_features)
+        else:
+            y = torch.ops.pylowbit.gemm(x, self.weight, self.type_id, self.out_features,
+                                        self.in_features)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def extra_repr(self) -> str:

@@ -1,0 +1,229 @@
+"""pylowbit inside PyTorch, measured side by side in one run (report ratios; name the CPU).
+
+  python bench/bench_torch.py layer            # one 2560 -> 6912 layer at batch 1
+  python bench/bench_torch.py model [--n 16]   # a BitNet b1.58 2B4T-shaped model's generate()
+  python bench/bench_torch.py all
+
+layer: transformers' BitLinear (bf16, its own torch.compile'd helpers), a dense bf16 nn.Linear,
+pylowbit.torch.Linear (I2_S, converted from that BitLinear; bf16 and float32 input), and pylowbit's
+numpy API on the same bytes (lb.gemv on the file layout, and the repacked PackedTensor).
+model: random weights built offline in transformers' packed BitNet layout; decode tokens/s of
+generate() at batch 1 after quantize_ (head kept bf16, or through Q8_0 / F16), against the same
+model dense in bf16, and `pylowbit bench` tg16 on the same shape; both at a 1- and a 64-token prompt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+import pylowbit as lb
+import pylowbit.torch as pt
+
+IN, OUT = 2560, 6912
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def time_interleaved(fns: dict, reps: int, warmup: int = 2) -> dict:
+    """Median seconds per call of each fn, the fns called in turn (a shared machine's drift hits
+    them all alike)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def random_bitlinear(in_f, out_f, dtype=torch.bfloat16, seed=0):
+    from transformers.integrations.bitnet import BitLinear
+    g = torch.Generator().manual_seed(seed)
+    m = BitLinear(in_f, out_f, bias=False, dtype=dtype)
+    fill_bitlinear(m, g)
+    return m
+
+
+def fill_bitlinear(m, g):
+    """Random ternary codes in transformers' packing (codes 0-2 in each 2-bit field), scale ~ BitNet's."""
+    shape = (m.out_features // 4, m.in_features)
+    byte = torch.zeros(shape, dtype=torch.uint8)
+    for k in range(4):
+        byte |= (torch.randint(0, 3, shape, generator=g, dtype=torch.uint8) << (2 * k))
+    m.weight = torch.nn.Buffer(byte)
+    m.weight_scale = torch.nn.Buffer(torch.full((1,), 30.0, dtype=m.weight_scale.dtype))
+
+
+def bench_layer(threads: int, reps: int) -> dict:
+    torch.set_num_threads(threads)
+    bl = random_bitlinear(IN, OUT)
+    layer = pt.Linear.from_bitlinear(bl)
+    dense = torch.nn.Linear(IN, OUT, bias=False, dtype=torch.bfloat16)
+    x16 = torch.randn(1, IN, dtype=torch.bfloat16)
+    x32 = x16.float()
+    xn = x32.numpy()[0]
+    q = lb.QTensor(layer.weight.numpy(), "i2_s", (OUT, IN))
+    packed = q.pack(keep_source=True)
+    out = np.empty(OUT, dtype=np.float32)
+    tiny = pt.Linear(128, 4, "i2_s")  # the call's overhead: kernel time ~ nothing
+    xt = torch.randn(1, 128)
+    with torch.no_grad():
+        res = time_interleaved({"transformers BitLinear bf16": lambda: bl(x16)}, max(3, reps // 25))
+        res.update(time_interleaved({
+            "dense bf16 nn.Linear": lambda: dense(x16),
+            "pylowbit.torch.Linear bf16 in": lambda: layer(x16),
+            "pylowbit.torch.Linear f32 in": lambda: layer(x32),
+            "torch.ops.pylowbit.gemm f32 in": lambda: torch.ops.pylowbit.gemm(x32, layer.weight, layer.type_id, OUT, IN),
+            "numpy API lb.gemv (same bytes)": lambda: lb.gemv(q, xn, out=out, threads=threads),
+            "numpy API PackedTensor.gemv (repacked)": lambda: packed.gemv(xn, out=out, threads=threads),
+            "Linear on a 4x128 matrix (glue)": lambda: tiny(xt),
+            "op on a 4x128 matrix (glue)": lambda: torch.ops.pylowbit.gemm(xt, tiny.weight, tiny.type_id, 4, 128),
+        }, reps))
+    base = res["pylowbit.torch.Linear f32 in"]
+    print(f"\n## one {IN} -> {OUT} layer, batch 1, {threads} threads, {cpu_name()}")
+    print(f"{'path':40s} {'us':>10s} {'pylowbit.torch f32 is x faster':>32s}")
+    for k, v in res.items():
+        print(f"{k:40s} {v * 1e6:10.1f} {v / base:32.2f}")
+    return {k: v * 1e6 for k, v in res.items()}
+
+
+def build_model(kind: str, layers: int, vocab: int):
+    """BitNet b1.58 2B4T's shape (transformers' BitNetConfig defaults; tied embedding), random weights,
+    built on the meta device and materialized with cheap random fills."""
+    from transformers import BitNetConfig, BitNetForCausalLM
+    from transformers.integrations.bitnet import BitLinear, replace_with_bitnet_linear
+    from transformers.utils.quantization_config import BitNetQuantConfig
+    cfg = BitNetConfig(num_hidden_layers=layers, vocab_size=vocab, tie_word_embeddings=True)
+    with torch.device("meta"):
+        model = BitNetForCausalLM(cfg).to(torch.bfloat16)
+    if kind == "bitnet":
+        replace_with_bitnet_linear(model, modules_to_not_convert=["lm_head"],
+                                   quantization_config=BitNetQuantConfig())
+    model.to_empty(device="cpu")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            if isinstance(m, BitLinear):
+                fill_bitlinear(m, g)
+            elif isinstance(m, torch.nn.Linear) and m is not model.lm_head:
+                m.weight.normal_(0, 0.02, generator=g)
+            elif isinstance(m, torch.nn.Embedding):
+                m.weight.normal_(0, 0.02, generator=g)
+            elif hasattr(m, "weight") and isinstance(getattr(m, "weight"), torch.nn.Parameter) \
+                    and m.weight.dim() == 1:
+                m.weight.fill_(1.0)
+        for name, b in model.named_buffers():
+            if "inv_freq" in name:
+                pass
+    model.tie_weights()
+    model.model.rotary_emb.__init__(cfg)  # meta-initialized buffers: recompute
+    return model.eval()
+
+
+def decode_tps(model, prompt: int, n: int, vocab: int) -> float:
+    ids = torch.randint(0, vocab, (1, prompt), generator=torch.Generator().manual_seed(1))
+    kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.inference_mode():
+        model.generate(ids, max_new_tokens=2, min_new_tokens=2, **kw)  # warm up
+        t0 = time.perf_counter()
+        model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
+        t1 = time.perf_counter()
+        model.generate(ids, max_new_tokens=n + 1, min_new_tokens=n + 1, **kw)
+        t2 = time.perf_counter()
+    return n / ((t2 - t1) - (t1 - t0))
+
+
+def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:
+    cmd = [sys.executable, "-m", "pylowbit.cli", "bench", "--type", "i2_s", "-t", str(threads), "-r", "1",
+           "-p", str(prompt), "-n", "16", "--json"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True).stdout
+        rows = json.loads(out)
+    except (subprocess.SubprocessError, ValueError) as e:
+        print(f"pylowbit bench failed: {e}", file=sys.stderr)
+        return None
+    rows = rows if isinstance(rows, list) else rows.get("rows", [])
+    for r in rows:
+        if str(r.get("test", "")).startswith("tg"):
+            return float(r.get("t/s", r.get("tps", r.get("avg_ts", 0))))
+    print(f"pylowbit bench: no tg row in {rows}", file=sys.stderr)
+    return None
+
+
+def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q8_0", "f16")) -> dict:
+    torch.set_num_threads(threads)
+    res = {}
+    print(f"\n## BitNet b1.58 2B4T shape ({layers} layers, vocab {vocab}), generate() batch 1, "
+          f"{n} tokens, {threads} threads, {cpu_name()}", flush=True)
+    dense = build_model("dense", layers, vocab)
+    for p in (1, 64):
+        res[f"dense bf16, prompt {p}"] = decode_tps(dense, p, n, vocab)
+        print(f"dense bf16, prompt {p}: {res[f'dense bf16, prompt {p}']:.2f} t/s", flush=True)
+    del dense
+    for head in heads:
+        model = build_model("bitnet", layers, vocab)
+        t0 = time.perf_counter()
+        pt.quantize_(model, head=None if head == "bf16" else head)
+        conv = time.perf_counter() - t0
+        if head == heads[0]:
+            held = sum(b.numel() for m in model.modules() if isinstance(m, pt.Linear)
+                       for b in m.buffers(recurse=False))
+            packed = sum(m.in_features * m.out_features // 4 for m in model.modules()
+                         if isinstance(m, pt.Linear))
+            res["converted layers bytes / packed bytes"] = held / packed
+            print(f"converted layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
+                  f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
+        for p in (1, 64):
+            key = f"quantize_ head {head}, prompt {p}"
+            res[key] = decode_tps(model, p, n, vocab)
+            print(f"{key}: {res[key]:.2f} t/s", flush=True)
+        del model
+    for p in (1, 64):
+        tg = pylowbit_bench_tg(threads, p) if layers == 30 and vocab == 128256 else None
+        if tg:
+            res[f"pylowbit bench tg16, prompt {p}"] = tg
+            print(f"pylowbit bench i2_s tg16 prompt {p}: {tg:.2f} t/s", flush=True)
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["layer", "model", "all"])
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--n", type=int, default=16, help="decode tokens")
+    ap.add_argument("--layers", type=int, default=30)
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--heads", default="bf16,q8_0,f16")
+    a = ap.parse_args(argv)
+    out = {"cpu": cpu_name(), "isa": lb.isa_active(), "torch": torch.__version__, "threads": a.threads}
+    if a.what in ("layer", "all"):
+        out["layer_us"] = bench_layer(a.threads, a.reps)
+    if a.what in ("model", "all"):
+        out["model"] = bench_model(a.threads, a.n, a.layers, a.vocab, tuple(a.heads.split(",")))
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
