@@ -162,10 +162,9 @@ def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:
     except (subprocess.SubprocessError, ValueError) as e:
         print(f"pylowbit bench failed: {e}", file=sys.stderr)
         return None
-    rows = rows if isinstance(rows, list) else rows.get("rows", [])
-    for r in rows:
-        if str(r.get("test", "")).startswith("tg"):
-            return float(r.get("t/s", r.get("tps", r.get("avg_ts", 0))))
+    for r in rows["rows"]:
+        if str(r["test"]).startswith("tg"):
+            return float(r["tokens_per_s"])
     print(f"pylowbit bench: no tg row in {rows}", file=sys.stderr)
     return None
 
