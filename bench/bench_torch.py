@@ -85,6 +85,7 @@ def bench_layer(threads: int, reps: int) -> dict:
     q = lb.QTensor(layer.weight.numpy(), "i2_s", (OUT, IN))
     packed = q.pack(keep_source=True)
     out = np.empty(OUT, dtype=np.float32)
+    repacked = pt.Linear.from_bitlinear(bl).repack()
     tiny = pt.Linear(128, 4, "i2_s")  # the call's overhead: kernel time ~ nothing
     xt = torch.randn(1, 128)
     with torch.no_grad():
@@ -93,6 +94,7 @@ def bench_layer(threads: int, reps: int) -> dict:
             "dense bf16 nn.Linear": lambda: dense(x16),
             "pylowbit.torch.Linear bf16 in": lambda: layer(x16),
             "pylowbit.torch.Linear f32 in": lambda: layer(x32),
+            "pylowbit.torch.Linear.repack() f32 in": lambda: repacked(x32),
             "torch.ops.pylowbit.gemm f32 in": lambda: torch.ops.pylowbit.gemm(x32, layer.weight, layer.type_id, OUT, IN),
             "numpy API lb.gemv (same bytes)": lambda: lb.gemv(q, xn, out=out, threads=threads),
             "numpy API PackedTensor.gemv (repacked)": lambda: packed.gemv(xn, out=out, threads=threads),
@@ -169,20 +171,22 @@ def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:
     return None
 
 
-def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q8_0", "f16")) -> dict:
+def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q8_0", "f16"),
+                repack: bool = False, dense_too: bool = True, pylowbit_too: bool = True) -> dict:
     torch.set_num_threads(threads)
     res = {}
     print(f"\n## BitNet b1.58 2B4T shape ({layers} layers, vocab {vocab}), generate() batch 1, "
           f"{n} tokens, {threads} threads, {cpu_name()}", flush=True)
-    dense = build_model("dense", layers, vocab)
-    for p in (1, 64):
-        res[f"dense bf16, prompt {p}"] = decode_tps(dense, p, n, vocab)
-        print(f"dense bf16, prompt {p}: {res[f'dense bf16, prompt {p}']:.2f} t/s", flush=True)
-    del dense
+    if dense_too:
+        dense = build_model("dense", layers, vocab)
+        for p in (1, 64):
+            res[f"dense bf16, prompt {p}"] = decode_tps(dense, p, n, vocab)
+            print(f"dense bf16, prompt {p}: {res[f'dense bf16, prompt {p}']:.2f} t/s", flush=True)
+        del dense
     for head in heads:
         model = build_model("bitnet", layers, vocab)
         t0 = time.perf_counter()
-        pt.quantize_(model, head=None if head == "bf16" else head)
+        pt.quantize_(model, head=None if head == "bf16" else head, repack=repack)
         conv = time.perf_counter() - t0
         if head == heads[0]:
             held = sum(b.numel() for m in model.modules() if isinstance(m, pt.Linear)
@@ -193,12 +197,12 @@ def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q
             print(f"converted layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
                   f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
         for p in (1, 64):
-            key = f"quantize_ head {head}, prompt {p}"
+            key = f"quantize_ head {head}{', repack' if repack else ''}, prompt {p}"
             res[key] = decode_tps(model, p, n, vocab)
             print(f"{key}: {res[key]:.2f} t/s", flush=True)
         del model
     for p in (1, 64):
-        tg = pylowbit_bench_tg(threads, p) if layers == 30 and vocab == 128256 else None
+        tg = pylowbit_bench_tg(threads, p) if pylowbit_too and layers == 30 and vocab == 128256 else None
         if tg:
             res[f"pylowbit bench tg16, prompt {p}"] = tg
             print(f"pylowbit bench i2_s tg16 prompt {p}: {tg:.2f} t/s", flush=True)
@@ -214,12 +218,16 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--heads", default="bf16,q8_0,f16")
+    ap.add_argument("--repack", action="store_true", help="quantize_(repack=True)")
+    ap.add_argument("--no-dense", action="store_true", help="skip the dense bf16 model")
+    ap.add_argument("--no-pylowbit-bench", action="store_true")
     a = ap.parse_args(argv)
     out = {"cpu": cpu_name(), "isa": lb.isa_active(), "torch": torch.__version__, "threads": a.threads}
     if a.what in ("layer", "all"):
         out["layer_us"] = bench_layer(a.threads, a.reps)
     if a.what in ("model", "all"):
-        out["model"] = bench_model(a.threads, a.n, a.layers, a.vocab, tuple(a.heads.split(",")))
+        out["model"] = bench_model(a.threads, a.n, a.layers, a.vocab, tuple(a.heads.split(",")),
+                                   a.repack, not a.no_dense, not a.no_pylowbit_bench)
     print(json.dumps(out, indent=1))
 
 

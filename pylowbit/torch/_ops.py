@@ -96,6 +96,21 @@ def gemm_cpu(x, w, type_id, rows, cols):
     return y if x.dtype == torch.float32 else y.to(x.dtype)
 
 
+def gemm_packed_cpu(x, m):
+    """gemm_cpu on a weight repacked by pylowbit (a _lowbit.PackedMatrix, Linear.repack): eager
+    inference only, never traced (the op itself takes the GGUF bytes)."""
+    rows, cols = m.rows, m.cols
+    _check_float_input(x, "x", True)
+    if x.dim() < 1 or x.shape[-1] != cols:
+        raise ValueError(f"pylowbit: x has shape {tuple(x.shape)}, its last axis must be the "
+                         f"matrix's {cols} columns")
+    xf = x if x.dtype == torch.float32 else x.to(torch.float32)
+    y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
+    _lowbit.addr_matrix_gemm(m, xf.data_ptr(), x.shape[:-1].numel(), y.data_ptr(),
+                             torch.get_num_threads())
+    return y if x.dtype == torch.float32 else y.to(x.dtype)
+
+
 def _gemm_fake(x, w, type_id, rows, cols):
     _gemm_shape_check(x, w, type_id, rows, cols, False)
     return x.new_empty(x.shape[:-1] + (rows,))

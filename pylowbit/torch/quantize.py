@@ -16,7 +16,7 @@ def _is_bitnet(module: nn.Module) -> bool:
 
 
 def quantize_(model: nn.Module, format: str | None = None, head: str | None = None,
-              skip: tuple[str, ...] = ("lm_head",)) -> nn.Module:
+              skip: tuple[str, ...] = ("lm_head",), repack: bool = False) -> nn.Module:
     """Convert `model` in place and return it.
 
     - every transformers BitLinear / AutoBitLinear becomes a Linear in I2_S, losslessly (its
@@ -25,7 +25,9 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
       contains none of the `skip` strings is quantized to it (ternary formats: absmean);
     - with `head` ("q8_0", "f16", ...), the output embedding (`get_output_embeddings()`, else
       a module named "lm_head") is converted to that format too, whatever `skip` says: it is
-      the largest matrix a decode step reads.
+      the largest matrix a decode step reads;
+    - with `repack`, every converted layer also holds pylowbit's repacked copy for eager inference
+      (Linear.repack: faster, twice the memory).
     Logs (logger "pylowbit.torch") how many modules were converted, by kind."""
     if format is not None:
         format_info(format)
@@ -49,7 +51,8 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
             plan.append((name, f"linear {format}", Linear.from_linear, (format,)))
     counts = Counter()
     for name, kind, make, args in plan:
-        model.set_submodule(name, make(model.get_submodule(name), *args))
+        layer = make(model.get_submodule(name), *args)
+        model.set_submodule(name, layer.repack() if repack else layer)
         counts[kind] += 1
     log.info("pylowbit.torch.quantize_: converted %d modules (%s)", sum(counts.values()),
              ", ".join(f"{n} {k}" for k, n in counts.items()) or "none")

@@ -179,3 +179,22 @@ def test_threads_follow_torch(monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert seen == [1, 2]
+
+
+@pytest.mark.parametrize("fmt", ["i2_s", "tq2_0", "tq1_0", "q8_0"])
+def test_repack_same_results_and_follows_weight(fmt):
+    _, layer = _layer(fmt, bias=True)
+    x = torch.randn(3, 256)
+    want = layer(x)
+    layer.repack()
+    assert "repacked" in repr(layer)
+    with torch.no_grad():
+        assert torch.equal(layer(x), want)
+        assert torch.equal(layer(x[:1]), want[:1])
+    assert (layer.repacked_nbytes > 0) == (fmt != "q8_0")
+    _, other = _layer(fmt, bias=True, seed=5)
+    layer.load_state_dict(other.state_dict())  # new bytes: packed again on the next call
+    with torch.no_grad():
+        assert torch.equal(layer(x), other(x))
+    layer.repack(False)
+    assert layer.repacked_nbytes == 0 and torch.equal(layer(x), other(x))
