@@ -134,9 +134,6 @@ def build_model(kind: str, layers: int, vocab: int):
             elif hasattr(m, "weight") and isinstance(getattr(m, "weight"), torch.nn.Parameter) \
                     and m.weight.dim() == 1:
                 m.weight.fill_(1.0)
-        for name, b in model.named_buffers():
-            if "inv_freq" in name:
-                pass
     model.tie_weights()
     model.model.rotary_emb.__init__(cfg)  # meta-initialized buffers: recompute
     return model.eval()

@@ -198,3 +198,10 @@ def test_repack_same_results_and_follows_weight(fmt):
         assert torch.equal(layer(x), other(x))
     layer.repack(False)
     assert layer.repacked_nbytes == 0 and torch.equal(layer(x), other(x))
+
+
+def test_import_pylowbit_does_not_import_torch():
+    import subprocess
+    import sys
+    code = "import sys, pylowbit; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
