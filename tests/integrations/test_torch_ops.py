@@ -200,8 +200,9 @@ def test_repack_same_results_and_follows_weight(fmt):
     assert layer.repacked_nbytes == 0 and torch.equal(layer(x), other(x))
 
 
-def test_import_pylowbit_does_not_import_torch():
+def test_import_pylowbit_does_not_import_torch(tmp_path):
     import subprocess
     import sys
     code = "import sys, pylowbit; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # (from a directory without a source tree, which would shadow the installed package)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
