@@ -41,6 +41,20 @@ def test_gguf_quantize_formats_read_as_stored():
     np.testing.assert_array_equal(layer(x).numpy(), lb.gemm(q8, x.numpy()))
 
 
+def test_from_gguf_file_tensor(tmp_path):
+    from pylowbit.gguf import GGUFFile, TensorSpec, write_gguf
+    rng = np.random.default_rng(3)
+    q = {f: lb.quantize(rng.standard_normal((16, 256)).astype(np.float32), f) for f in ("i2_s", "tq1_0")}
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"},
+                      [TensorSpec(f"w.{f}", t.type_id, t.shape, t.data.tobytes()) for f, t in q.items()])
+    x = torch.randn(3, 256)
+    with GGUFFile(path) as gf:
+        for f, t in q.items():
+            layer = pt.Linear.from_gguf(gf.tensor(f"w.{f}"))
+            assert layer.format == f and (layer.out_features, layer.in_features) == (16, 256)
+            np.testing.assert_array_equal(layer(x).numpy(), lb.gemm(t, x.numpy()))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_inputs(dtype):
     _, layer = _layer("i2_s")
