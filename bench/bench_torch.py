@@ -139,17 +139,28 @@ def build_model(kind: str, layers: int, vocab: int):
     return model.eval()
 
 
+class _StepClock:
+    """A logits processor that only notes the time: generate() calls it once per new token, right
+    after that token's forward, so the gaps between calls are the decode steps (prefill excluded)."""
+
+    def __init__(self):
+        self.times = []
+
+    def __call__(self, input_ids, scores):
+        self.times.append(time.perf_counter())
+        return scores
+
+
 def decode_tps(model, prompt: int, n: int, vocab: int) -> float:
+    from transformers import LogitsProcessorList
     ids = torch.randint(0, vocab, (1, prompt), generator=torch.Generator().manual_seed(1))
     kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
     with torch.inference_mode():
         model.generate(ids, max_new_tokens=2, min_new_tokens=2, **kw)  # warm up
-        t0 = time.perf_counter()
-        model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
-        t1 = time.perf_counter()
-        model.generate(ids, max_new_tokens=n + 1, min_new_tokens=n + 1, **kw)
-        t2 = time.perf_counter()
-    return n / ((t2 - t1) - (t1 - t0))
+        clock = _StepClock()
+        model.generate(ids, max_new_tokens=n + 1, min_new_tokens=n + 1,
+                       logits_processor=LogitsProcessorList([clock]), **kw)
+    return n / (clock.times[-1] - clock.times[0])
 
 
 def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:

@@ -170,17 +170,18 @@ class Linear(nn.Module):
                                  f"transformers' packing of a {module.out_features}x"
                                  f"{module.in_features} ternary matrix")
             codes = unpack_bitnet_codes(packed)
-            if bool((codes > 1).any()):
+            if bool((codes > 2).any()):
                 raise ValueError("BitLinear weight holds code 3, which transformers' packing never writes")
-            # BitLinear divides by weight_scale: W = codes / weight_scale.
-            step = 1.0 / module.weight_scale.detach().to("cpu", torch.float32).reshape(())
+            # BitLinear divides by weight_scale: W = (codes - 1) / weight_scale.
+            step = float(1.0 / module.weight_scale.detach().float().reshape(()))
         elif name == "AutoBitLinear":
             if module.online_quant:  # WeightQuant: absmean of the float weight, every forward
                 return cls.from_float_weight(module.weight, "i2_s", module.bias, norm, ternary=True)
-            codes = module.weight.detach().to("cpu", torch.float32)
-            if not torch.isin(codes, torch.tensor([-1.0, 0.0, 1.0])).all():
+            w = module.weight.detach().to("cpu")
+            if not torch.isin(w, torch.tensor([-1.0, 0.0, 1.0], dtype=w.dtype)).all():
                 raise ValueError("AutoBitLinear(offline) weight is not ternary (-1, 0, 1)")
-            step = module.weight_scale.detach().to("cpu", torch.float32).reshape(())
+            codes = (w + 1).to(torch.uint8)
+            step = float(module.weight_scale.detach().float().reshape(()))
         else:
             raise TypeError(f"from_bitlinear takes transformers' BitLinear or AutoBitLinear, got {name}")
         bias = module.bias
@@ -188,8 +189,7 @@ class Linear(nn.Module):
             bias = bias.detach() * module.weight_scale.detach().reshape(())
         dtype = bias.dtype if bias is not None else module.weight_scale.dtype
         layer = cls(module.in_features, module.out_features, "i2_s", bias is not None, dtype, norm)
-        # I2_S keeps one scale per tensor, max|W|: ternary codes times one step come back exactly.
-        layer._set_bytes(quantize(np.ascontiguousarray((codes * step).numpy()), "i2_s").data)
+        layer._set_bytes(i2s_bytes(codes, step))
         if bias is not None:
             layer.bias.copy_(bias.detach())
         return layer
@@ -219,7 +219,21 @@ class Linear(nn.Module):
 
 def unpack_bitnet_codes(packed: torch.Tensor) -> torch.Tensor:
     """transformers' BitNet packing (uint8 (out/4, in); output row r = k * out/4 + j sits in byte
-    row j at bits 2k) as float32 codes -1, 0, +1 of shape (out, in)."""
+    row j at bits 2k) as uint8 codes 0, 1, 2 (= -1, 0, +1) of shape (out, in)."""
     p = packed.detach().to("cpu")
-    planes = [((p >> (2 * k)) & 3) for k in range(VALUES_PER_BYTE)]
-    return torch.cat(planes, dim=0).to(torch.float32) - 1.0
+    return torch.cat([(p >> (2 * k)) & 3 for k in range(VALUES_PER_BYTE)], dim=0)
+
+
+def i2s_bytes(codes: torch.Tensor, step: float) -> np.ndarray:
+    """The I2_S bytes of the matrix (codes - 1) * step, codes uint8 0..2 of shape (out, in): the
+    codes moved into I2_S's groups (docs/FORMATS.md: 128 weights in 32 bytes, byte p holding
+    weights p, p + 32, p + 64, p + 96 at shifts 6, 4, 2, 0; I2_S's codes are transformers' codes),
+    then the tensor-scale tail as pylowbit's quantizer writes it for `step`."""
+    if not (step > 0 and np.isfinite(step)):
+        raise ValueError(f"the ternary step must be positive and finite, got {step}")
+    if codes.shape[-1] % 128:
+        raise ValueError(f"I2_S needs rows of a multiple of 128 weights, got {tuple(codes.shape)}")
+    c = codes.reshape(-1, 4, 32)
+    body = (c[:, 0] << 6) | (c[:, 1] << 4) | (c[:, 2] << 2) | c[:, 3]
+    tail = quantize(np.full(128, step, dtype=np.float32), "i2_s").data[32:]
+    return np.concatenate([body.reshape(-1).numpy(), tail])

@@ -3,12 +3,14 @@ after pylowbit.torch.quantize_ every BitLinear runs on pylowbit's I2_S kernels w
 products, logits within 1e-4 relative and identical greedy tokens."""
 import logging
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, BitNetConfig, BitNetForCausalLM
 from transformers.integrations.bitnet import AutoBitLinear, BitLinear, pack_weights, replace_with_bitnet_linear
 from transformers.utils.quantization_config import BitNetQuantConfig
 
+import pylowbit as lb
 import pylowbit.torch as pt
 
 TINY = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -85,8 +87,11 @@ def test_integer_products_identical(packed_dir):
     model = load(packed_dir)
     bl = model.model.layers[0].mlp.gate_proj
     layer = pt.Linear.from_bitlinear(bl)
-    w = pt.unpack_bitnet_codes(bl.weight)
+    w = pt.unpack_bitnet_codes(bl.weight).float() - 1
     torch.testing.assert_close(layer.dequantize(), w / bl.weight_scale.float(), rtol=1e-7, atol=0)
+    # the direct code shuffle writes the bytes pylowbit's own quantizer writes
+    via_c = lb.quantize(np.ascontiguousarray((w * (1 / bl.weight_scale.float())).numpy()), "i2_s")
+    assert torch.equal(layer.weight, torch.from_numpy(via_c.data))
     x = torch.randn(3, bl.in_features)
     q, d, _ = torch.ops.pylowbit.quantize_act(x, layer.info.type_id)
     scale = 127 / x.abs().max(dim=-1, keepdim=True).values.clamp(min=1e-5)
