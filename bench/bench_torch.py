@@ -197,12 +197,11 @@ def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q
         pt.quantize_(model, head=None if head == "bf16" else head, repack=repack)
         conv = time.perf_counter() - t0
         if head == heads[0]:
-            held = sum(b.numel() for m in model.modules() if isinstance(m, pt.Linear)
-                       for b in m.buffers(recurse=False))
-            packed = sum(m.in_features * m.out_features // 4 for m in model.modules()
-                         if isinstance(m, pt.Linear))
+            ternary = [m for m in model.modules() if isinstance(m, pt.Linear) and m.format == "i2_s"]
+            held = sum(b.numel() * b.element_size() for m in ternary for b in m.buffers(recurse=False))
+            packed = sum(m.in_features * m.out_features // 4 for m in ternary)
             res["converted layers bytes / packed bytes"] = held / packed
-            print(f"converted layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
+            print(f"converted BitLinear layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
                   f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
         for p in (1, 64):
             key = f"quantize_ head {head}{', repack' if repack else ''}, prompt {p}"
