@@ -203,10 +203,19 @@ def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q
             res["converted layers bytes / packed bytes"] = held / packed
             print(f"converted BitLinear layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
                   f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
-        for p in (1, 64):
-            key = f"quantize_ head {head}{', repack' if repack else ''}, prompt {p}"
-            res[key] = decode_tps(model, p, n, vocab)
-            print(f"{key}: {res[key]:.2f} t/s", flush=True)
+        # threads: pylowbit follows torch's count; or torch at 1 and pylowbit at `threads`
+        # (torch's OpenMP workers busy-wait between ops and take the cores from pylowbit's).
+        for split in (False, True):
+            torch.set_num_threads(1 if split else threads)
+            pt.set_threads(threads if split else None)
+            for p in (1, 64):
+                key = (f"quantize_ head {head}{', repack' if repack else ''}, "
+                       f"{'torch 1 thread + pylowbit ' + str(threads) if split else 'threads follow torch'}"
+                       f", prompt {p}")
+                res[key] = decode_tps(model, p, n, vocab)
+                print(f"{key}: {res[key]:.2f} t/s", flush=True)
+        torch.set_num_threads(threads)
+        pt.set_threads(None)
         del model
     for p in (1, 64):
         tg = pylowbit_bench_tg(threads, p) if pylowbit_too and layers == 30 and vocab == 128256 else None

@@ -5,8 +5,10 @@ addresses to pylowbit._lowbit's address-level entry points, which check sizes, r
 call liblowbit: no numpy round trip, no copy of the weights.  Ops are declared with the low-level
 `torch.library.Library` API, whose Python dispatch costs less per call than `custom_op`'s.
 
-Threads: every kernel call passes `torch.get_num_threads()`, so pylowbit's pool and torch's
-intra-op pool never run more threads than torch was told to use.
+Threads: every kernel call passes `torch.get_num_threads()` (or `set_threads`' count), so
+pylowbit's pool never runs more threads than torch was told to use.  (torch's OpenMP workers
+busy-wait after each parallel op: a decode loop runs fastest with torch at one intra-op thread and
+pylowbit at all cores, docs/TORCH.md.)
 """
 from __future__ import annotations
 
@@ -20,6 +22,22 @@ from pylowbit.core import FORMATS, format_info
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 WEIGHT_TYPE_IDS = frozenset(f.type_id for f in FORMATS.values())
 _FLOAT_WEIGHT_TYPES = frozenset(format_info(n).type_id for n in ("f32", "f16", "bf16"))
+
+_threads: int | None = None  # set_threads
+
+
+def set_threads(n: int | None) -> None:
+    """The thread count of pylowbit's kernels when called from torch (None: follow
+    torch.get_num_threads(), the default)."""
+    global _threads
+    if n is not None and not 1 <= int(n) <= 256:
+        raise ValueError(f"threads must be between 1 and 256, got {n}")
+    _threads = None if n is None else int(n)
+
+
+def kernel_threads() -> int:
+    return _threads or torch.get_num_threads()
+
 
 lib = torch.library.Library("pylowbit", "DEF")  # noqa: the namespace's one definition
 lib.define("gemm(Tensor x, Tensor w, int type_id, int rows, int cols) -> Tensor")
@@ -92,7 +110,7 @@ def gemm_cpu(x, w, type_id, rows, cols):
     xf = x if x.dtype == torch.float32 else x.to(torch.float32)
     y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
     _lowbit.addr_gemm(type_id, w.data_ptr(), w.numel(), rows, cols, xf.data_ptr(),
-                      x.shape[:-1].numel(), y.data_ptr(), torch.get_num_threads())
+                      x.shape[:-1].numel(), y.data_ptr(), kernel_threads())
     return y if x.dtype == torch.float32 else y.to(x.dtype)
 
 
@@ -107,7 +125,7 @@ def gemm_packed_cpu(x, m):
     xf = x if x.dtype == torch.float32 else x.to(torch.float32)
     y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
     _lowbit.addr_matrix_gemm(m, xf.data_ptr(), x.shape[:-1].numel(), y.data_ptr(),
-                             torch.get_num_threads())
+                             kernel_threads())
     return y if x.dtype == torch.float32 else y.to(x.dtype)
 
 
@@ -198,7 +216,7 @@ def _fwht_cpu(x, block, signs=None, signs_first=True, normalize=True):
     n = x.shape[-1]
     _lowbit.addr_fwht(out.data_ptr(), x.shape[:-1].numel(), n, block, normalize,
                       0 if signs is None else signs.data_ptr(), 0 if signs_first else 1,
-                      torch.get_num_threads())
+                      kernel_threads())
     return out
 
 

@@ -190,9 +190,17 @@ def test_threads_follow_torch(monkeypatch):
         for n in (1, 2):
             torch.set_num_threads(n)
             layer(torch.randn(1, 256))
+        pt.set_threads(3)  # pylowbit's own count, whatever torch's
+        layer(torch.randn(1, 256))
+        torch.ops.pylowbit.gemm(torch.randn(1, 256), layer.weight, layer.type_id, 64, 256)
+        pt.set_threads(None)
+        layer(torch.randn(1, 256))
     finally:
         torch.set_num_threads(before)
-    assert seen == [1, 2]
+        pt.set_threads(None)
+    assert seen == [1, 2, 3, 3, 2]
+    with pytest.raises(ValueError, match="between 1 and 256"):
+        pt.set_threads(0)
 
 
 @pytest.mark.parametrize("fmt", ["i2_s", "tq2_0", "tq1_0", "q8_0"])
