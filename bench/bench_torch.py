@@ -89,9 +89,12 @@ def bench_layer(threads: int, reps: int) -> dict:
     tiny = pt.Linear(128, 4, "i2_s")  # the call's overhead: kernel time ~ nothing
     xt = torch.randn(1, 128)
     with torch.no_grad():
+        # torch's own ops apart: their OpenMP workers busy-wait after each op and would slow
+        # whatever runs next
         res = time_interleaved({"transformers BitLinear bf16": lambda: bl(x16)}, max(3, reps // 25))
+        res.update(time_interleaved({"dense bf16 nn.Linear": lambda: dense(x16)}, reps))
+        time.sleep(0.1)
         res.update(time_interleaved({
-            "dense bf16 nn.Linear": lambda: dense(x16),
             "pylowbit.torch.Linear bf16 in": lambda: layer(x16),
             "pylowbit.torch.Linear f32 in": lambda: layer(x32),
             "pylowbit.torch.Linear.repack() f32 in": lambda: repacked(x32),
