@@ -1,15 +1,16 @@
 """pylowbit inside PyTorch, measured side by side in one run (report ratios; name the CPU).
 
   python bench/bench_torch.py layer            # one 2560 -> 6912 layer at batch 1
-  python bench/bench_torch.py model [--n 16]   # a BitNet b1.58 2B4T-shaped model's generate()
+  python bench/bench_torch.py model [--head q8_0] [--rounds 2]   # a 2B4T-shaped model's generate()
   python bench/bench_torch.py all
 
 layer: transformers' BitLinear (bf16, its own torch.compile'd helpers), a dense bf16 nn.Linear,
 pylowbit.torch.Linear (I2_S, converted from that BitLinear; bf16 and float32 input), and pylowbit's
 numpy API on the same bytes (lb.gemv on the file layout, and the repacked PackedTensor).
 model: random weights built offline in transformers' packed BitNet layout; decode tokens/s of
-generate() at batch 1 after quantize_ (head kept bf16, or through Q8_0 / F16), against the same
-model dense in bf16, and `pylowbit bench` tg16 on the same shape; both at a 1- and a 64-token prompt.
+generate() at batch 1 after quantize_ (head through Q8_0 / F16, or kept bf16), with and without
+Linear.repack and two thread splits, against the same model dense in bf16 and `pylowbit bench` tg16
+on the same shape, at a 1- and a 64-token prompt; the configurations in turn, round after round.
 """
 from __future__ import annotations
 
@@ -182,49 +183,59 @@ def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:
     return None
 
 
-def bench_model(threads: int, n: int, layers: int, vocab: int, heads=("bf16", "q8_0", "f16"),
-                repack: bool = False, dense_too: bool = True, pylowbit_too: bool = True) -> dict:
-    torch.set_num_threads(threads)
-    res = {}
+def _set_repack(model, on: bool) -> None:
+    for m in model.modules():
+        if isinstance(m, pt.Linear):
+            m.repack(on)
+
+
+def bench_model(threads: int, n: int, layers: int, vocab: int, head: str = "q8_0", rounds: int = 2,
+                pylowbit_too: bool = True) -> dict:
+    """Every configuration measured once a round, rounds in turn (a shared machine's load drifts
+    over minutes: each ratio should be taken within a round); `pylowbit bench` in each round too."""
     print(f"\n## BitNet b1.58 2B4T shape ({layers} layers, vocab {vocab}), generate() batch 1, "
           f"{n} tokens, {threads} threads, {cpu_name()}", flush=True)
-    if dense_too:
-        dense = build_model("dense", layers, vocab)
+    dense = build_model("dense", layers, vocab)
+    model = build_model("bitnet", layers, vocab)
+    t0 = time.perf_counter()
+    pt.quantize_(model, head=None if head == "bf16" else head)
+    conv = time.perf_counter() - t0
+    ternary = [m for m in model.modules() if isinstance(m, pt.Linear) and m.format == "i2_s"]
+    held = sum(b.numel() * b.element_size() for m in ternary for b in m.buffers(recurse=False))
+    packed = sum(m.in_features * m.out_features // 4 for m in ternary)
+    res = {"converted layers bytes / packed bytes": held / packed, "quantize_ s": conv}
+    print(f"converted BitLinear layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
+          f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
+
+    def run(key, fn):
+        v = fn()
+        res.setdefault(key, []).append(v)
+        print(f"  {key}: {v:.2f} t/s", flush=True)
+
+    for r in range(rounds):
+        print(f"round {r + 1}", flush=True)
         for p in (1, 64):
-            res[f"dense bf16, prompt {p}"] = decode_tps(dense, p, n, vocab)
-            print(f"dense bf16, prompt {p}: {res[f'dense bf16, prompt {p}']:.2f} t/s", flush=True)
-        del dense
-    for head in heads:
-        model = build_model("bitnet", layers, vocab)
-        t0 = time.perf_counter()
-        pt.quantize_(model, head=None if head == "bf16" else head, repack=repack)
-        conv = time.perf_counter() - t0
-        if head == heads[0]:
-            ternary = [m for m in model.modules() if isinstance(m, pt.Linear) and m.format == "i2_s"]
-            held = sum(b.numel() * b.element_size() for m in ternary for b in m.buffers(recurse=False))
-            packed = sum(m.in_features * m.out_features // 4 for m in ternary)
-            res["converted layers bytes / packed bytes"] = held / packed
-            print(f"converted BitLinear layers: {held / 1e6:.1f} MB held, {packed / 1e6:.1f} MB of 2-bit codes "
-                  f"({held / packed:.4f}x); quantize_ took {conv:.1f} s", flush=True)
-        # threads: pylowbit follows torch's count; or torch at 1 and pylowbit at `threads`
-        # (torch's OpenMP workers busy-wait between ops and take the cores from pylowbit's).
-        for split in (False, True):
-            torch.set_num_threads(1 if split else threads)
-            pt.set_threads(threads if split else None)
-            for p in (1, 64):
-                key = (f"quantize_ head {head}{', repack' if repack else ''}, "
-                       f"{'torch 1 thread + pylowbit ' + str(threads) if split else 'threads follow torch'}"
-                       f", prompt {p}")
-                res[key] = decode_tps(model, p, n, vocab)
-                print(f"{key}: {res[key]:.2f} t/s", flush=True)
-        torch.set_num_threads(threads)
-        pt.set_threads(None)
-        del model
-    for p in (1, 64):
-        tg = pylowbit_bench_tg(threads, p) if pylowbit_too and layers == 30 and vocab == 128256 else None
-        if tg:
-            res[f"pylowbit bench tg16, prompt {p}"] = tg
-            print(f"pylowbit bench i2_s tg16 prompt {p}: {tg:.2f} t/s", flush=True)
+            torch.set_num_threads(threads)
+            pt.set_threads(None)
+            run(f"dense bf16, prompt {p}", lambda: decode_tps(dense, p, n, vocab))
+            for split in (False, True):
+                # pylowbit follows torch's count; or torch at 1 and pylowbit at `threads` (torch's
+                # OpenMP workers busy-wait between ops and take the cores from pylowbit's)
+                torch.set_num_threads(1 if split else threads)
+                pt.set_threads(threads if split else None)
+                for repack in (False, True):
+                    _set_repack(model, repack)
+                    run(f"quantize_ head {head}{', repack' if repack else ''}, "
+                        f"{'torch 1 + pylowbit ' + str(threads) + ' threads' if split else 'threads follow torch'}"
+                        f", prompt {p}", lambda: decode_tps(model, p, n, vocab))
+                    _set_repack(model, False)
+            torch.set_num_threads(threads)
+            pt.set_threads(None)
+            if pylowbit_too and layers == 30 and vocab == 128256:
+                tg = pylowbit_bench_tg(threads, p)
+                if tg:
+                    res.setdefault(f"pylowbit bench i2_s tg{n}, prompt {p}", []).append(tg)
+                    print(f"  pylowbit bench i2_s tg{n} prompt {p}: {tg:.2f} t/s", flush=True)
     return res
 
 
@@ -236,17 +247,16 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=16, help="decode tokens")
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--vocab", type=int, default=128256)
-    ap.add_argument("--heads", default="bf16,q8_0,f16")
-    ap.add_argument("--repack", action="store_true", help="quantize_(repack=True)")
-    ap.add_argument("--no-dense", action="store_true", help="skip the dense bf16 model")
+    ap.add_argument("--head", default="q8_0", help="quantize_(head=...): q8_0, f16, or bf16 (kept)")
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-pylowbit-bench", action="store_true")
     a = ap.parse_args(argv)
     out = {"cpu": cpu_name(), "isa": lb.isa_active(), "torch": torch.__version__, "threads": a.threads}
     if a.what in ("layer", "all"):
         out["layer_us"] = bench_layer(a.threads, a.reps)
     if a.what in ("model", "all"):
-        out["model"] = bench_model(a.threads, a.n, a.layers, a.vocab, tuple(a.heads.split(",")),
-                                   a.repack, not a.no_dense, not a.no_pylowbit_bench)
+        out["model"] = bench_model(a.threads, a.n, a.layers, a.vocab, a.head, a.rounds,
+                                   not a.no_pylowbit_bench)
     print(json.dumps(out, indent=1))
 
 
