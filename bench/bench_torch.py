@@ -89,6 +89,7 @@ def bench_layer(threads: int, reps: int) -> dict:
     repacked = pt.Linear.from_bitlinear(bl).repack()
     tiny = pt.Linear(128, 4, "i2_s")  # the call's overhead: kernel time ~ nothing
     xt = torch.randn(1, 128)
+    op = torch.ops.pylowbit.gemm
     with torch.no_grad():
         # torch's own ops apart: their OpenMP workers busy-wait after each op and would slow
         # whatever runs next
@@ -99,11 +100,11 @@ def bench_layer(threads: int, reps: int) -> dict:
             "pylowbit.torch.Linear bf16 in": lambda: layer(x16),
             "pylowbit.torch.Linear f32 in": lambda: layer(x32),
             "pylowbit.torch.Linear.repack() f32 in": lambda: repacked(x32),
-            "torch.ops.pylowbit.gemm f32 in": lambda: torch.ops.pylowbit.gemm(x32, layer.weight, layer.type_id, OUT, IN),
+            "torch.ops.pylowbit.gemm f32 in": lambda: op(x32, layer.weight, layer.type_id, OUT, IN),
             "numpy API lb.gemv (same bytes)": lambda: lb.gemv(q, xn, out=out, threads=threads),
             "numpy API PackedTensor.gemv (repacked)": lambda: packed.gemv(xn, out=out, threads=threads),
             "Linear on a 4x128 matrix (glue)": lambda: tiny(xt),
-            "op on a 4x128 matrix (glue)": lambda: torch.ops.pylowbit.gemm(xt, tiny.weight, tiny.type_id, 4, 128),
+            "op on a 4x128 matrix (glue)": lambda: op(xt, tiny.weight, tiny.type_id, 4, 128),
         }, reps))
     base = res["pylowbit.torch.Linear f32 in"]
     print(f"\n## one {IN} -> {OUT} layer, batch 1, {threads} threads, {cpu_name()}")
@@ -225,9 +226,9 @@ def bench_model(threads: int, n: int, layers: int, vocab: int, head: str = "q8_0
                 pt.set_threads(threads if split else None)
                 for repack in (False, True):
                     _set_repack(model, repack)
-                    run(f"quantize_ head {head}{', repack' if repack else ''}, "
-                        f"{'torch 1 + pylowbit ' + str(threads) + ' threads' if split else 'threads follow torch'}"
-                        f", prompt {p}", lambda: decode_tps(model, p, n, vocab))
+                    how = f"torch 1 + pylowbit {threads} threads" if split else "threads follow torch"
+                    run(f"quantize_ head {head}{', repack' if repack else ''}, {how}, prompt {p}",
+                        lambda: decode_tps(model, p, n, vocab))
                     _set_repack(model, False)
             torch.set_num_threads(threads)
             pt.set_threads(None)

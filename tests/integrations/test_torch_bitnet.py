@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, BitNetConfig, BitNetForCausalLM
-from transformers.integrations.bitnet import AutoBitLinear, BitLinear, pack_weights, replace_with_bitnet_linear
+from transformers.integrations.bitnet import (AutoBitLinear, BitLinear, pack_weights,
+                                             replace_with_bitnet_linear)
 from transformers.utils.quantization_config import BitNetQuantConfig
 
 import pylowbit as lb

@@ -104,7 +104,8 @@ def test_opcheck(case):
 def test_compile_fullgraph_equals_eager():
     torch._dynamo.reset()
     _, layer = _layer("i2_s", bias=True)
-    model = torch.nn.Sequential(layer, torch.nn.GELU(), pt.Linear.from_linear(torch.nn.Linear(64, 128), "q8_0"))
+    second = pt.Linear.from_linear(torch.nn.Linear(64, 128), "q8_0")
+    model = torch.nn.Sequential(layer, torch.nn.GELU(), second)
     x = torch.randn(3, 256)
     compiled = torch.compile(model, fullgraph=True)
     torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
