@@ -363,3 +363,6 @@ def stream_read(const uint8_t[::1] buf not None, int threads=0):
 
 # The run-time choices (ISA variant, kernels, threads), in a file of their own (one module).
 include "_lowbit_dispatch.pxi"
+
+# Raw-address twins of the entry points above, for runtimes holding their own tensors.
+include "_lowbit_addr.pxi"

@@ -1,0 +1,60 @@
+"""`quantize_(model, ...)`: swap a model's linear layers for `pylowbit.torch.Linear`, in place."""
+from __future__ import annotations
+
+from collections import Counter
+
+from torch import nn
+
+from pylowbit.core import format_info
+from pylowbit.torch.linear import Linear, log
+
+BITNET_CLASSES = ("BitLinear", "AutoBitLinear")  # transformers.integrations.bitnet
+
+
+def _is_bitnet(module: nn.Module) -> bool:
+    return type(module).__name__ in BITNET_CLASSES and type(module).__module__.startswith("transformers.")
+
+
+def quantize_(model: nn.Module, format: str | None = None, head: str | None = None,
+              skip: tuple[str, ...] = ("lm_head",), repack: bool = False) -> nn.Module:
+    """Convert `model` in place and return it.
+
+    - every transformers BitLinear / AutoBitLinear becomes a Linear in I2_S, losslessly (its
+      ternary codes, weight_scale, bias and RMSNorm as they are);
+    - with `format` (e.g. "i2_s", "tq2_0", "q8_0"), every other nn.Linear whose qualified name
+      contains none of the `skip` strings is quantized to it (ternary formats: absmean);
+    - with `head` ("q8_0", "f16", ...), the output embedding (`get_output_embeddings()`, else
+      a module named "lm_head") is converted to that format too, whatever `skip` says: it is
+      the largest matrix a decode step reads;
+    - with `repack`, every converted layer also holds pylowbit's repacked copy for eager inference
+      (Linear.repack: faster, twice the memory).
+    Logs (logger "pylowbit.torch") how many modules were converted, by kind."""
+    if format is not None:
+        format_info(format)
+    head_module = None
+    if head is not None:
+        format_info(head)
+        get = getattr(model, "get_output_embeddings", None)
+        head_module = get() if callable(get) else getattr(model, "lm_head", None)
+        if not isinstance(head_module, nn.Linear):
+            raise ValueError(f"quantize_(head={head!r}): this model has no nn.Linear output head "
+                             f"(found {type(head_module).__name__})")
+    plan = []
+    for name, module in model.named_modules():
+        if isinstance(module, Linear):
+            continue
+        if _is_bitnet(module):
+            plan.append((name, "bitlinear", Linear.from_bitlinear, ()))
+        elif module is head_module:
+            plan.append((name, f"head {head}", Linear.from_linear, (head, False)))
+        elif format is not None and isinstance(module, nn.Linear) and not any(s in name for s in skip):
+            plan.append((name, f"linear {format}", Linear.from_linear, (format,)))
+    counts = Counter()
+    for name, kind, make, args in plan:
+        layer = make(model.get_submodule(name), *args)
+        model.set_submodule(name, layer.repack() if repack else layer)
+        counts[kind] += 1
+    log.info("pylowbit.torch.quantize_: converted %d modules (%s)", sum(counts.values()),
+             ", ".join(f"{n} {k}" for k, n in counts.items()) or "none")
+    model.pylowbit_converted = dict(counts)
+    return model
