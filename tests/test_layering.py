@@ -11,29 +11,35 @@ import pytest
 pytestmark = pytest.mark.source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("check_cycles", ROOT / "tools" / "check_cycles.py")
-check_cycles = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(check_cycles)
 
 
-def test_finds_a_circle():
+@pytest.fixture(scope="module")
+def check_cycles():
+    """tools/check_cycles.py, loaded when a test of the source tree runs (not at collection)."""
+    spec = importlib.util.spec_from_file_location("check_cycles", ROOT / "tools" / "check_cycles.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_finds_a_circle(check_cycles):
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
     assert sorted(check_cycles.cycles(g)) == [["a", "b", "c"], ["d"]]
 
 
-def test_no_include_circle_in_native():
+def test_no_include_circle_in_native(check_cycles):
     g = check_cycles.include_graph()
     assert "native/src/packed.h" in g["native/src/internal.h"]  # the graph was read
     assert check_cycles.cycles(g) == []
 
 
-def test_no_import_circle_in_pylowbit():
+def test_no_import_circle_in_pylowbit(check_cycles):
     g = check_cycles.import_graph()
     assert "pylowbit._lowbit" in g["pylowbit.core"]
     assert check_cycles.cycles(g) == []
 
 
-def test_reference_is_a_leaf_by_includes():
+def test_reference_is_a_leaf_by_includes(check_cycles):
     """ref/ sources include only ref/'s, the format headers and the internal plumbing headers;
     never a dispatcher, pack or kernel source."""
     g = check_cycles.include_graph()
