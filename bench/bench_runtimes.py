@@ -8,6 +8,8 @@ ratio to the numpy API's speed:
                  device arrays, block_until_ready after each call
   numba (njit)   an @njit function calling pylowbit.numba.gemv
   torch          QTensor.gemv(x, out=y) with torch tensors x and y (read and written in place)
+  torch Linear   pylowbit.torch.Linear.from_gguf(w) called on a torch tensor (inference mode;
+                 torch's thread count set to the kernel's, which the layer follows)
 
 Each path computes the same product on the same file-layout bytes, at one address (the outputs are
 checked equal bit for bit first).  Rounds are interleaved (numpy, jax, numba, torch, numpy, ...); a round times
@@ -28,6 +30,7 @@ import torch
 
 import pylowbit as lb
 import pylowbit.jax as lbj
+import pylowbit.torch as pt
 import pylowbit.numba as lbn
 
 
@@ -86,12 +89,21 @@ def main():
     def run_torch():
         w.gemv(xt, out=yt, threads=threads)
 
+    torch.set_num_threads(a.threads or lb.get_threads())
+    layer = pt.Linear.from_gguf(w)
+    yl = torch.empty(rows)
+
+    def run_torch_linear():
+        with torch.inference_mode():
+            yl.copy_(layer(xt))
+
     paths = {"numpy API": run_numpy, "jax (jit)": run_jax, "numba (njit)": run_numba,
-             "torch": run_torch}
+             "torch": run_torch, "torch Linear": run_torch_linear}
     for run in paths.values():  # compile, warm up
         run()
     ref = y.copy()
-    for name, got in (("jax", np.asarray(f_jax(wj, xj))), ("numba", yn), ("torch", yt.numpy())):
+    for name, got in (("jax", np.asarray(f_jax(wj, xj))), ("numba", yn), ("torch", yt.numpy()),
+                      ("torch Linear", yl.numpy())):
         if not np.array_equal(got, ref):
             raise SystemExit(f"{name}'s result differs from the numpy API's")
 
