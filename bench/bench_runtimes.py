@@ -8,8 +8,8 @@ ratio to the numpy API's speed:
                  device arrays, block_until_ready after each call
   numba (njit)   an @njit function calling pylowbit.numba.gemv
   torch          QTensor.gemv(x, out=y) with torch tensors x and y (read and written in place)
-  torch Linear   pylowbit.torch.Linear.from_gguf(w) called on a torch tensor (inference mode;
-                 torch's thread count set to the kernel's, which the layer follows)
+  torch Linear   a pylowbit.torch.Linear over those bytes called on a torch tensor (torch's
+                 thread count set to the kernel's, which the layer follows)
 
 Each path computes the same product on the same file-layout bytes, at one address (the outputs are
 checked equal bit for bit first).  Rounds are interleaved (numpy, jax, numba, torch, numpy, ...); a round times
@@ -91,11 +91,12 @@ def main():
 
     torch.set_num_threads(a.threads or lb.get_threads())
     layer = pt.Linear.from_gguf(w)
-    yl = torch.empty(rows)
+    layer.weight = torch.from_dlpack(wj.data)  # the same bytes as every other path, not a copy
+    assert layer.weight.data_ptr() == w.data.ctypes.data
+    out = {}
 
     def run_torch_linear():
-        with torch.inference_mode():
-            yl.copy_(layer(xt))
+        out["y"] = layer(xt)  # x needs no gradient: the layer's eager path, no dispatcher
 
     paths = {"numpy API": run_numpy, "jax (jit)": run_jax, "numba (njit)": run_numba,
              "torch": run_torch, "torch Linear": run_torch_linear}
@@ -103,7 +104,7 @@ def main():
         run()
     ref = y.copy()
     for name, got in (("jax", np.asarray(f_jax(wj, xj))), ("numba", yn), ("torch", yt.numpy()),
-                      ("torch Linear", yl.numpy())):
+                      ("torch Linear", out["y"].numpy())):
         if not np.array_equal(got, ref):
             raise SystemExit(f"{name}'s result differs from the numpy API's")
 
