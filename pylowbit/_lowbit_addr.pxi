@@ -12,25 +12,40 @@ cdef int _addr_check(uintptr_t p, str what) except -1:
 
 
 def addr_gemm(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows, int64_t cols,
-              uintptr_t x, int64_t batch, uintptr_t y, int threads=0):
+              uintptr_t x, int64_t batch, uintptr_t y, int threads=0, int dtype=ADDR_F32):
     """y[batch, rows] = x[batch, cols] . W^T: W the w_nbytes GGUF bytes of a rows x cols matrix of
-    type_id at address w, x and y float32 C-contiguous at their addresses (gemm's twin)."""
+    type_id at address w, x and y C-contiguous at their addresses, both float32 (dtype ADDR_F32)
+    or both bfloat16 (ADDR_BF16) (gemm's twin)."""
     _check_weights(w_nbytes, type_id, rows, cols)
     if batch < 0:
         raise ValueError(f"addr_gemm: negative batch {batch}")
+    if dtype != ADDR_F32 and dtype != ADDR_BF16:
+        raise ValueError(f"addr_gemm: unknown dtype code {dtype}")
     if batch == 0 or rows == 0:
         return
     _addr_check(y, "addr_gemm y")
     if cols == 0:
-        memset(<void *>y, 0, <size_t>(batch * rows) * sizeof(float))
+        memset(<void *>y, 0, <size_t>(batch * rows) * (sizeof(float) if dtype == ADDR_F32 else 2))
         return
     _addr_check(w, "addr_gemm weights")
     _addr_check(x, "addr_gemm x")
     check_aligned(<const void *>w, type_id, "gemm")
+    cdef const float *xf = <const float *>x
+    cdef float *yf = <float *>y
+    cdef float *tmp = NULL
+    if dtype == ADDR_BF16:
+        tmp = <float *>malloc(<size_t>(batch * (cols + rows)) * sizeof(float))
+        if tmp == NULL:
+            raise MemoryError("addr_gemm")
+        bf16_to_f32(<const uint16_t *>x, tmp, batch * cols)
+        xf, yf = tmp, tmp + batch * cols
     cdef int st
     with nogil:
-        st = lowbit_gemm(type_id, <const void *>w, rows, cols, <const float *>x, batch,
-                         <float *>y, threads)
+        st = lowbit_gemm(type_id, <const void *>w, rows, cols, xf, batch, yf, threads)
+        if dtype == ADDR_BF16:
+            if st == LOWBIT_OK:
+                f32_to_bf16(yf, <uint16_t *>y, batch * rows)
+            free(tmp)
     check(st, "gemm")
 
 
@@ -92,17 +107,86 @@ def addr_fwht(uintptr_t x, int64_t rows, int64_t n, int64_t block, bint normaliz
     check(st, f"fwht of length {n} in blocks of {block}")
 
 
-def addr_matrix_gemm(PackedMatrix m not None, uintptr_t x, int64_t batch, uintptr_t y,
-                     int threads=0):
-    """y[batch, m.rows] = x[batch, m.cols] . m^T, float32 at those addresses (PackedMatrix.gemm's
-    twin)."""
+# ---- bfloat16 in and out (the conversions in C, not one torch op each way per call) -------------
+
+cdef void bf16_to_f32(const uint16_t *src, float *dst, int64_t n) noexcept nogil:
+    cdef int64_t i
+    cdef uint32_t *d = <uint32_t *>dst
+    for i in range(n):
+        d[i] = (<uint32_t>src[i]) << 16
+
+
+cdef void f32_to_bf16(const float *src, uint16_t *dst, int64_t n) noexcept nogil:
+    # round to nearest even; a NaN becomes the quiet NaN 0x7fc0 (torch's rule)
+    cdef int64_t i
+    cdef const uint32_t *s = <const uint32_t *>src
+    cdef uint32_t u
+    for i in range(n):
+        u = s[i]
+        if (u & 0x7fffffff) > 0x7f800000:
+            dst[i] = 0x7fc0
+        else:
+            dst[i] = <uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16)
+
+
+def addr_matrix_gemm_multi(tuple mats not None, uintptr_t x, int64_t batch, tuple ys not None,
+                           int dtype, int threads=0):
+    """ys[j][batch, mats[j].rows] = x[batch, cols] . mats[j]^T for PackedMatrix objects sharing x, at
+    those addresses, all float32 (dtype ADDR_F32) or all bfloat16 (ADDR_BF16): one activation
+    quantization and one thread-pool job for all of them (gemm_multi's twin; one matrix:
+    PackedMatrix.gemm's)."""
+    cdef Py_ssize_t n = len(mats), j
+    if n < 1 or n > LOWBIT_MULTI_MAX or len(ys) != n:
+        raise ValueError(f"addr_matrix_gemm_multi: 1 to {LOWBIT_MULTI_MAX} matrices with one output "
+                         f"each, got {n} and {len(ys)}")
+    if dtype != ADDR_F32 and dtype != ADDR_BF16:
+        raise ValueError(f"addr_matrix_gemm_multi: unknown dtype code {dtype}")
     if batch < 0:
-        raise ValueError(f"addr_matrix_gemm: negative batch {batch}")
+        raise ValueError(f"addr_matrix_gemm_multi: negative batch {batch}")
+    cdef const lowbit_matrix *ms[8]  # LOWBIT_MULTI_MAX
+    cdef float *yf[8]
+    cdef uintptr_t yaddr[8]
+    cdef int64_t rows[8]
+    cdef int64_t cols = 0, total = 0
+    for j in range(n):
+        ms[j] = matrix_of(mats[j])
+        rows[j] = (<PackedMatrix>mats[j]).rows
+        if j == 0:
+            cols = (<PackedMatrix>mats[j]).cols
+        elif (<PackedMatrix>mats[j]).cols != cols:
+            raise ValueError(f"addr_matrix_gemm_multi: matrix {j} has {(<PackedMatrix>mats[j]).cols} "
+                             f"columns, matrix 0 has {cols}")
+        yaddr[j] = ys[j]
+        _addr_check(yaddr[j], "addr_matrix_gemm_multi y")
+        total += rows[j]
     if batch == 0:
         return
-    _addr_check(x, "addr_matrix_gemm x")
-    _addr_check(y, "addr_matrix_gemm y")
+    _addr_check(x, "addr_matrix_gemm_multi x")
+    cdef const float *xf = <const float *>x
+    cdef float *tmp = NULL
     cdef int st
+    cdef int64_t off
+    if dtype == ADDR_BF16:  # float32 copies of x and of every output
+        tmp = <float *>malloc(<size_t>(batch * (cols + total)) * sizeof(float))
+        if tmp == NULL:
+            raise MemoryError("addr_matrix_gemm_multi")
+        bf16_to_f32(<const uint16_t *>x, tmp, batch * cols)
+        xf = tmp
+        off = batch * cols
+        for j in range(n):
+            yf[j] = tmp + off
+            off += batch * rows[j]
+    else:
+        for j in range(n):
+            yf[j] = <float *>yaddr[j]
     with nogil:
-        st = lowbit_matrix_gemm(m.m, <const float *>x, batch, <float *>y, threads)
+        if n == 1:
+            st = lowbit_matrix_gemm(ms[0], xf, batch, yf[0], threads)
+        else:
+            st = lowbit_matrix_gemm_multi(ms, <int>n, xf, batch, yf, threads)
+        if dtype == ADDR_BF16:
+            if st == LOWBIT_OK:
+                for j in range(n):
+                    f32_to_bf16(yf[j], <uint16_t *>yaddr[j], batch * rows[j])
+            free(tmp)
     check(st, "gemm")

@@ -9,9 +9,10 @@ a TypeError / ValueError naming the argument, never a silent copy.  Outputs are 
 """
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t, uintptr_t
+from libc.stdlib cimport free, malloc
 
-from pylowbit._lowbit cimport check  # defined once, in _lowbit.pyx
+from pylowbit._lowbit cimport ADDR_BF16, ADDR_F32, bf16_to_f32, check, f32_to_bf16  # defined once, in _lowbit.pyx
 
 cnp.import_array()
 
@@ -148,6 +149,46 @@ def rms_norm(x, w, float eps, out=None):
     check(st, "rms_norm")
     return o
 
+
+
+def addr_rms_norm(uintptr_t x, int64_t rows, int64_t n, uintptr_t w, float eps, uintptr_t y,
+                  int dtype):
+    """rms_norm at addresses (pylowbit.torch): x (rows, n), w (n,), y (rows, n; may be x), all
+    float32 (dtype ADDR_F32) or all bfloat16 (ADDR_BF16).  bfloat16 the way transformers' RMSNorm
+    computes it: normalized in float32, rounded to bfloat16, times w in float32, rounded again."""
+    if dtype != ADDR_F32 and dtype != ADDR_BF16:
+        raise ValueError(f"addr_rms_norm: unknown dtype code {dtype}")
+    if rows < 0 or n <= 0:
+        raise ValueError(f"addr_rms_norm: bad shape ({rows}, {n})")
+    _check_eps(eps)
+    if x == 0 or w == 0 or y == 0:
+        raise ValueError("addr_rms_norm: null address")
+    if rows == 0:
+        return
+    cdef int st
+    cdef float *t
+    cdef int64_t i, j
+    if dtype == ADDR_F32:
+        with nogil:
+            st = lowbit_rms_norm(<const float *>x, <const float *>w, rows, n, eps, <float *>y)
+        check(st, "rms_norm")
+        return
+    t = <float *>malloc(<size_t>(rows * n + n) * sizeof(float))
+    if t == NULL:
+        raise MemoryError("addr_rms_norm")
+    with nogil:
+        bf16_to_f32(<const uint16_t *>x, t, rows * n)
+        bf16_to_f32(<const uint16_t *>w, t + rows * n, n)
+        st = lowbit_rms_norm(t, NULL, rows, n, eps, t)
+        if st == 0:
+            f32_to_bf16(t, <uint16_t *>y, rows * n)
+            bf16_to_f32(<const uint16_t *>y, t, rows * n)
+            for i in range(rows):
+                for j in range(n):
+                    t[i * n + j] *= t[rows * n + j]
+            f32_to_bf16(t, <uint16_t *>y, rows * n)
+        free(t)
+    check(st, "rms_norm")
 
 def rope(x, cos, sin, bint neox):
     """Rotate x (T, heads, hd) in place by cos, sin (T, half): pairs (i, i + half) if neox, else

@@ -104,29 +104,42 @@ def _gemm_shape_check(x, w, type_id, rows, cols, cpu):
                          f"matrix's {cols} columns")
 
 
+# dtypes the address-level entries take as they are (bf16 converted in C); float16 goes through a
+# float32 copy
+_ADDR_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+
+
+def _addr_input(x):
+    """(the tensor handed to C, its dtype code)."""
+    code = _ADDR_DTYPES.get(x.dtype)
+    return (x, code) if code is not None else (x.to(torch.float32), 0)
+
+
 def gemm_cpu(x, w, type_id, rows, cols):
     """The CPU kernel of pylowbit::gemm."""
     _gemm_shape_check(x, w, type_id, rows, cols, True)
-    xf = x if x.dtype == torch.float32 else x.to(torch.float32)
-    y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
-    _lowbit.addr_gemm(type_id, w.data_ptr(), w.numel(), rows, cols, xf.data_ptr(),
-                      x.shape[:-1].numel(), y.data_ptr(), kernel_threads())
-    return y if x.dtype == torch.float32 else y.to(x.dtype)
+    xc, code = _addr_input(x)
+    y = torch.empty(x.shape[:-1] + (rows,), dtype=xc.dtype)
+    _lowbit.addr_gemm(type_id, w.data_ptr(), w.numel(), rows, cols, xc.data_ptr(),
+                      x.shape[:-1].numel(), y.data_ptr(), kernel_threads(), code)
+    return y if y.dtype == x.dtype else y.to(x.dtype)
 
 
-def gemm_packed_cpu(x, m):
-    """gemm_cpu on a weight repacked by pylowbit (a _lowbit.PackedMatrix, Linear.repack): eager
-    inference only, never traced (the op itself takes the GGUF bytes)."""
-    rows, cols = m.rows, m.cols
+def gemm_packed_cpu(x, mats):
+    """x . m^T for each weight m of `mats` (a sequence of _lowbit.PackedMatrix sharing x's columns,
+    Linear.repack), in one call (one activation quantization, one thread-pool job): a tuple of
+    outputs.  Eager inference only, never traced (the op itself takes the GGUF bytes)."""
     _check_float_input(x, "x", True)
+    cols = mats[0].cols
     if x.dim() < 1 or x.shape[-1] != cols:
         raise ValueError(f"pylowbit: x has shape {tuple(x.shape)}, its last axis must be the "
                          f"matrix's {cols} columns")
-    xf = x if x.dtype == torch.float32 else x.to(torch.float32)
-    y = torch.empty(x.shape[:-1] + (rows,), dtype=torch.float32)
-    _lowbit.addr_matrix_gemm(m, xf.data_ptr(), x.shape[:-1].numel(), y.data_ptr(),
-                             kernel_threads())
-    return y if x.dtype == torch.float32 else y.to(x.dtype)
+    xc, code = _addr_input(x)
+    lead = x.shape[:-1]
+    ys = tuple(torch.empty(lead + (m.rows,), dtype=xc.dtype) for m in mats)
+    _lowbit.addr_matrix_gemm_multi(tuple(mats), xc.data_ptr(), lead.numel(),
+                                   tuple(y.data_ptr() for y in ys), code, kernel_threads())
+    return ys if xc is x else tuple(y.to(x.dtype) for y in ys)
 
 
 def _gemm_fake(x, w, type_id, rows, cols):

@@ -47,6 +47,7 @@ class Linear(nn.Module):
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype) if bias else None)
         self.norm = norm
         self._packed = None  # (PackedMatrix, weight address, weight version) after repack()
+        self.siblings: SharedInput | None = None  # quantize_ groups q/k/v and gate/up
         self.quantization_error: float | None = None  # relative, when made from float weights
 
     format = property(lambda self: self.info.name)
@@ -58,11 +59,14 @@ class Linear(nn.Module):
                 and not (x.requires_grad and torch.is_grad_enabled()):
             # Eager inference: the op's own CPU kernel, without the dispatcher's Python round trip
             # (nothing to record for autograd, no fake or traced tensor to dispatch on).
+            group = self.siblings
             packed = self._packed_matrix()
             if packed is None:
                 y = gemm_cpu(x, self.weight, self.type_id, self.out_features, self.in_features)
+            elif group is not None:
+                y = group.output(self, x)
             else:
-                y = gemm_packed_cpu(x, packed)
+                y = gemm_packed_cpu(x, (packed,))[0]
         else:
             y = torch.ops.pylowbit.gemm(x, self.weight, self.type_id, self.out_features,
                                         self.in_features)
@@ -215,6 +219,39 @@ class Linear(nn.Module):
                              f"{self.weight.numel()} bytes, got {data.nbytes}")
         data = data if data.flags.writeable else data.copy()  # torch wraps only writeable arrays
         self.weight.copy_(torch.from_numpy(data))
+
+
+class SharedInput:
+    """Sibling layers that their parent calls one after another on the same input: an attention's
+    q, k and v projections, an MLP's gate and up.  On the eager path (Linear.forward), with every
+    sibling repacked, the first call multiplies the input by all of them in one gemm_multi (one
+    activation quantization, one thread-pool job instead of three) and keeps the others' outputs;
+    a sibling's own call then takes its output if it comes with that very tensor (the same object,
+    and for a tensor that tracks versions, unmodified since), and is computed on its own
+    otherwise.  The kept input and outputs are released as soon as every sibling has taken its."""
+
+    def __init__(self, layers):
+        self.layers = tuple(layers)
+        self._x, self._version, self._outs = None, None, {}
+
+    @staticmethod
+    def _version_of(x):
+        return None if x.is_inference() else x._version
+
+    def output(self, layer: "Linear", x: torch.Tensor) -> torch.Tensor:
+        outs = self._outs
+        if self._x is x and layer in outs and self._version == self._version_of(x):
+            y = outs.pop(layer)
+            if not outs:
+                self._x = None
+            return y
+        mats = [m._packed_matrix() for m in self.layers]
+        if any(m is None for m in mats):
+            return gemm_packed_cpu(x, (layer._packed_matrix(),))[0]
+        ys = gemm_packed_cpu(x, mats)
+        self._x, self._version = x, self._version_of(x)
+        self._outs = {m: y for m, y in zip(self.layers, ys) if m is not layer}
+        return ys[self.layers.index(layer)]
 
 
 def unpack_bitnet_codes(packed: torch.Tensor) -> torch.Tensor:

@@ -6,9 +6,12 @@ from collections import Counter
 from torch import nn
 
 from pylowbit.core import format_info
-from pylowbit.torch.linear import Linear, log
+from pylowbit.torch.linear import Linear, SharedInput, log
+from pylowbit.torch.norm import RMS_NORM_CLASSES, RMSNorm
 
 BITNET_CLASSES = ("BitLinear", "AutoBitLinear")  # transformers.integrations.bitnet
+# children that a transformers attention / MLP calls one after another on one input
+SIBLING_NAMES = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
 def _is_bitnet(module: nn.Module) -> bool:
@@ -16,7 +19,8 @@ def _is_bitnet(module: nn.Module) -> bool:
 
 
 def quantize_(model: nn.Module, format: str | None = None, head: str | None = None,
-              skip: tuple[str, ...] = ("lm_head",), repack: bool = False) -> nn.Module:
+              skip: tuple[str, ...] = ("lm_head",), repack: bool = False,
+              fuse: bool = True) -> nn.Module:
     """Convert `model` in place and return it.
 
     - every transformers BitLinear / AutoBitLinear becomes a Linear in I2_S, losslessly (its
@@ -27,7 +31,11 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
       a module named "lm_head") is converted to that format too, whatever `skip` says: it is
       the largest matrix a decode step reads;
     - with `repack`, every converted layer also holds pylowbit's repacked copy for eager inference
-      (Linear.repack: faster, twice the memory).
+      (Linear.repack: faster, twice the memory);
+    - with `fuse` (the default), transformers' Llama-family RMSNorms become pylowbit.torch.RMSNorm
+      (one liblowbit call each on the eager path, same parameter), and with `repack` the sibling
+      projections a module calls on one input (q/k/v, gate/up) are multiplied in one call
+      (Linear.siblings).
     Logs (logger "pylowbit.torch") how many modules were converted, by kind."""
     if format is not None:
         format_info(format)
@@ -39,22 +47,47 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
         if not isinstance(head_module, nn.Linear):
             raise ValueError(f"quantize_(head={head!r}): this model has no nn.Linear output head "
                              f"(found {type(head_module).__name__})")
-    plan = []
+    plan, converted = [], ()
     for name, module in model.named_modules():
-        if isinstance(module, Linear):
-            continue
+        if isinstance(module, (Linear, RMSNorm)) or name.startswith(converted):
+            continue  # (a BitLinear's own RMSNorm goes with it)
+        if _is_bitnet(module) or module is head_module:
+            converted += (name + ".",)
         if _is_bitnet(module):
             plan.append((name, "bitlinear", Linear.from_bitlinear, ()))
         elif module is head_module:
             plan.append((name, f"head {head}", Linear.from_linear, (head, False)))
         elif format is not None and isinstance(module, nn.Linear) and not any(s in name for s in skip):
             plan.append((name, f"linear {format}", Linear.from_linear, (format,)))
+        elif fuse and type(module).__name__ in RMS_NORM_CLASSES:
+            plan.append((name, "rms_norm", RMSNorm.from_module, ()))
     counts = Counter()
     for name, kind, make, args in plan:
         layer = make(model.get_submodule(name), *args)
-        model.set_submodule(name, layer.repack() if repack else layer)
+        model.set_submodule(name, layer.repack() if repack and isinstance(layer, Linear) else layer)
         counts[kind] += 1
-    log.info("pylowbit.torch.quantize_: converted %d modules (%s)", sum(counts.values()),
-             ", ".join(f"{n} {k}" for k, n in counts.items()) or "none")
+    if fuse and repack:
+        counts["sibling groups"] = _group_siblings(model)
+    linears = sum(n for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
+    log.info("pylowbit.torch.quantize_: converted %d linear layers (%s), %d RMSNorms, "
+             "%d sibling groups", linears,
+             ", ".join(f"{n} {k}" for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
+             or "none", counts["rms_norm"], counts["sibling groups"])
     model.pylowbit_converted = dict(counts)
     return model
+
+
+def _group_siblings(model: nn.Module) -> int:
+    """Give each set of SIBLING_NAMES children (all repacked Linears without their own norm, of one
+    input width) one SharedInput; returns how many sets."""
+    groups = 0
+    for parent in model.modules():
+        for names in SIBLING_NAMES:
+            layers = [getattr(parent, n, None) for n in names]
+            if all(isinstance(m, Linear) and m.norm is None and m._packed is not None
+                   and m.in_features == layers[0].in_features for m in layers):
+                group = SharedInput(layers)
+                for m in layers:
+                    m.siblings = group
+                groups += 1
+    return groups

@@ -181,7 +181,7 @@ def test_threads_follow_torch(monkeypatch):
     real = _lowbit.addr_gemm
 
     def spy(*args):
-        seen.append(args[-1])
+        seen.append(args[8])  # threads
         return real(*args)
 
     monkeypatch.setattr(_lowbit, "addr_gemm", spy)

@@ -1,0 +1,100 @@
+"""quantize_'s eager fusions: transformers' RMSNorms as one pylowbit call (pt.RMSNorm), sibling
+projections (q/k/v, gate/up) in one multiply (pt.SharedInput), bf16 converted in C.  Each must give
+what the unfused path gives."""
+import pytest
+import torch
+from transformers.models.bitnet.modeling_bitnet import BitNetRMSNorm
+
+import pylowbit.torch as pt
+from test_torch_bitnet import load, packed_dir, reference_logits  # noqa: F401 (fixture)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_as_transformers(dtype):
+    ref = BitNetRMSNorm(384, eps=1e-5).to(dtype)
+    with torch.no_grad():
+        ref.weight.copy_(1 + 0.3 * torch.randn(384))
+    mine = pt.RMSNorm.from_module(ref)
+    assert mine.weight is ref.weight
+    x = (3 * torch.randn(5, 7, 384)).to(dtype)
+    with torch.no_grad():
+        want, got = ref(x), mine(x)
+    assert got.dtype == want.dtype == dtype and got.shape == want.shape
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=2e-6, atol=2e-6)
+    else:  # same roundings; the float32 sum order may move one value by one bf16 step
+        diff = (got.float() - want.float()).abs() / want.float().abs().clamp(min=1e-3)
+        assert (diff > 0).float().mean() < 0.01 and diff.max() <= 2 ** -7
+    # the autograd path (weight trainable, grad on) is transformers' own ops
+    x.requires_grad_(dtype == torch.float32)
+    y = mine(x)
+    if dtype == torch.float32:
+        y.sum().backward()
+        assert x.grad is not None and mine.weight.grad is not None
+    with pytest.raises(TypeError, match="RMSNorm.from_module takes"):
+        pt.RMSNorm.from_module(torch.nn.LayerNorm(8))
+
+
+def test_shared_input_semantics():
+    torch.manual_seed(0)
+    lin = [pt.Linear.from_linear(torch.nn.Linear(256, n, bias=False), "i2_s").repack() for n in (64, 32)]
+    group = pt.SharedInput(lin)
+    for m in lin:
+        m.siblings = group
+    x = torch.randn(3, 256)
+    with torch.no_grad():
+        alone = []
+        for m in lin:
+            m.siblings = None
+            alone.append(m(x))
+            m.siblings = group
+        a = lin[0](x)
+        assert group._outs and group._x is x  # the other output kept for its call
+        b = lin[1](x)
+        assert not group._outs and group._x is None  # handed over and released
+        assert torch.equal(a, alone[0]) and torch.equal(b, alone[1])
+        # another tensor, or the same one changed in place, is multiplied on its own
+        lin[0](x)
+        y = x.clone()
+        assert torch.equal(lin[1](y), alone[1])
+        lin[1](x)
+        x.mul_(2)
+        torch.testing.assert_close(lin[0](x), 2 * alone[0], rtol=1e-5, atol=1e-5)
+
+
+def test_fused_model_matches_transformers(packed_dir):  # noqa: F811
+    model = load(packed_dir)
+    ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+    ref = reference_logits(model, ids)
+    with torch.compiler.set_stance("force_eager"):
+        ref_tokens = model.generate(ids[:1], max_new_tokens=16, do_sample=False)
+    pt.quantize_(model, repack=True)
+    assert model.pylowbit_converted == {"bitlinear": 14, "rms_norm": 9, "sibling groups": 4}
+    attn = model.model.layers[0].self_attn
+    assert attn.q_proj.siblings is attn.k_proj.siblings is attn.v_proj.siblings is not None
+    with torch.no_grad():
+        got = model(ids).logits
+    assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-4
+    assert torch.equal(model.generate(ids[:1], max_new_tokens=16, do_sample=False), ref_tokens)
+    # bf16 end to end: fused and unfused pylowbit paths agree (same kernels, same roundings)
+    model.to(torch.bfloat16)
+    with torch.inference_mode():
+        fused = model(ids).logits
+    plain = pt.quantize_(load(packed_dir), repack=True, fuse=False).to(torch.bfloat16)
+    assert not any(isinstance(m, pt.RMSNorm) for m in plain.modules())
+    with torch.inference_mode():
+        unfused = plain(ids).logits
+    assert ((fused.float() - unfused.float()).abs().max() / unfused.float().abs().max()).item() < 2e-2
+
+
+@pytest.mark.parametrize("repack", [False, True])
+def test_bf16_converted_in_c_as_torch_converts(repack):
+    torch.manual_seed(1)
+    m = pt.Linear.from_linear(torch.nn.Linear(512, 96, bias=False), "i2_s").repack(repack)
+    x = torch.randn(4, 512).to(torch.bfloat16)
+    with torch.no_grad():
+        got = m(x)
+        want = m(x.float()).to(torch.bfloat16)  # bf16 -> f32 is exact; f32 -> bf16 torch's rounding
+    assert got.dtype == torch.bfloat16 and torch.equal(got, want)
+    x16 = x.to(torch.float16)
+    assert m(x16).dtype == torch.float16
