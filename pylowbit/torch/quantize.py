@@ -33,9 +33,9 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
     - with `repack`, every converted layer also holds pylowbit's repacked copy for eager inference
       (Linear.repack: faster, twice the memory);
     - with `fuse` (the default), transformers' Llama-family RMSNorms become pylowbit.torch.RMSNorm
-      (one liblowbit call each on the eager path, same parameter), and with `repack` the sibling
-      projections a module calls on one input (q/k/v, gate/up) are multiplied in one call
-      (Linear.siblings).
+      (one liblowbit call each on the eager path, same parameter), and the sibling projections a
+      module calls on one input (q/k/v, gate/up) share a SharedInput (Linear.siblings): once they
+      are repacked, they are multiplied in one call.
     Logs (logger "pylowbit.torch") how many modules were converted, by kind."""
     if format is not None:
         format_info(format)
@@ -66,26 +66,25 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
         layer = make(model.get_submodule(name), *args)
         model.set_submodule(name, layer.repack() if repack and isinstance(layer, Linear) else layer)
         counts[kind] += 1
-    if fuse and repack:
+    if fuse:
         counts["sibling groups"] = _group_siblings(model)
     linears = sum(n for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
     log.info("pylowbit.torch.quantize_: converted %d linear layers (%s), %d RMSNorms, "
              "%d sibling groups", linears,
              ", ".join(f"{n} {k}" for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
              or "none", counts["rms_norm"], counts["sibling groups"])
-    model.pylowbit_converted = dict(counts)
+    model.pylowbit_converted = {k: n for k, n in counts.items() if n}
     return model
 
 
 def _group_siblings(model: nn.Module) -> int:
-    """Give each set of SIBLING_NAMES children (all repacked Linears without their own norm, of one
-    input width) one SharedInput; returns how many sets."""
+    """Give each set of SIBLING_NAMES children (all Linears without their own norm, of one input
+    width) one SharedInput; returns how many sets."""
     groups = 0
     for parent in model.modules():
         for names in SIBLING_NAMES:
             layers = [getattr(parent, n, None) for n in names]
-            if all(isinstance(m, Linear) and m.norm is None and m._packed is not None
-                   and m.in_features == layers[0].in_features for m in layers):
+            if all(isinstance(m, Linear) and m.norm is None and m.in_features == layers[0].in_features for m in layers):
                 group = SharedInput(layers)
                 for m in layers:
                     m.siblings = group

@@ -71,8 +71,8 @@ def test_quantize_matches_transformers(packed_dir, caplog):
         ref_tokens = model.generate(ids[:1], max_new_tokens=16, do_sample=False)
     with caplog.at_level(logging.INFO, logger="pylowbit.torch"):
         assert pt.quantize_(model) is model
-    assert "converted 14 linear layers (14 bitlinear), 9 RMSNorms" in caplog.text
-    assert model.pylowbit_converted == {"bitlinear": 14, "rms_norm": 9}
+    assert "converted 14 linear layers (14 bitlinear), 9 RMSNorms, 4 sibling groups" in caplog.text
+    assert model.pylowbit_converted == {"bitlinear": 14, "rms_norm": 9, "sibling groups": 4}
     assert sum(isinstance(m, pt.RMSNorm) for m in model.modules()) == 9
     assert not any(isinstance(m, BitLinear) for m in model.modules())
     assert sum(isinstance(m, pt.Linear) for m in model.modules()) == n_bitlinear
