@@ -23,7 +23,7 @@ from .kld_stats import KLDStats
 
 __all__ = ["perplexity", "kl_divergence", "PerplexityResult", "KLDResult", "KLDStats"]
 
-_FROM_MODEL = object()  # bos_id default: the model's tokenizer's BOS, if it adds one
+_FROM_MODEL = "model"  # bos_id default: the model's tokenizer's BOS, if it adds one
 
 
 @dataclass
@@ -58,8 +58,8 @@ class KLDResult:
 
 
 def perplexity(model, text: str | os.PathLike | None = None, *, tokens: Sequence[int] | None = None,
-               bos_id=_FROM_MODEL, ctx: int = 512, chunks: int | None = None, max_tokens: int | None = None,
-               threads: int | None = None, foreign: str = "q8_0",
+               bos_id: int | None | str = _FROM_MODEL, ctx: int = 512, chunks: int | None = None,
+               max_tokens: int | None = None, threads: int | None = None, foreign: str = "q8_0",
                kl_divergence_base: str | os.PathLike | None = None,
                progress: Callable[[int, int, float], None] | None = None,
                notice: Callable[[str], None] | None = None) -> PerplexityResult:
@@ -69,7 +69,8 @@ def perplexity(model, text: str | os.PathLike | None = None, *, tokens: Sequence
 
     model: a GGUF path (loaded with ctx, threads, foreign) or a loaded pylowbit.model.Model.
     text: a text file (.gz is decompressed), tokenized in a child process; or tokens: the ids.
-    bos_id: the id that starts each chunk (None: none); default the model's tokenizer's BOS.
+    bos_id: the id that starts each chunk (None: none); "model" (default): the model's
+        tokenizer's BOS, if it adds one.
     ctx: chunk length; chunks: score at most this many; max_tokens: use only the first N tokens.
     threads: kernel threads; foreign: type kept for tensors without a pylowbit kernel (q8_0,
         f16, f32).
@@ -108,7 +109,7 @@ def perplexity(model, text: str | os.PathLike | None = None, *, tokens: Sequence
 
 def kl_divergence(model, *, base_file: str | os.PathLike | None = None, base_model=None,
                   vs: str | None = None, text: str | os.PathLike | None = None,
-                  tokens: Sequence[int] | None = None, bos_id=_FROM_MODEL, ctx: int = 512,
+                  tokens: Sequence[int] | None = None, bos_id: int | None | str = _FROM_MODEL, ctx: int = 512,
                   chunks: int | None = None, max_tokens: int | None = None, threads: int | None = None,
                   foreign: str = "q8_0", progress: Callable | None = None,
                   notice: Callable[[str], None] | None = None) -> KLDResult:
@@ -144,7 +145,7 @@ def kl_divergence(model, *, base_file: str | os.PathLike | None = None, base_mod
 
         with BaseFile(base_file) as base:
             m = _model(model, base.n_ctx, threads, foreign, notice)
-            bos = _bos(m) if bos_id is _FROM_MODEL else bos_id
+            bos = _bos(m) if _from_model(bos_id) else bos_id
             n_chunk = min(base.n_chunk, chunks or base.n_chunk)
             if notice is not None:
                 notice(f"KL divergence against {os.fspath(base_file)}: {n_chunk} of {base.n_chunk} chunks of "
@@ -163,6 +164,14 @@ def kl_divergence(model, *, base_file: str | os.PathLike | None = None, base_mod
     b = _model(base_model, ctx, threads, foreign, notice)
     stats = kl_divergence_of_models(b, m, tokens, ctx, n_chunk, bos, lambda i, n, acc: report(i, n, acc, None))
     return KLDResult(stats, n_chunk, ctx, os.fspath(b.file.path), seconds=time.perf_counter() - t0)
+
+
+def _from_model(bos_id) -> bool:
+    if isinstance(bos_id, str):
+        if bos_id != _FROM_MODEL:
+            raise ValueError(f"bos_id: a token id, None or {_FROM_MODEL!r}, got {bos_id!r}")
+        return True
+    return False
 
 
 def _check_counts(chunks, max_tokens) -> None:
@@ -210,7 +219,7 @@ def _tokens(model, m, text, tokens, bos_id, ctx, chunks, max_tokens, notice):
     else:
         tokens = np.asarray(tokens, dtype=np.int32).reshape(-1)
         bos = None
-    if bos_id is _FROM_MODEL:
+    if _from_model(bos_id):
         bos_id = bos if text is not None else _bos(m)
     n_text = len(tokens)
     if max_tokens:
