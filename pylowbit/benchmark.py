@@ -1,236 +1,35 @@
 """Tokens/s of the decoder, side by side with llama.cpp, against the machine's bandwidth roofline.
 
+    from pylowbit import benchmark
+    result = benchmark.run(preset="tiny", types=["tq2_0", "i2_s"], threads=[1, 2])
+    for row in result.rows:
+        print(row.format, row.threads, row.test, row.tokens_per_s, row.roofline_share)
+
 Everything is measured in one run: the read bandwidth (for the roofline), pylowbit, and - with
-`--vs llama.cpp` - llama-cpp-python on the same GGUF file, interleaved repetition by repetition so
-that drift on a shared machine hits both engines alike.
+`vs="llama.cpp"` - llama-cpp-python on the same GGUF file, interleaved repetition by repetition so
+that drift on a shared machine hits both engines alike.  `pylowbit bench` is this function's
+command line.
 """
 from __future__ import annotations
 
 import gc
 import json
-import os
 import statistics
-import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple, Sequence
 
-import numpy as np
-
-from pylowbit import _platform
-from pylowbit._platform import cache_dir, exclusive_lock
-
-# Synthetic model shapes: (architecture, synthetic base preset, overrides).  The 2B shape is BitNet
-# b1.58 2B4T's; it is written as a `llama` file (same matrices and bytes per token; llama.cpp reads
-# that architecture, so `--vs llama.cpp` runs the very same file).
-PRESETS = {
-    "bitnet-2b": ("llama", "bitnet-2b", {}),
-    # the published 2B4T file's own layout: bitnet-b1.58, sub-norms, the F16 embedding tied as the
-    # head (656 MB of the ~1.2 GB read per token), so the F16 GEMV is in every run
-    "bitnet-2b-f16": ("bitnet-b1.58", "bitnet-2b", {}),
-    "bonsai-1.7b": ("qwen3", "bitnet-2b", dict(n_layer=28, d_model=2048, n_ff=6144, n_head=16,
-                                               n_head_kv=8, head_dim=128, vocab_size=151936,
-                                               rope_base=1e6, eps=1e-6)),
-    "bonsai-8b": ("qwen3", "bitnet-2b", dict(n_layer=36, d_model=4096, n_ff=12288, n_head=32,
-                                             n_head_kv=8, head_dim=128, vocab_size=151936,
-                                             rope_base=1e6, eps=1e-6)),
-    "tiny": ("llama", "tiny", {}),
-    # qwen35: Gated-DeltaNet + gated attention (QWEN35.md); bonsai2-27b is PrismML Bonsai 2 27B's shape
-    "qwen35-tiny": ("qwen35", "qwen35-tiny", {}),
-    "bonsai2-27b": ("qwen35", "bonsai2-27b", {}),
-}
-BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
-NOT_LLAMA_CPP_TYPES = ("i2_s", "pq2_0", "ptq1_0")  # tensor types upstream llama.cpp does not read
-# general.file_type (llama_ftype) -> llama.cpp's name for the file's type mix (llama_model_ftype_name,
-# what llama-bench prints); 40 is Q1_0 upstream but bitnet.cpp's I2_S in its files (I2_S matrices)
-FILE_TYPE_NAMES = {
-    0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
-    11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
-    16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 19: "IQ2_XXS - 2.0625 bpw", 20: "IQ2_XS - 2.3125 bpw",
-    21: "Q2_K - Small", 22: "IQ3_XS - 3.3 bpw", 23: "IQ3_XXS - 3.0625 bpw", 24: "IQ1_S - 1.5625 bpw",
-    25: "IQ4_NL - 4.5 bpw", 26: "IQ3_S - 3.4375 bpw", 27: "IQ3_S mix - 3.66 bpw", 28: "IQ2_S - 2.5 bpw",
-    29: "IQ2_M - 2.7 bpw", 30: "IQ4_XS - 4.25 bpw", 31: "IQ1_M - 1.75 bpw", 32: "BF16",
-    36: "TQ1_0 - 1.69 bpw ternary", 37: "TQ2_0 - 2.06 bpw ternary", 38: "MXFP4 MoE", 39: "NVFP4",
-    40: "Q1_0", 41: "Q2_0",
-}
-BITNET_CPP_I2_S_FILE_TYPE = "I2_S - 2 bpw ternary"
-LLAMA_FTYPE_GUESSED = 1024  # llama.cpp's flag on a file type it guessed
-EMBED_TYPE = "q8_0"  # token embedding: a type both engines read
-PRESET_EMBED_TYPES = {"bitnet-2b-f16": "f16"}  # presets whose embedding is not EMBED_TYPE
-DEFAULT_BENCH_TYPE = "tq2_0"
-PRESET_DEFAULT_TYPES = {"bitnet-2b-f16": "i2_s"}  # the published file's matrices
-
-
-def default_bench_type(preset: str) -> str:
-    """The weight format `pylowbit bench --preset P` runs without --type."""
-    return PRESET_DEFAULT_TYPES.get(preset, DEFAULT_BENCH_TYPE)
-GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
-# Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
-# output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
-# not hours of float32 passes), and the prism.hadamard metadata (explicit signs) on the types the
-# release is rotated in.  Without --vs the PQ2_0 / PTQ1_0 files hold the release's exact tensor
-# bytes.  qwen35-tiny takes the same path, so CI tests it without writing gigabytes.
-RELEASE_RECIPES = {
-    "qwen35-tiny": dict(rotation_block=256, rotated=("q2_0", "pq2_0", "ptq1_0")),
-    "bonsai2-27b": dict(rotation_block=1024, rotated=("q2_0", "pq2_0", "ptq1_0")),
-}
-HEADER_ALLOWANCE = 64 << 20  # bytes beyond the tensors a synthetic file may need (tokenizer, signs)
-
-
-class BenchError(RuntimeError):
-    """A user-facing problem (bad path, missing peer): reported as one line."""
-
-
-@dataclass(frozen=True)
-class SyntheticFile:
-    """One cached synthetic model: what write_synthetic_model is given, and where it goes."""
-    preset: str
-    fmt: str
-    rotation_block: int | None
-    path: Path
-    kwargs: dict
-
-    def tensor_bytes(self) -> int:
-        """The tensors' bytes (the file less its header), from the layout: nothing is written."""
-        from pylowbit.gguf import tensor_nbytes, type_id
-        from pylowbit.model.synthetic import synthetic_layout
-
-        lay = synthetic_layout(**{k: v for k, v in self.kwargs.items()
-                                  if k not in ("random_codes", "rotation_block")})
-        return sum(tensor_nbytes(type_id(t), shape) for t, shape in lay.values())
-
-
-def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
-    """The cached synthetic GGUF of (preset, fmt).  plain: no rotation even on a type the preset's
-    release rotates (llama.cpp has no prism.hadamard: a rotated file would run there as noise)."""
-    if preset not in PRESETS:
-        raise BenchError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
-    if fmt not in BENCH_TYPES:
-        raise BenchError(f"unknown type {fmt!r} (known: {', '.join(BENCH_TYPES)})")
-    arch, base, overrides = PRESETS[preset]
-    kwargs = dict(arch=arch, fmt=fmt, preset=base, **overrides)
-    recipe = RELEASE_RECIPES.get(preset)
-    if recipe is None:
-        kwargs["embed_fmt"] = PRESET_EMBED_TYPES.get(preset, EMBED_TYPE)
-        rot, name = None, f"synthetic-{preset}-{fmt}"
-    else:
-        rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None
-        kwargs.update(embed_fmt=fmt, random_codes=True, rotation_block=rot)
-        name = f"synthetic-{preset}-{fmt}-codes" + (f"-hadamard{rot}" if rot else "")
-    return SyntheticFile(preset, fmt, rot, cache_dir() / f"{name}-v{GENERATOR_VERSION}.gguf", kwargs)
-
-
-def ensure_disk_space(files: list[SyntheticFile]) -> None:
-    """Before writing anything: the files not yet cached must fit the cache's file system together
-    (one clear error naming the need and what is free, rather than a full disk half way)."""
-    from pylowbit.gguf import check_disk_space
-
-    missing = [f for f in files if not f.path.exists()]
-    if missing:
-        need = sum(f.tensor_bytes() + HEADER_ALLOWANCE for f in missing)
-        directory = cache_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        check_disk_space(directory, need, ", ".join(f.path.name for f in missing))
-
-
-def synthetic_model(preset: str, fmt: str, console=None, plain: bool = False) -> Path:
-    """Path of the cached synthetic GGUF for (preset, fmt), written once with a progress bar.  The
-    write is atomic and holds a lock, so a second process asking for the same file (another bench
-    on a shared machine) waits for it and reuses it instead of writing its own copy."""
-    from pylowbit.model.synthetic import write_synthetic_model
-
-    spec = synthetic_file(preset, fmt, plain)
-    path = spec.path
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(path):
-        if path.exists():  # written by whoever held the lock before us
-            return path
-        ensure_disk_space([spec])
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(TextColumn("writing {task.description}"), BarColumn(), DownloadColumn(),
-                      TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task(path.name, total=None)
-
-            def progress(done, total, name):
-                bar.update(task, completed=done, total=total)
-
-            write_synthetic_model(path, progress=progress, **spec.kwargs)
-    return path
-
-
-# ---- machine read bandwidth ------------------------------------------------------------------
-
-def probe_buffer(nbytes: int) -> np.ndarray:
-    """nbytes of ones (every page really mapped) in anonymous memory with transparent huge pages
-    where Linux gives them, as liblowbit asks for its packed weights: the probe reads the way the
-    weights are read (read_bandwidth's default buffer; bench/bench_kernels.py's too).  Freed with
-    the array."""
-    import mmap
-
-    try:
-        m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    except (AttributeError, OSError, ValueError):  # no anonymous POSIX mapping here
-        return np.ones(nbytes, dtype=np.uint8)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            m.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # a hint: refused is fine
-            pass
-    buf = np.frombuffer(m, dtype=np.uint8)  # keeps the mapping alive
-    buf[:] = 1
-    return buf
-
-
-def read_bandwidth(threads: int, nbytes: int = 512 << 20, reps: int = 5, clock=time.perf_counter,
-                   buf: np.ndarray | None = None) -> float:
-    """Best-of-reps bytes/s streaming a buffer much larger than the caches on `threads` threads.
-
-    The read loop is liblowbit's, run on the same thread pool and split the same way as the GEMV
-    kernels (one contiguous share per thread), so a roofline compares like with like.  Also used
-    by bench/bench_kernels.py, which times one thread in thread CPU time (`clock`) and passes a
-    buffer of its own to re-measure next to each DRAM case."""
-    from pylowbit import _lowbit
-
-    if buf is None:
-        buf = probe_buffer(nbytes)
-    _lowbit.stream_read(buf, threads)  # warm-up: starts the pool's workers
-    best = 0.0
-    for _ in range(reps):
-        t0 = clock()
-        _lowbit.stream_read(buf, threads)
-        best = max(best, buf.nbytes / (clock() - t0))
-    return best
-
-
-def weight_bytes_per_token(path: Path) -> int:
-    """Bytes of weights a generated token reads: every matrix except the embedding table (one row),
-    which is read whole when it doubles as the LM head."""
-    from pylowbit.gguf import GGUFFile
-
-    with GGUFFile(path) as f:
-        tensors = f.tensors
-        total = sum(t.nbytes for t in tensors.values() if len(t.shape) == 2)
-        if "output.weight" in tensors and "token_embd.weight" in tensors:
-            total -= tensors["token_embd.weight"].nbytes
-    return total
-
-
-def bytes_per_token(path: Path) -> int:
-    """Bytes a generated token must move, the roofline's numerator: its weight bytes, plus, in a
-    model with recurrent layers, their state read and written back whole (Bonsai 2 27B: 2 x 144
-    MiB, beside 5.5-6.7 GB of weights).  The KV cache read, under a megabyte at the bench's
-    positions, is left out."""
-    from pylowbit.gguf import GGUFFile
-    from pylowbit.model.config import Config
-    from pylowbit.model.forward import RecurrentState
-
-    with GGUFFile(path) as f:
-        state = RecurrentState.nbytes_for(Config.from_gguf(f))
-    return weight_bytes_per_token(path) + 2 * state
+# Re-exported: the bench's models and machine probes were part of this module.
+from pylowbit.bench_machine import (available_memory, peak_rss, probe_buffer, read_bandwidth,  # noqa: F401
+                                    reset_peak_rss)
+from pylowbit.bench_models import (BENCH_TYPES, BITNET_CPP_I2_S_FILE_TYPE, DEFAULT_BENCH_TYPE,  # noqa: F401
+                                   EMBED_TYPE, FILE_TYPE_NAMES, GENERATOR_VERSION, HEADER_ALLOWANCE,
+                                   LLAMA_FTYPE_GUESSED, NOT_LLAMA_CPP_TYPES, PRESET_DEFAULT_TYPES,
+                                   PRESET_EMBED_TYPES, PRESETS, RELEASE_RECIPES, BenchError, SyntheticFile,
+                                   bytes_per_token, default_bench_type, ensure_disk_space, file_format,
+                                   synthetic_file, synthetic_model, weight_bytes_per_token)
 
 
 # ---- engines ---------------------------------------------------------------------------------
@@ -291,32 +90,14 @@ class LlamaCppEngine:
 
 # ---- measuring -------------------------------------------------------------------------------
 
-def _reset_peak_rss() -> None:
-    try:  # Linux: writing 5 to clear_refs resets VmHWM to the current RSS
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def _peak_rss() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    if _platform.WINDOWS:  # no resource module
-        return _platform.windows_peak_working_set()
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
-
-
 @dataclass
 class Row:
+    """One measured (file, engine, thread count, test): `model` the file's label, `format` its type
+    as llama-bench names it, `size_bytes` the file's size, `test` "ppN" or "tgN", `tokens_per_s`
+    and `stdev` over the repetitions' `samples`, `roofline_share` (generation) the tokens/s times
+    the bytes a token moves over the read bandwidth probed around the run, `vs_llama_cpp` pylowbit's
+    tokens/s over llama.cpp's, `peak_rss_bytes` the process's peak resident memory while the row ran,
+    `load_s` the engine's load time."""
     model: str
     format: str
     size_bytes: int
@@ -332,14 +113,31 @@ class Row:
     load_s: float = 0.0  # the engine's load of the file (pylowbit: once, for every thread count)
 
 
+class BenchResult(NamedTuple):
+    """What run() measured: `rows` (one Row per file, engine, thread count and test, file by file)
+    and `info` (the run's settings and machine facts: "bandwidth_bytes_per_s" and
+    "bandwidth_range_bytes_per_s" per thread count, "n_prompt", "n_gen", "reps", and per file label
+    "bytes_per_token" and "weight_bytes_per_token").  It unpacks as `rows, info = run(...)`."""
+    rows: list
+    info: dict
+
+    def to_json(self) -> str:
+        """The JSON `pylowbit bench --json` prints."""
+        return to_json(self.rows, self.info)
+
+    def to_csv(self) -> str:
+        """The CSV `pylowbit bench --csv` prints (the rows without their samples)."""
+        return to_csv(self.rows)
+
+
 def _timed(fn, *args) -> float:
     t0 = time.perf_counter()
     fn(*args)
     return time.perf_counter() - t0
 
 
-def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen: int, reps: int,
-        vs_llama: bool, console=None) -> tuple[list[Row], dict]:
+def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen: int, reps: int,
+            vs_llama: bool, console=None) -> tuple[list[Row], dict]:
     """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
     thread count all files are loaded at once and each repetition runs every (file, engine) in
     turn, so that the ratios between formats, not only between engines, are side by side (a
@@ -356,7 +154,7 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
     files, llama_reads = [], set()  # llama_reads: indices of the files llama.cpp reads
     for label, path in paths:
-        fmt, foreign = _file_format(path)
+        fmt, foreign = file_format(path)
         if not foreign:
             llama_reads.add(len(files))
         files.append((label, path, path.stat().st_size, bytes_per_token(path), fmt))
@@ -405,9 +203,9 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
                 for _ in range(reps):
                     for i, engines, tests in runs:  # one repetition of each (file, engine) in turn
                         for e in engines:
-                            _reset_peak_rss()
+                            reset_peak_rss()
                             samples[i, e.name].append(n_tok / _timed(tests[k][2], e))
-                            peaks[i, e.name] = max(peaks[i, e.name], _peak_rss() - probe_rss)
+                            peaks[i, e.name] = max(peaks[i, e.name], peak_rss() - probe_rss)
                             if probe:
                                 probes.append(read_bandwidth(t, reps=2, buf=probe_buf))
                                 shares[i, e.name].append(samples[i, e.name][-1] * files[i][3]
@@ -447,17 +245,6 @@ def run(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen:
     return rows, info
 
 
-def _available_memory() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
 
 def _memory_groups(files: list, compared: set) -> list[list]:
     """The files as [(index, file)] groups loaded together: all of them in one group when their
@@ -467,36 +254,86 @@ def _memory_groups(files: list, compared: set) -> list[list]:
     larger than its file, and on a shared machine the others' memory grows while ours loads."""
     indexed = list(enumerate(files))
     need = sum(f[2] * (2 if i in compared else 1) for i, f in enumerate(files))
-    avail = _available_memory()
+    avail = available_memory()
     if avail is None or need <= 0.5 * avail or len(files) == 1:
         return [indexed]
     return [[x] for x in indexed]
 
 
-def _file_format(path: Path) -> tuple[str, list[str]]:
-    """(the table's format: llama.cpp's name of the file's general.file_type, as llama-bench
-    prints it, else the dominant matrix type by bytes; the file's tensor types upstream llama.cpp
-    does not read)."""
-    from pylowbit.gguf import TYPES, GGUFFile
+def run(model: str | Path | None = None, *, preset: str = "bitnet-2b", types: str | Sequence[str] | None = None,
+        threads: Sequence[int] | None = None, n_prompt: int = 64, n_gen: int = 16, reps: int = 3,
+        vs: str | None = None, console=None) -> BenchResult:
+    """Tokens/s of prompt processing and generation, with the roofline share (and the ratio to
+    llama.cpp), measured in one run.
 
-    by_type: dict[int, int] = {}
-    with GGUFFile(path) as f:
-        for t in f.tensors.values():
-            if len(t.shape) == 2 and t.name != "token_embd.weight":
-                by_type[t.type_id] = by_type.get(t.type_id, 0) + t.nbytes
-        names = {TYPES[t.type_id].name if t.type_id in TYPES else f"type{t.type_id}" for t in f.tensors.values()}
-        ftype = f.metadata.get("general.file_type")
-    foreign = sorted(n for n in names if n in NOT_LLAMA_CPP_TYPES)
-    top = max(by_type, key=by_type.get) if by_type else None
-    top_name = TYPES[top].name if top in TYPES else ("other" if top is None else f"type{top}")
-    if isinstance(ftype, int) and not isinstance(ftype, bool):
-        guessed = " (guessed)" if ftype & LLAMA_FTYPE_GUESSED else ""
-        ftype &= ~LLAMA_FTYPE_GUESSED
-        if ftype == 40 and top_name == "i2_s":
-            return BITNET_CPP_I2_S_FILE_TYPE + guessed, foreign
-        if ftype in FILE_TYPE_NAMES:
-            return FILE_TYPE_NAMES[ftype] + guessed, foreign
-    return top_name, foreign
+    model: a GGUF file to measure; None (the default) measures the synthetic model of `preset`
+        in each of `types`, written once into the cache directory (PYLOWBIT_CACHE).
+    preset: the synthetic model's shape, one of PRESETS ("bitnet-2b", "tiny", "bonsai2-27b", ...).
+    types: weight formats of the synthetic models (a list, or a comma-separated string) out of
+        BENCH_TYPES; default the preset's own (tq2_0; i2_s for bitnet-2b-f16).
+    threads: thread counts to measure (default: 1 and pylowbit.get_threads()).
+    n_prompt: the prompt test's batch of tokens (0 skips it); n_gen: the generation test's tokens,
+        one at a time (0 skips it); reps: repetitions of each test (mean and stdev over them).
+    vs: "llama.cpp" also runs llama-cpp-python on every file it reads, interleaved.
+    console: a rich Console for progress and notices (None: silent).
+
+    Returns a BenchResult (rows, info); see Row for the fields of a row.  Raises BenchError (a
+    RuntimeError) or ValueError with one clear line on bad input, before writing any file.
+
+        >>> rows, info = run(preset="tiny", types="tq2_0", threads=[1], n_prompt=8, n_gen=2, reps=1)
+        >>> [(r.format, r.test) for r in rows]
+        [('tq2_0', 'pp8'), ('tq2_0', 'tg2')]
+    """
+    if threads is None:
+        from pylowbit import get_threads
+
+        threads = sorted({1, get_threads()})
+    threads = [int(t) for t in threads]
+    if not threads or any(t < 1 for t in threads):
+        raise ValueError(f"expected positive thread counts, got {threads}")
+    if n_prompt < 0 or n_gen < 0 or reps < 1:
+        raise ValueError("-p (n_prompt) and -n (n_gen) must be >= 0 and -r (reps) >= 1")
+    if vs not in (None, "llama.cpp"):
+        raise ValueError(f"vs: only 'llama.cpp' is known, got {vs!r}")
+    if vs:  # fail before spending minutes on model files
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise BenchError("--vs llama.cpp needs llama-cpp-python "
+                             "(pip install llama-cpp-python==0.3.36)") from None
+    if model is not None:
+        paths = [(Path(model).name, _readable_file(model))]
+    else:
+        if types is None:
+            types = default_bench_type(preset)
+        if isinstance(types, str):
+            types = types.split(",")
+        types = [t.strip().lower() for t in types if t.strip()]
+        # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
+        plain = {t: bool(vs) and t not in NOT_LLAMA_CPP_TYPES for t in types}
+        specs = [synthetic_file(preset, t, plain[t]) for t in types]
+        ensure_disk_space(specs)  # all of them, before the first is written
+        paths = []
+        for t, spec in zip(types, specs):
+            path = synthetic_model(preset, t, console=console, plain=plain[t])
+            label = f"{preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
+            paths.append((label, path))
+    with console.status("measuring (memory bandwidth, then each test)...") if console else nullcontext():
+        rows, info = measure(paths, threads, n_prompt, n_gen, reps, bool(vs), console=console)
+    return BenchResult(rows, info)
+
+
+def _readable_file(model) -> Path:
+    path = Path(model)
+    if not path.exists():
+        raise BenchError(f"no such file: {model}")
+    if not path.is_file():
+        raise BenchError(f"not a file: {model}")
+    try:  # the open itself tells (permissions, ACLs, root, network file systems)
+        path.open("rb").close()
+    except OSError as e:
+        raise BenchError(f"cannot read {model}: {e.strerror or e}") from None
+    return path
 
 
 def to_json(rows: list[Row], info: dict) -> str:

@@ -47,6 +47,8 @@ import numpy as np
 
 from pylowbit import core
 from pylowbit.gguf import TYPES, GGUFFile, MetaValue, TensorSpec, ValueType, tensor_nbytes, type_id, write_gguf
+from pylowbit.encode import (CHUNK_WEIGHTS, SEARCH, ConversionError, decode_float, encode,  # noqa: F401
+                             quantize_q2, quantize_search, rotate_rows, signs_for)
 from pylowbit.transcode import CODE_FORMATS, LOW_BIT, LossyError, transcode, transcode_problems
 
 __all__ = ["convert", "plan", "quantize_search", "decode_float", "encode", "ConversionError", "TARGETS",
@@ -66,11 +68,6 @@ AXIS = "input-last-dimension"
 # general.file_type (llama_ftype) of each target; Q2_0 and I2_S have none agreed upstream yet
 FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32, "tq1_0": 36, "tq2_0": 37, "q1_0": 40,
               "pq2_0": 141, "ptq1_0": 143}
-CHUNK_WEIGHTS = 1 << 22  # rows are decoded / rotated / quantized this many weights at a time
-
-
-class ConversionError(ValueError):
-    pass
 
 
 @dataclass
@@ -86,132 +83,6 @@ class Step:
     @property
     def copy(self) -> bool:
         return self.src == self.dst and not self.rotate
-
-
-# ---- float decode / encode -------------------------------------------------------------------
-
-def decode_float(data: np.ndarray, fmt: str, shape) -> np.ndarray:
-    """float32 values of raw tensor bytes of any type pylowbit or gguf-py can decode."""
-    data = np.asarray(data)
-    if fmt == "f32":
-        return data.view("<f4").astype(np.float32).reshape(shape)
-    if fmt == "f16":
-        return data.view("<f2").astype(np.float32).reshape(shape)
-    if fmt == "bf16":
-        return (data.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
-    if fmt in core.FORMATS:
-        return core.dequantize(data, fmt, shape)
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
-
-    rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
-    out = dequantize(data.reshape(rows, -1), GGMLQuantizationType(type_id(fmt)))
-    return np.ascontiguousarray(out, dtype=np.float32).reshape(shape)
-
-
-def _bf16(x: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    # round to nearest even; NaN stays NaN (quiet bit kept)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    r = np.where(np.isnan(x), ((u >> 16) | 0x40).astype(np.uint16), r)
-    return r.view(np.uint8)
-
-
-def quantize_search(x: np.ndarray, block: int, cmax: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Codes (int8 in -1..cmax) and fp16-exact block scales minimizing each block's squared error.
-
-    cmax = 2 (Q2_0 / PQ2_0): codes cover [-d, 2d].  Candidates: the owners' d = max|w|, and f * s
-    for f in 0.45..1 where s = max(max(-w), max(w) / 2) is the smallest d that clips nothing, and the
-    same with d < 0 (which puts +2 on the negative side).
-    cmax = 1 (ternary): d = f * max|w| for f from 0.15 to 1 (1 is the owners' rule).
-    Each candidate is rounded to fp16 first and takes the nearest codes; the best is refined once by
-    least squares.  Never worse than the owners' rule on any block."""
-    X = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, block)
-    codes = np.empty(X.shape, dtype=np.int8)
-    scales = np.empty(X.shape[0], dtype=np.float32)
-    step = max(1, CHUNK_WEIGHTS // block)
-    for i in range(0, X.shape[0], step):
-        c, d = _search(X[i:i + step], cmax)
-        codes[i:i + step], scales[i:i + step] = c, d
-    if not np.isfinite(scales).all():
-        raise ConversionError("weights too large for fp16 block scales")
-    return codes.reshape(-1), scales
-
-
-def quantize_q2(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    return quantize_search(x, block, 2)
-
-
-def _fit(X, d, cmax):
-    d = d.astype(np.float16).astype(np.float32)
-    inv = np.divide(1.0, d, out=np.zeros_like(d), where=(d != 0) & np.isfinite(d))
-    c = np.clip(np.rint(X * inv[:, None]), -1, cmax)
-    e = X - c * d[:, None]
-    e = np.einsum("ij,ij->i", e, e)
-    return c, d, np.where(np.isfinite(d), e, np.inf)
-
-
-def _search(X, cmax):
-    pos, neg = X.max(axis=1), -X.min(axis=1)
-    amax = np.maximum(pos, neg)
-    best_c, best_d, best_e = _fit(X, amax, cmax)  # the owners' rule
-    if cmax == 2:
-        sp, sn = np.maximum(neg, pos / 2), np.maximum(pos, neg / 2)
-        cands = [d for f in np.linspace(0.45, 1.0, 12, dtype=np.float32) for d in (sp * f, -sn * f)]
-    else:
-        cands = [amax * f for f in np.geomspace(0.15, 1.0, 20, dtype=np.float32)[:-1]]
-    for d in cands:
-        c, d, e = _fit(X, d, cmax)
-        better = e < best_e
-        best_c[better], best_d[better], best_e[better] = c[better], d[better], e[better]
-    cc = np.einsum("ij,ij->i", best_c, best_c)
-    d_ls = np.divide(np.einsum("ij,ij->i", X, best_c), cc, out=best_d.copy(), where=cc > 0)
-    c, d, e = _fit(X, d_ls, cmax)
-    better = e < best_e
-    best_c[better], best_d[better] = c[better], d[better]
-    return best_c.astype(np.int8), best_d
-
-
-# Which formats the scale search serves, per `method`
-SEARCH = {"auto": ("q2_0", "pq2_0"), "search": ("q2_0", "pq2_0", "tq1_0", "tq2_0", "ptq1_0"), "absmax": ()}
-
-
-def encode(x: np.ndarray, fmt: str, method: str = "auto") -> np.ndarray:
-    """Raw bytes of float32 x (rows, cols) in fmt; method picks the block-scale rule (SEARCH)."""
-    if fmt == "f32":
-        return np.ascontiguousarray(x, dtype="<f4").view(np.uint8).reshape(-1)
-    if fmt == "f16":
-        return np.ascontiguousarray(x, dtype="<f2").view(np.uint8).reshape(-1)
-    if fmt == "bf16":
-        return _bf16(x).reshape(-1)
-    if not np.isfinite(x).all():
-        raise ConversionError(f"non-finite weights cannot be quantized to {fmt}")
-    if fmt in SEARCH[method]:
-        from pylowbit.transcode import pack_codes
-
-        c, d = quantize_search(x, core.format_info(fmt).block_size, CODE_FORMATS[fmt].cmax)
-        return pack_codes(fmt, c, d, x.shape).data
-    return core.quantize(np.ascontiguousarray(x, dtype=np.float32), fmt).data
-
-
-# ---- the rotation ------------------------------------------------------------------------------
-
-def signs_for(seed: int, width: int) -> np.ndarray:
-    rng = np.random.default_rng([int(seed), int(width), 0x6861])
-    return np.where(rng.random(width) < 0.5, -1.0, 1.0).astype(np.float32)
-
-
-def rotate_rows(x: np.ndarray, block: int, signs: np.ndarray) -> np.ndarray:
-    """Each row w -> H(s * w): the same transform the decoder applies to activations."""
-    try:
-        from pylowbit import fwht  # the C kernel
-    except ImportError:  # pragma: no cover - while the extension is being built
-        from pylowbit.model.hadamard import fwht_numpy
-
-        return fwht_numpy(x, block, signs)
-    return fwht(np.ascontiguousarray(x, dtype=np.float32), block=block, signs=signs,
-                order="signs-then-rotate")
-
 
 # ---- planning ----------------------------------------------------------------------------------
 
@@ -319,10 +190,30 @@ def convert(src, dst, to_type: str, rotate: int | None = None, keep: str | None 
             allow_lossy: bool = False, seed: int = 0, method: str = "auto", only: str | None = None,
             progress: Callable[[int, int, str], None] | None = None,
             notice: Callable[[str], None] | None = None) -> dict:
-    """Convert GGUF file src to dst (see the module docstring); `only` (a regular expression)
-    restricts the conversion to the weight matrices it matches.  Returns a summary dict:
-    {"tensors": {name: (src type, dst type, how)}, "rotated": [names], "bytes": output size}.
-    progress(done_bytes, total_bytes, tensor_name) is called as tensors are written."""
+    """Convert GGUF file `src` into a new file `dst` whose weight matrices are `to_type` (the module
+    docstring says which tensors change and how); `pylowbit quantize` is this function's command line.
+
+    to_type: one of TARGETS (f32 f16 bf16 q8_0 tq1_0 tq2_0 ptq1_0 q2_0 pq2_0 q1_0 i2_s).
+    rotate: fold a normalized Walsh-Hadamard rotation of this block (a power of two dividing every
+        folded input width) into the quantized weights, with signs drawn from `seed`.
+    keep: the type for token_embd, for matrices whose rows do not fit to_type and (a float type
+        only) for 1-D tensors; None leaves them as they are.
+    allow_lossy: re-quantize low-bit tensors that cannot be repacked exactly (else refused, with
+        what would be lost, before anything is written).
+    method: block scales when quantizing from float: "auto" (scale search for Q2_0 / PQ2_0, the
+        owners' absmax rule for the ternary formats), "absmax", or "search" (for all of them).
+    only: a regular expression; only the weight matrices whose names match are converted.
+    progress(done_bytes, total_bytes, tensor_name) as tensors are written; notice(message) for a
+        tensor kept because its rows do not fit.
+
+    Returns a dict: "tensors" {name: (source type, output type, how: "copied", "repacked (exact)",
+    "quantized", "converted", "re-quantized (lossy)", with "rotated+" before it when folded)},
+    "rotated" [names of the folded tensors], "bytes" the output's size, "block" (rotate) and "seed".
+    Raises ConversionError (a ValueError) on bad arguments or a refused lossy conversion.
+
+        >>> r = convert("model-f16.gguf", "model-q2_0.gguf", "q2_0", rotate=128, keep="q8_0")
+        >>> r["bytes"], len(r["rotated"])
+    """
     src, dst = Path(src), Path(dst)
     to_type = to_type.lower()
     if method not in SEARCH:

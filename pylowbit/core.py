@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pylowbit import _fwht, _lowbit
+from pylowbit._arrays import as_array, check_out, float32_array, is_foreign
 
 __all__ = [
     "FormatInfo", "FORMATS", "format_info", "QTensor", "quantize", "dequantize", "gemv", "gemm",
@@ -68,102 +69,6 @@ def tensor_nbytes(fmt, n: int) -> int:
     return _lowbit.tensor_nbytes(info.type_id, n)
 
 
-# DLPack device types (dlpack.h's DLDeviceType); numpy views kDLCPU memory only
-_DLPACK_CPU = 1
-_DLPACK_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
-                   9: "VPI", 10: "ROCm", 11: "ROCm host", 12: "ExtDev", 13: "CUDA managed",
-                   14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
-
-
-def as_array(a, what: str = "array", writeable: bool = False) -> np.ndarray:
-    """A numpy view of any array: numpy itself, an object with ``__dlpack__`` (torch, JAX, CuPy,
-    array-API arrays) or the buffer protocol (memoryview, bytearray, array.array), never copied.
-
-    A foreign array must be in CPU memory, of a dtype numpy has and C-contiguous: pylowbit reads
-    it in place, so anything else is refused with the reason (device, dtype or strides) rather than
-    copied behind the caller's back.  Anything else (lists, scalars) goes through np.asarray."""
-    if isinstance(a, np.ndarray):
-        arr = a
-    elif hasattr(a, "__dlpack__"):
-        arr = _from_torch_cpu(a) if type(a).__module__.startswith("torch") else None
-        if arr is None:
-            arr = _from_dlpack(a, what)
-    elif isinstance(a, (bytes, bytearray, memoryview)) or _has_buffer(a):
-        arr = np.asarray(memoryview(a))
-        if not arr.flags.c_contiguous:
-            raise ValueError(f"{what} is a strided buffer (strides {arr.strides}); pylowbit reads "
-                             f"arrays in place: pass a C-contiguous one")
-    else:
-        arr = np.asarray(a)
-    if writeable and not arr.flags.writeable:
-        raise ValueError(f"{what} is read-only; pass a writeable array"
-                         + (" (JAX arrays are immutable)" if _is_jax(a) else ""))
-    return arr
-
-
-def _has_buffer(a) -> bool:
-    try:
-        memoryview(a).release()
-        return True
-    except TypeError:
-        return False
-
-
-def _is_jax(a) -> bool:
-    return type(a).__module__.split(".")[0] in ("jax", "jaxlib")
-
-
-def _describe(a) -> str:
-    """`torch.Tensor` / `jaxlib...ArrayImpl`, with its dtype when it has one: for error messages."""
-    t = type(a)
-    dtype = getattr(a, "dtype", None)
-    return f"{t.__module__}.{t.__qualname__}" + (f" of dtype {dtype}" if dtype is not None else "")
-
-
-def _from_torch_cpu(t):
-    """The numpy view of a plain CPU torch tensor (Tensor.numpy(): the view DLPack gives, with less
-    per-call overhead), else None: DLPack then says what is wrong (device, dtype, autograd)."""
-    if t.device.type != "cpu" or t.requires_grad:
-        return None
-    try:
-        arr = t.numpy()
-    except (TypeError, RuntimeError):
-        return None
-    if not arr.flags.c_contiguous:
-        return None
-    return arr
-
-
-def _from_dlpack(a, what: str) -> np.ndarray:
-    dev = getattr(a, "__dlpack_device__", None)
-    if dev is not None:
-        kind, index = (int(v) for v in dev())
-        if kind != _DLPACK_CPU:
-            name = _DLPACK_DEVICES.get(kind, f"DLPack device type {kind}")
-            raise ValueError(f"{what} is on device {name}:{index} ({_describe(a)}); pylowbit "
-                             f"computes on the CPU: move it to host memory first (e.g. .cpu())")
-    try:
-        arr = np.from_dlpack(a)
-    except (BufferError, TypeError, RuntimeError, ValueError) as e:
-        raise TypeError(f"{what} ({_describe(a)}) cannot be read in place by pylowbit: {e} "
-                        f"(pylowbit reads float32 / float64 activations and uint8 weight bytes)") from None
-    if not arr.flags.c_contiguous:
-        elem = arr.itemsize or 1
-        raise ValueError(f"{what} is not C-contiguous (shape {arr.shape}, strides in elements "
-                         f"{tuple(s // elem for s in arr.strides)}); pylowbit reads arrays in place: "
-                         f"pass a contiguous one (torch: .contiguous(), numpy: np.ascontiguousarray)")
-    return arr
-
-
-def _float32_array(x, what: str) -> np.ndarray:
-    x = as_array(x, what)
-    if x.dtype != np.float32:
-        if x.dtype.kind not in "fiu":
-            raise TypeError(f"{what} must be a float32 array, got dtype {x.dtype}")
-        raise TypeError(f"{what} must be float32, got {x.dtype} (convert with .astype(np.float32))")
-    return x
-
-
 def _byte_view(data, what: str) -> np.ndarray:
     """A flat uint8 view of `data` without copying; refuses what cannot be viewed as such."""
     if isinstance(data, QTensor):
@@ -220,20 +125,20 @@ class QTensor:
     def gemv(self, x, out=None, threads: int | None = None) -> np.ndarray:
         """W @ x for x of shape (cols,): returns (rows,)."""
         rows, cols = self._matrix_shape()
-        x = _float32_array(x, "x")
+        x = float32_array(x, "x")
         if x.ndim != 1 or x.shape[0] != cols:
             raise ValueError(f"x must have shape ({cols},), got {x.shape}")
-        res = _check_out(out, (rows,)) if out is not None else np.empty(rows, dtype=np.float32)
+        res = check_out(out, (rows,)) if out is not None else np.empty(rows, dtype=np.float32)
         self._gemm(x.reshape(1, cols), res.reshape(1, rows), threads)
         return res if out is None else out
 
     def gemm(self, x, out=None, threads: int | None = None) -> np.ndarray:
         """x @ W.T for x of shape (batch, cols): returns (batch, rows)."""
         rows, cols = self._matrix_shape()
-        x = _float32_array(x, "x")
+        x = float32_array(x, "x")
         if x.ndim != 2 or x.shape[1] != cols:
             raise ValueError(f"x must have shape (batch, {cols}), got {x.shape}")
-        res = _check_out(out, (x.shape[0], rows)) if out is not None else \
+        res = check_out(out, (x.shape[0], rows)) if out is not None else \
             np.empty((x.shape[0], rows), dtype=np.float32)
         self._gemm(x, res, threads)
         return res if out is None else out
@@ -300,22 +205,6 @@ class PackedTensor(QTensor):
         return out
 
 
-def _check_out(out, shape) -> np.ndarray:
-    """A numpy view of the caller's `out` (any writeable float32 array, see as_array), checked."""
-    if not isinstance(out, np.ndarray) and not _is_foreign(out):  # a list would be written and lost
-        raise TypeError(f"out must be a float32 array (numpy, DLPack or a buffer), got "
-                        f"{type(out).__name__}")
-    arr = as_array(out, "out")
-    if arr.dtype != np.float32:
-        raise TypeError(f"out must be a float32 array, got dtype {arr.dtype}")
-    if arr.shape != shape:
-        raise ValueError(f"out must have shape {shape}, got {arr.shape}")
-    if not arr.flags.c_contiguous or not arr.flags.writeable:
-        raise ValueError("out must be C-contiguous and writeable"
-                         + (" (JAX arrays are immutable)" if _is_jax(out) else ""))
-    return arr
-
-
 def quantize(x, fmt) -> QTensor:
     """Quantize a float32 array whose last axis is a multiple of the format's block size.
 
@@ -326,7 +215,7 @@ def quantize(x, fmt) -> QTensor:
     if info.name in DECODE_ONLY:
         raise ValueError(f"{info.name}: pylowbit reads and multiplies this llama.cpp format but does "
                          f"not quantize to it")
-    x = _float32_array(x, "x")
+    x = float32_array(x, "x")
     if x.ndim == 0:
         raise ValueError("quantize needs at least a 1-D array")
     if x.shape[-1] % info.block_size:
@@ -363,7 +252,7 @@ def gemm(w: QTensor, x, out=None, threads: int | None = None) -> np.ndarray:
 
 def quantize_act(x, group: int):
     """The A8 activation quantizer: (codes int8, per-group scales float32, per-group sums int32)."""
-    x = _float32_array(x, "x")
+    x = float32_array(x, "x")
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}")
     return _lowbit.quantize_act(np.ascontiguousarray(x), int(group))
@@ -374,7 +263,7 @@ def quantize_act_for(x, fmt):
     FormatInfo): its group (256 TQ1_0 / TQ2_0, 128 PQ2_0 / PTQ1_0 / I2_S, 32 the rest) and its
     rounding rule; (codes int8, per-group scales float32, per-group sums int32)."""
     info = format_info(fmt)
-    x = _float32_array(x, "x")
+    x = float32_array(x, "x")
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}")
     return _lowbit.quantize_act_for(np.ascontiguousarray(x), info.type_id)
@@ -396,8 +285,8 @@ def fwht(x, *, block=None, normalize=True, signs=None, order="signs-then-rotate"
     """Walsh-Hadamard transform along the last axis of a float32/float64 array (any array: see
     as_array); `out` may be the caller's array (torch tensor, numpy array, x itself) and is returned.
     The transform itself and its options: pylowbit._fwht.fwht."""
-    if _is_foreign(x) or _is_foreign(out):
-        xa = as_array(x, "x") if _is_foreign(x) else x
+    if is_foreign(x) or is_foreign(out):
+        xa = as_array(x, "x") if is_foreign(x) else x
         if out is not None:
             oa = xa if out is x else as_array(out, "out", writeable=True)
             _fwht.fwht(xa, block=block, normalize=normalize, signs=signs, order=order, out=oa,
@@ -412,16 +301,10 @@ def fwht_quantize_act(x, block, signs, group, *, out=None):
     """y = H(signs * x) blockwise (normalized), then A8-quantized: (q int8, d float32, s int32);
     any array in (see as_array), `out` an optional (q, d, s) of the caller's arrays, returned as
     given.  The operation itself: pylowbit._fwht.fwht_quantize_act."""
-    if _is_foreign(x):
+    if is_foreign(x):
         x = as_array(x, "x")
-    if out is not None and isinstance(out, tuple) and any(_is_foreign(o) for o in out):
+    if out is not None and isinstance(out, tuple) and any(is_foreign(o) for o in out):
         _fwht.fwht_quantize_act(x, block, signs, group, out=tuple(
             as_array(o, f"out {n}", writeable=True) for o, n in zip(out, "qds")))
         return out
     return _fwht.fwht_quantize_act(x, block, signs, group, out=out)
-
-
-def _is_foreign(a) -> bool:
-    """An array of another runtime (DLPack) or a buffer (not numpy, not a list): see as_array."""
-    return (a is not None and type(a) is not np.ndarray
-            and (hasattr(a, "__dlpack__") or _has_buffer(a)))

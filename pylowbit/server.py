@@ -21,7 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .llm import LLM, RequestError, SamplingParams, collect_chat, collect_completion
+from .llm import LLM
+from .llm_requests import RequestError, SamplingParams, collect_chat, collect_completion
 from .model import ModelError
 
 _DONE = object()

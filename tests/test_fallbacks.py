@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from pylowbit import benchmark, gguf
+from pylowbit import bench_machine, gguf
 
 
 @pytest.fixture
@@ -80,15 +80,15 @@ def test_atomic_file_without_proc_or_linkat(tmp_path, no_proc, monkeypatch):
 
 
 def test_peak_rss_without_proc(no_proc):
-    benchmark._reset_peak_rss()  # no clear_refs: a no-op, not an error
+    bench_machine.reset_peak_rss()  # no clear_refs: a no-op, not an error
     block = np.ones(32 << 20, np.uint8)  # 32 MiB touched: the peak is at least that
-    peak = benchmark._peak_rss()
+    peak = bench_machine.peak_rss()
     assert peak >= block.nbytes
 
 
 def test_probe_buffer_without_huge_pages(monkeypatch):
     monkeypatch.delattr(mmap, "MADV_HUGEPAGE", raising=False)
-    buf = benchmark.probe_buffer(1 << 20)
+    buf = bench_machine.probe_buffer(1 << 20)
     assert buf.nbytes == 1 << 20 and int(buf.sum()) == 1 << 20
 
 
@@ -97,5 +97,5 @@ def test_probe_buffer_without_anonymous_mmap(monkeypatch):
         raise OSError(19, "No such device")
 
     monkeypatch.setattr(mmap, "mmap", refuse)
-    buf = benchmark.probe_buffer(4096)
+    buf = bench_machine.probe_buffer(4096)
     assert buf.nbytes == 4096 and int(buf.sum()) == 4096

@@ -356,7 +356,7 @@ def _stats_block(text):
 
 def _llama_cpp_stats(model_path, base_path):
     """pylowbit's statistics of llama.cpp's logits (llama-cpp-python) against a base file."""
-    from pylowbit.commands.perplexity import LlamaCppChunks
+    from pylowbit.eval.llama_cpp import LlamaCppChunks
     from pylowbit.model import TextTokenizer
 
     with GGUFFile(model_path) as f:
@@ -379,7 +379,7 @@ def test_statistics_equal_llama_perplexitys_both_ways(tmp_path, capsys):
     import subprocess
 
     from pylowbit.cli import main
-    from pylowbit.commands.perplexity import read_text
+    from pylowbit.eval.text import read_text
 
     pytest.importorskip("llama_cpp")
     tool = _llama_perplexity()

@@ -16,8 +16,9 @@ from pylowbit.model.synthetic import tokenizer_metadata, write_synthetic_model
 # Resident for the whole run once imported, and not needed by a greedy `run` of a file whose tensor
 # types all have kernels: the gguf package (with yaml: ~4 MB), numpy.random (hashlib/libcrypto:
 # ~6 MB), the chat template engine, and the other commands' modules.
-NOT_IMPORTED = ("gguf", "yaml", "jinja2", "numpy.random", "hashlib", "pylowbit.benchmark", "pylowbit.convert",
-                "pylowbit.commands.bench", "pylowbit.commands.quantize", "statistics", "decimal", "rich")
+NOT_IMPORTED = ("gguf", "yaml", "jinja2", "numpy.random", "hashlib", "pylowbit.benchmark", "pylowbit.bench_models",
+                "pylowbit.bench_machine", "pylowbit.convert", "pylowbit.encode", "pylowbit.commands.bench",
+                "pylowbit.commands.quantize", "statistics", "decimal", "rich")
 
 _CLI = ("import sys\nfrom pylowbit.cli import main\nrc = main(sys.argv[1:])\n"
         "print('MODULES', ' '.join(sorted(sys.modules)))\nsys.exit(rc)")
@@ -58,7 +59,7 @@ def test_perplexity_imports_only_what_it_needs(tmp_path):
 @pytest.mark.parametrize("arch", ["gemma3", "llama"])
 def test_perplexity_tokenizes_in_a_child_exactly(tmp_path, arch):
     """perplexity's child-process tokenization gives the ids (BOS included) of an in-process encode."""
-    from pylowbit.commands.perplexity import tokenize_in_child
+    from pylowbit.eval.text import tokenize_in_child
 
     p = write_synthetic_model(tmp_path / "m.gguf", arch=arch, fmt="q8_0", seed=3)
     text = tmp_path / "t.txt"
@@ -75,7 +76,7 @@ def test_perplexity_tokenizes_in_a_child_exactly(tmp_path, arch):
 
 
 def test_perplexity_child_errors_are_one_clear_exception(tmp_path):
-    from pylowbit.commands.perplexity import tokenize_in_child
+    from pylowbit.eval.text import tokenize_in_child
 
     p = write_gguf(tmp_path / "notok.gguf", {"general.architecture": "llama"}, [])
     text = tmp_path / "t.txt"

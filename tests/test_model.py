@@ -299,11 +299,12 @@ def test_cli_run_streams_text_and_reports_speed(synth_dir, capsys):
 
 def test_perplexity_matches_direct_nll(synth_dir, tmp_path, capsys):
     from pylowbit.commands import perplexity as ppl_cmd
+    from pylowbit.eval.scoring import perplexity_of_tokens
 
     p = write_synthetic_model(synth_dir / "ppl.gguf", arch="qwen3", fmt="q2_0", seed=6)
     m = Model(p, ctx=32, notice=None)
     tokens = list(np.random.default_rng(1).integers(0, 512, 100))
-    ppl, err, n = ppl_cmd.perplexity(m, tokens, ctx=32, bos_id=None)
+    ppl, err, n = perplexity_of_tokens(m, tokens, ctx=32, bos_id=None)
     assert n == 3 * 15  # 3 chunks of 32, positions 16..30 predict 17..31
     nll = []
     for c in range(3):
@@ -447,7 +448,8 @@ def _agree_file(synth_dir, which):
 @pytest.mark.llama
 @pytest.mark.parametrize("which", AGREE_FILES)
 def test_kl_divergence_from_llama_cpp_within_its_own_floor(synth_dir, which):
-    from pylowbit.commands.perplexity import kl_divergence_vs_llama_cpp, read_text
+    from pylowbit.eval.scoring import kl_divergence_vs_llama_cpp
+    from pylowbit.eval.text import read_text
     from pylowbit.kld import side_by_side
     from pylowbit.model import TextTokenizer
 

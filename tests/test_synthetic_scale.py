@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pylowbit as lb
-import pylowbit.benchmark as B
+import pylowbit.bench_models as B
 from pylowbit.gguf import DiskSpaceError, GGUFFile, tensor_nbytes, type_id
 from pylowbit.model import Model
 from pylowbit.model import synthetic as S

@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-from pylowbit import _platform, benchmark, gguf
+from pylowbit import _platform, bench_machine, bench_models, gguf
 from pylowbit.gguf import GGUFError, TensorSpec, type_id, write_gguf
 
 LINUX_PROC = os.path.isdir("/proc/self/fd")
@@ -247,8 +247,8 @@ def test_synthetic_model_writes_once_under_the_windows_lock(tmp_path, windows, f
             f.write(b"synthetic")
 
     monkeypatch.setattr(S, "write_synthetic_model", fake_write)
-    monkeypatch.setattr(benchmark, "ensure_disk_space", lambda files: None)
-    paths = [benchmark.synthetic_model("qwen35-tiny", "q2_0") for _ in range(2)]
+    monkeypatch.setattr(bench_models, "ensure_disk_space", lambda files: None)
+    paths = [bench_models.synthetic_model("qwen35-tiny", "q2_0") for _ in range(2)]
     assert paths[0] == paths[1] and paths[0].read_bytes() == b"synthetic"
     assert len(written) == 1
 
@@ -298,4 +298,4 @@ def test_peak_rss_on_windows_asks_windows(windows, monkeypatch):
     monkeypatch.setattr("builtins.open", no_proc)
     monkeypatch.setitem(sys.modules, "resource", None)  # Windows has no resource module
     monkeypatch.setattr(_platform, "windows_peak_working_set", lambda: 123 << 20)
-    assert benchmark._peak_rss() == 123 << 20
+    assert bench_machine.peak_rss() == 123 << 20

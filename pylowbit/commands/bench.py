@@ -4,7 +4,6 @@ measured in the same run on the same file."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def _int_list(s: str) -> list[int]:
@@ -51,50 +50,17 @@ def add_parser(sub):
 def main(args) -> int:
     from rich.console import Console
 
-    from pylowbit import benchmark as B
+    from pylowbit import benchmark
 
-    err = Console(stderr=True)
-    threads = _int_list(args.threads)
-    if args.n_prompt < 0 or args.n_gen < 0 or args.repetitions < 1:
-        raise ValueError("-p and -n must be >= 0 and -r >= 1")
-    if args.vs:  # fail before spending minutes on model files
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
-            raise B.BenchError("--vs llama.cpp needs llama-cpp-python "
-                               "(pip install llama-cpp-python==0.3.36)") from None
-    if args.model:
-        path = Path(args.model)
-        if not path.exists():
-            raise B.BenchError(f"no such file: {args.model}")
-        if not path.is_file():
-            raise B.BenchError(f"not a file: {args.model}")
-        try:  # the open itself tells (permissions, ACLs, root, network file systems)
-            path.open("rb").close()
-        except OSError as e:
-            raise B.BenchError(f"cannot read {args.model}: {e.strerror or e}") from None
-        paths = [(path.name, path)]
-    else:
-        type_list = args.type if args.type is not None else B.default_bench_type(args.preset)
-        types = [t.strip().lower() for t in type_list.split(",") if t.strip()]
-        # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
-        plain = {t: bool(args.vs) and t not in B.NOT_LLAMA_CPP_TYPES for t in types}
-        specs = [B.synthetic_file(args.preset, t, plain[t]) for t in types]
-        B.ensure_disk_space(specs)  # all of them, before the first is written
-        paths = []
-        for t, spec in zip(types, specs):
-            path = B.synthetic_model(args.preset, t, console=err, plain=plain[t])
-            label = f"{args.preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
-            paths.append((label, path))
-    with err.status("measuring (memory bandwidth, then each test)..."):
-        rows, info = B.run(paths, threads, args.n_prompt, args.n_gen, args.repetitions,
-                           bool(args.vs), console=err)
+    result = benchmark.run(args.model, preset=args.preset, types=args.type, threads=_int_list(args.threads),
+                           n_prompt=args.n_prompt, n_gen=args.n_gen, reps=args.repetitions, vs=args.vs,
+                           console=Console(stderr=True))
     if args.json:
-        print(B.to_json(rows, info))
+        print(result.to_json())
     elif args.csv:
-        print(B.to_csv(rows), end="")
+        print(result.to_csv(), end="")
     else:
-        print_table(rows, info)
+        print_table(*result)
     return 0
 
 

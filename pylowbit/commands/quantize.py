@@ -57,23 +57,19 @@ def add_parser(sub):
 
 def report(args) -> None:
     """The new file's KL divergence against its input on the first --report-chunks chunks of TEXT."""
-    from ..kld import side_by_side
-    from ..model import Model
-    from .perplexity import kl_divergence_of_models, tokenize_in_child
+    from .. import eval
+    from ..eval.kld_stats import side_by_side
 
     ctx, chunks = args.report_ctx, args.report_chunks
-    tokens, bos = tokenize_in_child(args.input, args.report, ctx * chunks * 16)
-    tokens = tokens[: ctx * chunks]
-    src = Model(args.input, ctx=ctx, threads=args.threads, notice=None)
-    new = Model(args.output, ctx=ctx, threads=args.threads, notice=None)
     t0 = time.perf_counter()
 
-    def progress(i, n, acc):
+    def progress(i, n, acc, floor):
         print(f"[{i}/{n}] {acc.running()}  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
 
-    stats = kl_divergence_of_models(src, new, tokens, ctx, chunks, bos, progress)
+    r = eval.kl_divergence(args.output, base_model=args.input, text=args.report, ctx=ctx, chunks=chunks,
+                           max_tokens=ctx * chunks, threads=args.threads, progress=progress)
     print(f"KL divergence of {args.output} against {args.input} ({args.report}, ctx {ctx}):")
-    print(side_by_side({"new vs input": stats}))
+    print(side_by_side({"new vs input": r.stats}))
 
 
 def main(args) -> int:

@@ -21,7 +21,9 @@ from .. import _ops as ops
 from ..gguf import GGUFFile
 from .config import Config, ModelError
 from .hadamard import parse_rotation
-from .weights import GatedFFN, LinearGroup, Weights, anon_array, prep_name, stderr_notice
+from .linear import GatedFFN, LinearGroup, prep_name
+from .tensors import anon_array
+from .weights import Weights, stderr_notice
 
 DEFAULT_CTX = 4096
 
