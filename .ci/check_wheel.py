@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # per architecture: objdump to use, and per variant a pattern only its code produces
 VARIANTS = {
-    "x86_64": ("objdump", {"avx2": "%ymm", "avx512 (zmm registers)": "%zmm", "avx512vnni": "vpdpbusd"}),
+    "x86_64": ("objdump", {"avx2": "%ymm", "avx512 (zmm registers)": "%zmm", "avx512vnni": "vpdpbusd",
+                           "avxvnni (VEX vpdpbusd)": "{vex} vpdpbusd"}),
     "aarch64": ("aarch64-linux-gnu-objdump", {"neon": ".16b", "dotprod": "sdot"}),
 }
 

@@ -2,7 +2,7 @@
 # Windows x86-64 check on a Linux machine: liblowbit and the C test runner cross-compiled with
 # Debian's mingw-w64 (gcc-mingw-w64-x86-64, warnings as errors), then every test executable run
 # under wine64 once per x86 variant this CPU supports, forced with PYLOWBIT_ISA (scalar, avx2,
-# avx512vnni): the checks of the native ctest run.  test_kernels is also told the variants the CPU
+# avxvnni_emulated, avxvnni, avx512vnni): the checks of the native ctest run.  test_kernels is also told the variants the CPU
 # has (LOWBIT_TEST_VARIANTS, from /proc/cpuinfo), so the Windows build's CPUID / XGETBV detection
 # must find the same.  A POSIX-only call outside the platform layer (pthread_*, sysconf,
 # posix_memalign, clock_gettime, ...) fails the build here.  Exits non-zero on any failure.
@@ -35,12 +35,14 @@ cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" >"$BUILD/build.log" 2
 }
 if command -v file >/dev/null; then file -L "$BUILD/liblowbit.dll" "$BUILD/test_kernels.exe"; fi
 
-# The variants this CPU has, by the library's rules (dispatch.c: AVX2 with FMA and F16C; AVX-512
-# F/DQ/BW/VL with VNNI).
+# The variants this CPU has, by the library's rules (isa_select.h: AVX2 with FMA and F16C; AVX-VNNI;
+# AVX-512 F/DQ/BW/VL with VNNI).
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
 variants=()
-has avx2 fma f16c && variants+=(avx2)
+# avxvnni_emulated (a LOWBIT_BUILD_TESTS build's test variant) wherever avx2 runs
+has avx2 fma f16c && variants+=(avx2 avxvnni_emulated)
+has avx2 fma f16c avx_vnni && variants+=(avxvnni)
 has avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni && variants+=(avx512vnni)
 expected=$(IFS=,; echo "${variants[*]:-}")
 

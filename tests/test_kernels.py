@@ -268,7 +268,7 @@ def test_gemm_into_equals_gemm_and_checks_shapes():
 
 # Variants whose kernels keep the scalar spec's float order too (not only exact integer sums), so
 # their quantized-format results equal scalar bit for bit.
-BIT_EXACT_VARIANTS = {"scalar", "avx2", "avx512vnni"}
+BIT_EXACT_VARIANTS = {"scalar", "avx2", "avx512vnni", "avxvnni", "avxvnni_emulated"}
 
 
 def scale_at(fmt):

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "internal.h" /* LOWBIT_LINUX */
+#include "isa_select.h"
 #include "platform.h" /* LOWBIT_X86, CPUID, once */
 #if defined(__aarch64__) && defined(LOWBIT_LINUX)
 #include <sys/auxv.h>
@@ -23,8 +24,8 @@
 #include <sys/sysctl.h>
 #endif
 
-static const char *const ISA_NAMES[LOWBIT_ISA_COUNT] = {"scalar", "avx2", "avx512vnni", "neon",
-                                                        "dotprod"};
+static const char *const ISA_NAMES[LOWBIT_ISA_COUNT] = {
+    "scalar", "avx2", "avx512vnni", "neon", "dotprod", "avxvnni", "avxvnni_emulated"};
 
 const char *lowbit_isa_name(int isa) {
     return isa >= 0 && isa < LOWBIT_ISA_COUNT ? ISA_NAMES[isa] : NULL;
@@ -51,6 +52,12 @@ unsigned lowbit_isa_compiled(void) {
 #ifdef LOWBIT_HAVE_DOTPROD
     m |= 1u << LOWBIT_ISA_DOTPROD;
 #endif
+#ifdef LOWBIT_HAVE_AVXVNNI
+    m |= 1u << LOWBIT_ISA_AVXVNNI;
+#endif
+#ifdef LOWBIT_HAVE_AVXVNNI_EMULATED
+    m |= 1u << LOWBIT_ISA_AVXVNNI_EMULATED;
+#endif
     return m;
 }
 
@@ -71,25 +78,21 @@ static unsigned detect_supported(void) {
 #ifdef LOWBIT_X86
     const unsigned max_leaf = lowbit_cpuid_max();
     unsigned r[4];
+    lowbit_x86_features f = {0};
     if (max_leaf < 1) return m;
     lowbit_cpuid(1, 0, r);
-    unsigned b, c = r[2];
-    const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-    if (!osxsave || !avx) return m;
-    uint64_t xcr0 = lowbit_xgetbv0();
-    const int os_ymm = (xcr0 & 0x6) == 0x6;   /* SSE + AVX state saved */
-    const int os_zmm = (xcr0 & 0xe6) == 0xe6; /* + opmask, ZMM_Hi256, Hi16_ZMM */
-    if (max_leaf < 7) return m;
-    lowbit_cpuid(7, 0, r);
-    b = r[1], c = r[2];
-    const int avx2 = (b >> 5) & 1;
-    const int avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1,
-              avx512vl = (b >> 31) & 1;
-    const int avx512vnni = (c >> 11) & 1;
-    if (os_ymm && avx2 && fma && f16c) m |= 1u << LOWBIT_ISA_AVX2;
-    if (os_zmm && avx2 && fma && f16c && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni)
-        m |= 1u << LOWBIT_ISA_AVX512VNNI;
-    g_vbmi = (m >> LOWBIT_ISA_AVX512VNNI & 1) && (c >> 1) & 1; /* ECX bit 1: AVX512_VBMI */
+    f.leaf1_ecx = r[2];
+    if ((f.leaf1_ecx >> 27) & 1) f.xcr0 = lowbit_xgetbv0(); /* OSXSAVE: XGETBV exists */
+    if (max_leaf >= 7) {
+        lowbit_cpuid(7, 0, r);
+        f.leaf7_ebx = r[1], f.leaf7_ecx = r[2];
+        if (r[0] >= 1) { /* the highest subleaf of leaf 7 */
+            lowbit_cpuid(7, 1, r);
+            f.leaf7_1_eax = r[0];
+        }
+    }
+    m = lowbit_x86_supported(&f);
+    g_vbmi = lowbit_x86_vbmi(&f);
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
 #if defined(LOWBIT_LINUX)
@@ -124,6 +127,8 @@ static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
     [LOWBIT_ISA_AVX512VNNI] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
     [LOWBIT_ISA_NEON] = {LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR, -1},
     [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
+    [LOWBIT_ISA_AVXVNNI] = {LOWBIT_ISA_AVXVNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
+    [LOWBIT_ISA_AVXVNNI_EMULATED] = {LOWBIT_ISA_AVXVNNI_EMULATED, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
 };
 
 static int g_prefer = -1; /* lowbit_kernel_prefer's entry */
@@ -219,28 +224,23 @@ int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
 }
 
-static int best_isa(unsigned usable) {
-    static const int order[] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_DOTPROD,
-                                LOWBIT_ISA_NEON};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (usable & (1u << order[i])) return order[i];
-    return LOWBIT_ISA_SCALAR;
-}
-
 static void init_once(void) {
     g_supported = detect_supported();
     g_intel = cpu_vendor_intel();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
-    int isa = best_isa(usable);
+    int isa = lowbit_best_isa(usable);
     const char *env = getenv("PYLOWBIT_ISA");
     if (env && *env) {
         int want = lowbit_isa_from_name(env);
-        if (want < 0)
-            snprintf(g_env_error, sizeof g_env_error,
-                     "PYLOWBIT_ISA=%s is not a known variant (scalar, avx2, avx512vnni, neon, dotprod)",
-                     env);
+        if (want < 0) {
+            int n = snprintf(g_env_error, sizeof g_env_error,
+                             "PYLOWBIT_ISA=%s is not a known variant (", env);
+            for (int i = 0; i < LOWBIT_ISA_COUNT && n > 0 && n < (int)sizeof g_env_error; i++)
+                n += snprintf(g_env_error + n, sizeof g_env_error - (size_t)n, "%s%s",
+                              ISA_NAMES[i], i + 1 < LOWBIT_ISA_COUNT ? ", " : ")");
+        }
         else if (!(lowbit_isa_compiled() & (1u << want)))
             snprintf(g_env_error, sizeof g_env_error,
                      "PYLOWBIT_ISA=%s: this build does not contain that variant", env);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isa_select.h"
 #include "lowbit/lowbit.h"
 #include "platform.h"
 
@@ -97,9 +98,51 @@ static void test_forced_isa(void) {
           lowbit_isa_name(lowbit_isa_active()));
 }
 
+/* The dispatcher's choice from the CPUID / XCR0 bits of CPU families this machine is not: the
+ * selection functions dispatch.c runs (isa_select.h), given made-up feature sets. */
+static void test_isa_selection(void) {
+    enum { FMA = 1u << 12, OSXSAVE = 1u << 27, AVX = 1u << 28, F16C = 1u << 29 };
+    enum { AVX2 = 1u << 5, F512 = 1u << 16 | 1u << 17 | 1u << 30 | 1u << 31 }; /* F DQ BW VL */
+    enum { VNNI512 = 1u << 11, VBMI = 1u << 1, AVXVNNI = 1u << 4 };
+    const uint32_t c1 = FMA | OSXSAVE | AVX | F16C;
+    const uint64_t ymm = 0x7, zmm = 0xe7;
+    static const struct {
+        const char *cpu;
+        lowbit_x86_features f;
+        int best, vbmi;
+    } cases[] = {
+        {"Haswell .. Raptor Lake without AVX-VNNI, Zen 2/3", {c1, AVX2, 0, 0, ymm}, LOWBIT_ISA_AVX2, 0},
+        {"Alder / Raptor / Meteor / Arrow / Lunar Lake", {c1, AVX2, 0, AVXVNNI, ymm}, LOWBIT_ISA_AVXVNNI, 0},
+        {"Ice Lake server", {c1, AVX2 | F512, VNNI512 | VBMI, 0, zmm}, LOWBIT_ISA_AVX512VNNI, 1},
+        {"Sapphire Rapids, Zen 5 (both VNNI)", {c1, AVX2 | F512, VNNI512 | VBMI, AVXVNNI, zmm},
+         LOWBIT_ISA_AVX512VNNI, 1},
+        {"Zen 4", {c1, AVX2 | F512, VNNI512 | VBMI, 0, zmm}, LOWBIT_ISA_AVX512VNNI, 1},
+        {"AVX-512 CPU, OS without ZMM state", {c1, AVX2 | F512, VNNI512, AVXVNNI, ymm},
+         LOWBIT_ISA_AVXVNNI, 0},
+        {"AVX-VNNI CPU, OS without YMM state", {c1, AVX2, 0, AVXVNNI, 0x3}, LOWBIT_ISA_SCALAR, 0},
+        {"no OSXSAVE", {FMA | AVX | F16C, AVX2, 0, AVXVNNI, 0}, LOWBIT_ISA_SCALAR, 0},
+        {"no AVX2 (Sandy Bridge)", {c1, 0, 0, 0, ymm}, LOWBIT_ISA_SCALAR, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned sup = lowbit_x86_supported(&cases[i].f);
+        const int best = lowbit_best_isa(sup); /* as if every variant were compiled */
+        CHECK(best == cases[i].best, "%s: picks %s, not %s", cases[i].cpu, lowbit_isa_name(best),
+              lowbit_isa_name(cases[i].best));
+        CHECK(lowbit_x86_vbmi(&cases[i].f) == cases[i].vbmi, "%s: VBMI %d", cases[i].cpu,
+              lowbit_x86_vbmi(&cases[i].f));
+        /* the emulated variant runs wherever AVX2 does and is never chosen */
+        CHECK(((sup >> LOWBIT_ISA_AVXVNNI_EMULATED) & 1) == ((sup >> LOWBIT_ISA_AVX2) & 1),
+              "%s: avxvnni_emulated supported 0x%x", cases[i].cpu, sup);
+        CHECK(lowbit_best_isa(1u << LOWBIT_ISA_AVXVNNI_EMULATED | 1u) == LOWBIT_ISA_SCALAR,
+              "avxvnni_emulated chosen");
+    }
+    printf("ISA selection: %d CPU feature sets\n", (int)(sizeof cases / sizeof cases[0]));
+}
+
 int main(void) {
     printf("liblowbit %s; the platform layer\n", lowbit_version());
     test_forced_isa();
+    test_isa_selection();
     test_fmaf();
     return report();
 }

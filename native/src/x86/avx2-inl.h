@@ -1,6 +1,7 @@
 /* The pieces the AVX2 (+FMA, F16C) kernels share: horizontal sums, the spec's float step, and
- * every weight format's unpacking to one byte per weight (included by file_avx2.c, packed_avx2.c
- * and quantize_avx2.c, each compiled with -mavx2 -mfma -mf16c).  The kernels: GEMV / GEMM of every
+ * every weight format's unpacking to one byte per weight (included by the kernel bodies
+ * file-inl.h, packed-inl.h, packed32-inl.h and by quantize_avx2.c; the avxvnni variant compiles
+ * the same bodies with its own multiply-accumulate step, dot_step-inl.h).  The kernels: GEMV / GEMM of every
  * weight format with A8 activations on the file layout (file_avx2.c) and on the packed layout
  * (packed_avx2.c; the packed GEMM is gemm_avx2.c), the A8 activation quantizer (quantize_avx2.c),
  * the read probe (read_avx2.c).
@@ -29,6 +30,8 @@
 #include "../internal.h"
 
 #define AI static inline __attribute__((always_inline))
+
+#include "dot_step-inl.h" /* the multiply-accumulate step: vpmaddubsw, or vpdpbusd (avxvnni) */
 
 /* Software prefetch distances (bytes) of the GEMV weight streams: LOWBIT_PF_DIST for the packed
  * layout (both lines of each 128-byte 4-row tile), LOWBIT_PF_Q8 for the Q8_0 file layout (8 row
@@ -242,14 +245,13 @@ AI void decode(const int F, const uint8_t *p, int half, __m256i c[8]) {
 /* int32 lanes whose total is sum(code * act) over the nv code vectors from c[v0] of a decoded
  * unit (activations aq[32 v]).  nv <= 8 int16 pair sums of codes <= 3 stay below 6144. */
 AI __m256i vec_dot(const int F, const __m256i c[8], int v0, int nv, const int8_t *aq) {
-    __m256i s16 = _mm256_setzero_si256();
+    dot_t s = _mm256_setzero_si256();
     for (int v = v0; v < v0 + nv; v++) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(aq + 32 * v));
-        __m256i m = F == F_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c[v]), _mm256_sign_epi8(a, c[v]))
-                              : _mm256_maddubs_epi16(c[v], a);
-        s16 = _mm256_add_epi16(s16, m);
+        s = F == F_Q8 ? dot_acc(s, _mm256_abs_epi8(c[v]), _mm256_sign_epi8(a, c[v]))
+                      : dot_acc(s, c[v], a);
     }
-    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    return dot_wide(s);
 }
 
 /* the same over group gi of a file-layout unit */

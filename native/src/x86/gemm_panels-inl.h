@@ -1,5 +1,6 @@
-/* The packed GEMM's blocking, shared by gemm_avx2.c and gemm_avx512vnni.c (each includes it after
- * its own pieces and is compiled with its own ISA flags): the batch in passes of CMAX columns
+/* The packed GEMM's blocking, shared by gemm-inl.h (gemm_avx2.c, gemm_avxvnni.c) and
+ * gemm_avx512vnni.c (each includes it after its own pieces and is compiled with its own ISA
+ * flags): the batch in passes of CMAX columns
  * (their float accumulators on the stack), rows in panels of PANEL, K in blocks of KB weights.
  * Per (panel, block) the includer's unpack_panel and panel_scales fill an L1 scratch of
  * SCRATCH_BYTES and the block's weight scales, then tile_any runs the register tiles of CT

@@ -1,0 +1,7 @@
+/* AVX-VNNI GEMV of the packed layout (every strategy but the group-32 8-row one): packed-inl.h
+ * with vpdpbusd as the multiply-accumulate step (LOWBIT_DOT: the avxvnni_emulated test build sets
+ * its own). */
+#ifndef LOWBIT_DOT
+#define LOWBIT_DOT LOWBIT_DOT_VNNI
+#endif
+#include "packed-inl.h"
