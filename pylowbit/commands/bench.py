@@ -45,6 +45,8 @@ def add_parser(sub):
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    p.add_argument("--plot", metavar="FILE", help="also draw the results into FILE (.png, .svg, .pdf; "
+                   "needs pip install \"pylowbit[plot]\"; a saved --json: python -m pylowbit.plot)")
     return p
 
 
@@ -63,6 +65,9 @@ def main(args) -> int:
         except ImportError:
             raise B.BenchError("--vs llama.cpp needs llama-cpp-python "
                                "(pip install llama-cpp-python==0.3.36)") from None
+    if args.plot:  # matplotlib and the file name checked before minutes of measuring
+        from pylowbit.plot import check_target
+        check_target(args.plot)
     if args.model:
         path = Path(args.model)
         if not path.exists():
@@ -95,6 +100,9 @@ def main(args) -> int:
         print(B.to_csv(rows), end="")
     else:
         print_table(rows, info)
+    if args.plot:
+        from pylowbit.plot import plot
+        plot((rows, info), args.plot)
     return 0
 
 
