@@ -38,8 +38,11 @@ def add_parser(sub):
                    help="prompt test: N tokens in one batch (0 skips it; default 64)")
     p.add_argument("-n", "--n-gen", type=int, default=16, metavar="N",
                    help="generation test: N tokens one by one (0 skips it; default 16)")
-    p.add_argument("-r", "--repetitions", type=int, default=3, metavar="N",
-                   help="repetitions of each test (default 3)")
+    # two by default, so that the first `pylowbit bench` after install stays short; the published
+    # results pass -r 3
+    p.add_argument("-r", "--repetitions", type=int, default=2, metavar="N",
+                   help="repetitions of each test, after one warm-up (default 2; the results in "
+                        "docs/PERFORMANCE.md use -r 3)")
     p.add_argument("--vs", choices=["llama.cpp"], help="also run llama-cpp-python on the same file, "
                    "interleaved, and add a ratio column")
     out = p.add_mutually_exclusive_group()
