@@ -204,9 +204,33 @@ def _draw_panel(ax, panel: Panel, one_model: bool) -> None:
     ax.set_axisbelow(True)
 
 
-def plot(results, path, title: str | None = None) -> Path:
+def machine_description() -> str:
+    """This machine, for the title of a run drawn where it ran: the CPU's name (with its family
+    and model where Linux reports them: VMs often name only the vendor's line), the ISA variant
+    liblowbit runs and the logical CPUs."""
+    import os
+    import platform
+
+    import pylowbit as lb
+
+    facts = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                facts.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = facts.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in facts and "model" in facts:
+        name += f" (family {facts['cpu family']} model {facts['model']})"
+    return f"{name}, {lb.isa_active()}, {os.cpu_count()} logical CPUs"
+
+
+def plot(results, path, title: str | None = None, machine: str | None = None) -> Path:
     """Draw a bench run (the dict of `pylowbit bench --json`, or benchmark.run's (rows, info))
-    into path; the format follows the suffix (.png, .svg, .pdf).  Returns the path."""
+    into path; the format follows the suffix (.png, .svg, .pdf).  machine: a line naming where
+    it ran (machine_description() for a run of this machine).  Returns the path."""
     panels = plot_data(results)  # bad results fail before matplotlib is looked for
     path = check_target(path)
     _, info = _rows_and_info(results)
@@ -229,6 +253,8 @@ def plot(results, path, title: str | None = None) -> Path:
         notes.append("pylowbit bars: ratio to llama.cpp on the same file, same run")
     reps = info.get("reps")
     head = title or "pylowbit bench" + (f": {models[0]}" if one_model else "")
+    if machine:
+        head += f"\n{machine}"
     if reps:
         notes.insert(0, f"mean ± stdev of {reps} repetitions")
     fig.suptitle("\n".join([head] + notes), fontsize=10)
@@ -245,6 +271,7 @@ def main(argv=None) -> int:
     ap.add_argument("results", help="JSON file written by `pylowbit bench --json > FILE`")
     ap.add_argument("out", help="picture to write (.png, .svg, .pdf)")
     ap.add_argument("--title", help="the picture's title (default: pylowbit bench and the model)")
+    ap.add_argument("--machine", help="a line naming the machine the run was made on")
     args = ap.parse_args(argv)
     try:
         try:
@@ -253,7 +280,7 @@ def main(argv=None) -> int:
             raise PlotError(f"cannot read {args.results}: {e.strerror or e}") from None
         except ValueError as e:
             raise PlotError(f"{args.results} is not JSON (the output of `pylowbit bench --json`): {e}") from None
-        plot(results, args.out, args.title)
+        plot(results, args.out, args.title, args.machine)
     except PlotError as e:
         print(f"{ap.prog}: error: {e}", file=sys.stderr)
         return 1

@@ -10,7 +10,8 @@ import tempfile
 import pytest
 
 from pylowbit.benchmark import Row
-from pylowbit.plot import INSTALL_HINT, PlotError, check_target, main, plot_data
+import pylowbit as lb
+from pylowbit.plot import INSTALL_HINT, PlotError, check_target, machine_description, main, plot_data
 
 from test_bench_cli import assert_one_line_error, bench
 
@@ -135,3 +136,8 @@ def test_import_pylowbit_never_loads_matplotlib():
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_machine_description_names_the_isa_variant_running():
+    m = machine_description()
+    assert m.split(", ")[-2] == lb.isa_active() and m.endswith("logical CPUs")

@@ -104,8 +104,8 @@ def main(args) -> int:
     else:
         print_table(rows, info)
     if args.plot:
-        from pylowbit.plot import plot
-        plot((rows, info), args.plot)
+        from pylowbit.plot import machine_description, plot
+        plot((rows, info), args.plot, machine=machine_description())
     return 0
 
 

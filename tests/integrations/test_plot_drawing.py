@@ -40,8 +40,9 @@ def test_saved_json_drawn_with_its_numbers(tmp_path):
     assert main([str(saved), str(tmp_path / "r.png"), "--title", "made-up run"]) == 0
     png_size(tmp_path / "r.png")
     with matplotlib.rc_context({"svg.fonttype": "none"}):
-        plot(d, tmp_path / "r.svg")
+        plot(d, tmp_path / "r.svg", machine="Made-up CPU, avx2")
     svg = (tmp_path / "r.svg").read_text()
+    assert "Made-up CPU, avx2" in svg
     for share in ("25%", "50%", "12%"):  # tq2_0 / tq1_0 on 1 and 2 threads
         assert f">{share}" in svg or f"{share}<" in svg
     assert "1.25x" in svg and "m tq1_0" in svg and "2 threads" in svg
