@@ -49,7 +49,7 @@ DEFAULT_BENCH_TYPE = "tq2_0"
 PRESET_DEFAULT_TYPES = {"bitnet-2b-f16": "i2_s"}  # the published file's matrices
 
 
-GENERATOR_VERSION = 1  # bump when the synthetic files change, so caches are rebuilt
+GENERATOR_VERSION = 2  # bump when the synthetic files change, so caches are rebuilt
 # Presets written the way the released model is (Bonsai 2 27B, QWEN35.md section 6): token_embd and
 # output in the weight type (ternary), ternary codes straight to packed bytes (a 27B file in minutes,
 # not hours of float32 passes), and the prism.hadamard metadata (explicit signs) on the types the
@@ -101,7 +101,9 @@ def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
     kwargs = dict(arch=arch, fmt=fmt, preset=base, **overrides)
     recipe = RELEASE_RECIPES.get(preset)
     if recipe is None:
-        kwargs["embed_fmt"] = PRESET_EMBED_TYPES.get(preset, EMBED_TYPE)
+        # random codes straight to bytes: the same bytes per token as quantized floats, written
+        # in seconds rather than in minutes of float32 passes
+        kwargs.update(embed_fmt=PRESET_EMBED_TYPES.get(preset, EMBED_TYPE), random_codes=True)
         rot, name = None, f"synthetic-{preset}-{fmt}"
     else:
         rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None

@@ -55,7 +55,7 @@ def test_tiny_preset_json_and_cache_reuse(cache):
     for t, (lo, hi) in out["info"]["bandwidth_range_bytes_per_s"].items():
         assert 0 < lo <= out["info"]["bandwidth_bytes_per_s"][t] <= hi
     files = sorted(p.name for p in cache.iterdir())
-    assert files == ["synthetic-tiny-i2_s-v1.gguf", "synthetic-tiny-tq2_0-v1.gguf"]
+    assert files == ["synthetic-tiny-i2_s-v2.gguf", "synthetic-tiny-tq2_0-v2.gguf"]
     stamps = [p.stat().st_mtime_ns for p in sorted(cache.iterdir())]
     r = bench("--preset", "tiny", "--type", "tq2_0", "-t", "1", "-p", "0", "-n", "1", "-r", "1",
               env=env)

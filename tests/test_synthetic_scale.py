@@ -48,6 +48,24 @@ def test_random_codes_are_uniform_ternary_with_the_set_scale(fmt, monkeypatch):
     assert not np.array_equal(data, other)
 
 
+def test_random_q8_0_codes_span_the_format_with_unit_spread(monkeypatch):
+    """The bench's Q8_0 embedding written without a float pass: every code in [-127, 127], the
+    blocks' one scale, values spread about as a standard normal's, exactly the tensor's bytes."""
+    monkeypatch.setattr(S, "CODE_CHUNK_BYTES", 4096)
+    rows, cols = 64, 512
+    chunks = list(S.random_q8_0_bytes(5, "token_embd.weight", rows, cols))
+    assert len(chunks) > 2
+    data = np.concatenate([np.asarray(c).reshape(-1) for c in chunks])
+    assert data.nbytes == tensor_nbytes(type_id("q8_0"), (rows, cols))
+    w = np.asarray(lb.dequantize(data, "q8_0", (rows, cols)), dtype=np.float32)
+    d = float(np.float16(np.sqrt(3.0) / 127))
+    codes = np.rint(w / d)
+    assert np.allclose(w, codes * d) and codes.min() == -127 and codes.max() == 127
+    assert abs(w.std() - 1.0) < 0.05 and abs(w.mean()) < 0.05
+    with pytest.raises(ValueError, match="not a multiple of the q8_0 block"):
+        list(S.random_q8_0_bytes(0, "w", 2, 48))
+
+
 def test_random_codes_refuse_what_they_cannot_write():
     with pytest.raises(ValueError, match="not a multiple of the pq2_0 block"):
         list(S.random_ternary_bytes(0, "w", 2, 200, "pq2_0"))

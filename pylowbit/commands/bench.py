@@ -37,13 +37,18 @@ def add_parser(sub):
                    help="prompt test: N tokens in one batch (0 skips it; default 64)")
     p.add_argument("-n", "--n-gen", type=int, default=16, metavar="N",
                    help="generation test: N tokens one by one (0 skips it; default 16)")
-    p.add_argument("-r", "--repetitions", type=int, default=3, metavar="N",
-                   help="repetitions of each test (default 3)")
+    # two by default, so that the first `pylowbit bench` after install stays short; the published
+    # results pass -r 3
+    p.add_argument("-r", "--repetitions", type=int, default=2, metavar="N",
+                   help="repetitions of each test, after one warm-up (default 2; the results in "
+                        "docs/PERFORMANCE.md use -r 3)")
     p.add_argument("--vs", choices=["llama.cpp"], help="also run llama-cpp-python on the same file, "
                    "interleaved, and add a ratio column")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    p.add_argument("--plot", metavar="FILE", help="also draw the results into FILE (.png, .svg, .pdf; "
+                   "needs pip install \"pylowbit[plot]\"; a saved --json: python -m pylowbit.plot)")
     return p
 
 
@@ -52,6 +57,9 @@ def main(args) -> int:
 
     from pylowbit import benchmark
 
+    if args.plot:  # matplotlib and the file name checked before minutes of measuring
+        from pylowbit.plot import check_target
+        check_target(args.plot)
     result = benchmark.run(args.model, preset=args.preset, types=args.type, threads=_int_list(args.threads),
                            n_prompt=args.n_prompt, n_gen=args.n_gen, reps=args.repetitions, vs=args.vs,
                            console=Console(stderr=True))
@@ -61,6 +69,9 @@ def main(args) -> int:
         print(result.to_csv(), end="")
     else:
         print_table(*result)
+    if args.plot:
+        from pylowbit.plot import machine_description, plot
+        plot(tuple(result), args.plot, machine=machine_description())
     return 0
 
 

@@ -126,6 +126,28 @@ def random_ternary_bytes(seed: int, name: str, rows: int, cols: int, fmt: str):
         yield out
 
 
+def random_q8_0_bytes(seed: int, name: str, rows: int, cols: int):
+    """Yields a random Q8_0 (rows, cols) tensor's GGUF bytes, a chunk of rows at a time, with no
+    float32 pass: uniform int8 codes in the format's range, every block scaled so that the values
+    spread about as a standard normal's (the float path's embedding) do."""
+    f = CODE_FORMATS["q8_0"]
+    info = TYPES[type_id("q8_0")]
+    if cols % info.block_size:
+        raise ValueError(f"{name}: width {cols} is not a multiple of the q8_0 block of {info.block_size} weights")
+    rng = _rng(seed, name)
+    scale = np.float16(np.sqrt(3.0) / f.cmax)  # uniform codes in [-cmax, cmax]: stdev cmax / sqrt(3)
+    scale = np.frombuffer(np.array([scale], "<f2").tobytes(), np.uint8)
+    row_blocks = cols // info.block_size
+    step = max(1, CODE_CHUNK_BYTES // (row_blocks * info.type_size))
+    for r0 in range(0, rows, step):
+        n = min(step, rows - r0) * row_blocks
+        out = np.frombuffer(rng.bytes(n * info.type_size), np.uint8).reshape(n, info.type_size).copy()
+        codes = out[:, f.code_start:f.code_end].view(np.int8)
+        np.maximum(codes, f.cmin, out=codes)  # -128 is outside Q8_0's symmetric range
+        out[:, f.scale_off:f.scale_off + 2] = scale
+        yield out
+
+
 def pack_i2_s_ternary(seed: int, name: str, rows: int, cols: int) -> np.ndarray:
     """A random ternary I2_S tensor built from codes directly, as one array."""
     return np.concatenate(list(random_ternary_bytes(seed, name, rows, cols, "i2_s")))
@@ -170,8 +192,9 @@ def write_synthetic_model(path, arch: str | None = None, fmt: str = "tq2_0", pre
     embedding, inversely) and writes the prism.hadamard.* keys; for qwen35 gdn_v_grouped says
     whether ssm_out was folded in grouped V-head order (written as prism.hadamard.gdn_v_grouped).
     random_codes writes every ternary matrix (the embedding too, when ternary) as random codes
-    straight to packed bytes (random_ternary_bytes), with no float32 pass: fast enough for a 27B
-    file.  The codes are random in the stored basis, so a rotation is only declared (metadata and
+    straight to packed bytes (random_ternary_bytes), and a Q8_0 embedding likewise
+    (random_q8_0_bytes), with no float32 pass: fast enough for a 27B file, and the bench's
+    first model written in seconds.  The codes are random in the stored basis, so a rotation is only declared (metadata and
     signs), not folded, and files of different formats hold unrelated weights."""
     if fmt not in WEIGHT_FORMATS:
         raise ValueError(f"unknown weight format {fmt!r} (known: {', '.join(WEIGHT_FORMATS)})")
@@ -221,6 +244,9 @@ def write_synthetic_model(path, arch: str | None = None, fmt: str = "tq2_0", pre
         f = embed_fmt if is_embd else fmt
         if random_codes and f in TERNARY:
             yield from random_ternary_bytes(seed, name, rows, cols, f)
+            return
+        if random_codes and f == "q8_0":
+            yield from random_q8_0_bytes(seed, name, rows, cols)
             return
         if not is_embd and fmt == "i2_s" and not rotation_block:
             yield pack_i2_s_ternary(seed, name, rows, cols)  # codes straight to bytes: no float pass
