@@ -27,7 +27,7 @@ PRESETS = {
     "qwen35-tiny": ("qwen35", "qwen35-tiny", {}),
     "bonsai2-27b": ("qwen35", "bonsai2-27b", {}),
 }
-BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
+BENCH_TYPES = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q1_0")
 NOT_LLAMA_CPP_TYPES = ("i2_s", "pq2_0", "ptq1_0")  # tensor types upstream llama.cpp does not read
 # general.file_type (llama_ftype) -> llama.cpp's name for the file's type mix (llama_model_ftype_name,
 # what llama-bench prints); 40 is Q1_0 upstream but bitnet.cpp's I2_S in its files (I2_S matrices)
@@ -102,12 +102,13 @@ def synthetic_file(preset: str, fmt: str, plain: bool = False) -> SyntheticFile:
     recipe = RELEASE_RECIPES.get(preset)
     if recipe is None:
         # random codes straight to bytes: the same bytes per token as quantized floats, written
-        # in seconds rather than in minutes of float32 passes
-        kwargs.update(embed_fmt=PRESET_EMBED_TYPES.get(preset, EMBED_TYPE), random_codes=True)
+        # in seconds rather than in minutes of float32 passes (Q1_0, no ternary format: from floats)
+        kwargs.update(embed_fmt=PRESET_EMBED_TYPES.get(preset, EMBED_TYPE), random_codes=fmt != "q1_0")
         rot, name = None, f"synthetic-{preset}-{fmt}"
     else:
         rot = recipe["rotation_block"] if fmt in recipe["rotated"] and not plain else None
-        kwargs.update(embed_fmt=fmt, random_codes=True, rotation_block=rot)
+        # Q1_0 is no ternary format: quantized from floats (slow at 27B, but the same file shape)
+        kwargs.update(embed_fmt=fmt, random_codes=fmt != "q1_0", rotation_block=rot)
         name = f"synthetic-{preset}-{fmt}-codes" + (f"-hadamard{rot}" if rot else "")
     return SyntheticFile(preset, fmt, rot, cache_dir() / f"{name}-v{GENERATOR_VERSION}.gguf", kwargs)
 

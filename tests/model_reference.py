@@ -51,6 +51,11 @@ def decode(t) -> np.ndarray:
         qs = blk[:, 2:]
         codes = np.stack([(qs >> (2 * k)) & 3 for k in range(4)], axis=-1).reshape(-1, g)  # j -> qs[j/4] >> 2(j%4)
         return ((codes.astype(np.float64) - 1) * d).reshape(t.shape)
+    if t.fmt == "q1_0":  # 128 weights: fp16 d, then bit j % 8 of qs[j / 8]: set +d, clear -d
+        blk = raw.reshape(-1, 18)
+        d = _f16(blk[:, :2])
+        bits = np.unpackbits(blk[:, 2:], axis=1, bitorder="little").astype(np.float64)
+        return ((2 * bits - 1) * d).reshape(t.shape)
     if t.fmt == "ptq1_0":
         blk = raw.reshape(-1, 28)
         d = _f16(blk[:, 26:28])

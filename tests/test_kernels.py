@@ -283,7 +283,7 @@ BLOCK_SCALED = [f for f in KERNEL_FORMATS if scale_at(f)[1] >= 0]
 
 def base3_dense(fmt, variant):
     """Whether `variant` packs `fmt` in the dense base-3 layout (PYLOWBIT_BASE3 unset): TQ1_0 /
-    PTQ1_0 on avx512vnni where the CPU has AVX-512 VBMI."""
+    PTQ1_0 on avx512vnni where the CPU has AVX-512 VBMI (BASE3F only where asked for)."""
     if fmt not in ("tq1_0", "ptq1_0") or variant != "avx512vnni":
         return False
     try:

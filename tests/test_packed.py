@@ -130,8 +130,9 @@ def _base3_cases(fmt):
 
 # the packed layouts a format can be asked for (PYLOWBIT_BASE3, PYLOWBIT_ROWS16): the canonical
 # 2-bit one, dense base-3, and rows16 (2-bit codes in 16-row sets) for the formats it has kernels for
-LAYOUT_ENV = {"packed": ("0", "0"), "base3": ("1", "0"), "rows16": ("0", "1")}
-LAYOUT_CASES = [(f, layout) for f in BASE3 for layout in ("packed", "base3")] + [
+LAYOUT_ENV = {"packed": ("0", "0", "0"), "base3": ("1", "0", "0"), "rows16": ("0", "1", "0"),
+              "base3f": ("0", "0", "1")}
+LAYOUT_CASES = [(f, layout) for f in BASE3 for layout in ("packed", "base3", "base3f")] + [
     (f, "rows16") for f in ("q2_0", "pq2_0", "ptq1_0")]
 
 
@@ -142,6 +143,7 @@ def test_packed_layouts_equal_file_layout(fmt, layout, variant, isa, monkeypatch
     rng = np.random.default_rng(21)
     monkeypatch.setenv("PYLOWBIT_BASE3", LAYOUT_ENV[layout][0])
     monkeypatch.setenv("PYLOWBIT_ROWS16", LAYOUT_ENV[layout][1])
+    monkeypatch.setenv("PYLOWBIT_BASE3F", LAYOUT_ENV[layout][2])
     bs = lb.format_info(fmt).block_size
     for k, (rows, cols) in enumerate(_base3_cases(fmt)):
         w = random_code_weights(fmt, rows, cols, seed=k)
@@ -150,7 +152,7 @@ def test_packed_layouts_equal_file_layout(fmt, layout, variant, isa, monkeypatch
         ref_v, ref_m = w.gemv(x[0]), w.gemm(x)
         isa(variant)
         p = w.pack()
-        units = base3_units(fmt, cols) if layout == "base3" else -(-cols // 128)
+        units = base3_units(fmt, cols) if layout in ("base3", "base3f") else -(-cols // 128)
         rows_padded = -(-rows // 4) * 4 if layout == "packed" else -(-rows // 16) * 16
         assert p.packed_nbytes == rows_padded * units * 32 + rows_padded * (cols // bs) * 2
         for threads in (1, 2):
@@ -172,11 +174,13 @@ def test_base3_dense_is_file_density(fmt, monkeypatch):
         assert two_bit >= 1.2 * w.data.nbytes
 
 
+@pytest.mark.parametrize("layout", ["base3", "base3f"])
 @pytest.mark.parametrize("fmt", BASE3)
-def test_base3_at_the_code_bounds(fmt, isa, monkeypatch):
+def test_base3_at_the_code_bounds(fmt, layout, isa, monkeypatch):
     """Every weight +1 (top code, trits all 2: bytes 242) or -1 against activation codes all +127
     or all -127: the kernels' int16 steps at their bound, against the exact value."""
-    monkeypatch.setenv("PYLOWBIT_BASE3", "1")
+    for name, value in zip(("PYLOWBIT_BASE3", "PYLOWBIT_ROWS16", "PYLOWBIT_BASE3F"), LAYOUT_ENV[layout]):
+        monkeypatch.setenv(name, value)
     cols = 11 * lb.format_info(fmt).block_size
     for value in (1.0, -1.0):
         w = lb.quantize(np.full((12, cols), value, np.float32), fmt)

@@ -195,7 +195,8 @@ static int usable(int isa) {
 
 void lowbit_plan_packed(lowbit_matrix *m) {
     ensure_init();
-    const int L = m->base3    ? LOWBIT_LAYOUT_BASE3
+    const int L = m->base3f   ? LOWBIT_LAYOUT_BASE3F
+                  : m->base3  ? LOWBIT_LAYOUT_BASE3
                   : m->rows16 ? LOWBIT_LAYOUT_ROWS16
                               : LOWBIT_LAYOUT_PACKED;
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
@@ -207,10 +208,11 @@ void lowbit_plan_packed(lowbit_matrix *m) {
     }
 }
 
-/* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3:
- * TQ1_0 / PTQ1_0 only, ROWS16), or 0. */
+/* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3 and
+ * BASE3F: TQ1_0 / PTQ1_0 only, ROWS16), or 0. */
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
-    if (layout == LOWBIT_LAYOUT_BASE3 && !lowbit_type_base3(type)) return 0;
+    if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
+        return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     lowbit_matrix_set_layout(m, layout);
     return 1;
@@ -221,7 +223,8 @@ int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     lowbit_matrix in = *m;
     lowbit_matrix_set_layout(&in, layout);
     const int i = select_entry(lowbit_isa_active(), in.type, layout, LOWBIT_ROLE_GEMV, &in);
-    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR;
+    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR &&
+           !(lowbit_kernel_list[i].needs & LOWBIT_NEEDS_ASKED);
 }
 
 static void init_once(void) {
@@ -289,7 +292,8 @@ int lowbit_kernel_count(void) { return lowbit_kernel_list_count; }
 int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
     static const char *const NEEDS_NAMES[] = {[LOWBIT_NEEDS_ANY] = "", [LOWBIT_NEEDS_INTEL] = "intel",
                                               [LOWBIT_NEEDS_VBMI] = "vbmi",
-                                              [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi"};
+                                              [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi",
+                                              [LOWBIT_NEEDS_ASKED] = "asked"};
     if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
     const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
     *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,
@@ -319,8 +323,9 @@ const char *lowbit_layout_name(int layout) {
     static const char *const NAMES[] = {[LOWBIT_LAYOUT_NONE] = "none", [LOWBIT_LAYOUT_FILE] = "file",
                                         [LOWBIT_LAYOUT_PACKED] = "packed",
                                         [LOWBIT_LAYOUT_BASE3] = "base3",
-                                        [LOWBIT_LAYOUT_ROWS16] = "rows16"};
-    return layout >= 0 && layout <= LOWBIT_LAYOUT_ROWS16 ? NAMES[layout] : NULL;
+                                        [LOWBIT_LAYOUT_ROWS16] = "rows16",
+                                        [LOWBIT_LAYOUT_BASE3F] = "base3f"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_BASE3F ? NAMES[layout] : NULL;
 }
 
 int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
@@ -330,7 +335,7 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
         return LOWBIT_EINVAL;
     if (!usable(isa)) return LOWBIT_EISA;
     if (layout != LOWBIT_LAYOUT_PACKED && layout != LOWBIT_LAYOUT_BASE3 &&
-        layout != LOWBIT_LAYOUT_ROWS16)
+        layout != LOWBIT_LAYOUT_ROWS16 && layout != LOWBIT_LAYOUT_BASE3F)
         return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
     return describe_packed(type, layout, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;

@@ -20,7 +20,7 @@ void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
     }
     /* the rows' canonical 2-bit copy: row group rg0 is its row group 0 */
     lowbit_matrix c = *m;
-    c.base3 = c.rows16 = 0;
+    c.base3 = c.base3f = c.rows16 = 0;
     c.codes = scratch;
     c.scales = (uint16_t *)(scratch + bytes);
     decode(m, rg0, nrg, c.codes, c.scales);

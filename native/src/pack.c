@@ -92,16 +92,21 @@ static void pack_group(void *ctx, int64_t rg) {
 /* The inverse: period p of row r from its codes (a unit's missing plane 4 holds zeros) */
 static void set_period(lowbit_matrix *m, int64_t r, int64_t p, const uint8_t *codes) {
     int64_t u0, u1 = lowbit_base3_period_units(m, p, &u0);
-    static const uint8_t none[32]; /* a missing plane: zeros */
+    static const uint8_t zeros[32], ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const uint8_t *none = m->base3f ? ones : zeros; /* a missing plane: weights 0 (BASE3F) */
     for (int64_t u = u0; u < u1; u++) {
         int64_t off[5];
         lowbit_base3_unit_slices(m, p, u, off);
         const uint8_t *t[5];
         for (int k = 0; k < 5; k++) t[k] = off[k] < 0 ? none : codes + off[k];
         uint8_t *dst = m->codes + lowbit_base3_unit_at(m, r, u);
-        for (int j = 0; j < 32; j++)
+        for (int j = 0; j < 32; j++) {
+            const uint8_t tj[5] = {t[0][j], t[1][j], t[2][j], t[3][j], t[4][j]};
             dst[lowbit_base3_byte(j)] =
-                (uint8_t)(84 * t[4][j] + t[0][j] + 3 * t[1][j] + 9 * t[2][j] + 27 * t[3][j]);
+                m->base3f ? lowbit_base3f_byte(tj)
+                          : (uint8_t)(84 * tj[4] + tj[0] + 3 * tj[1] + 9 * tj[2] + 27 * tj[3]);
+        }
     }
 }
 
@@ -141,14 +146,18 @@ static int forced(const char *name) {
     return env && (env[0] == '0' || env[0] == '1') && !env[1] ? env[0] == '1' : -1;
 }
 
-/* The layout of a described packed matrix: dense base-3 where the active variant's chain has a
- * GEMV for it (base-3 formats), else rows16 where it has one for that, else the 2-bit row groups
- * of 4.  PYLOWBIT_BASE3 / PYLOWBIT_ROWS16 force either. */
+/* The layout of a described packed matrix: of the base-3 formats, dense base-3 where the active
+ * variant's chain has a GEMV for it, else BASE3F where it has one for that (the kernel list holds
+ * a BASE3F GEMV only where it beats the 2-bit one); else rows16 where the chain has a GEMV for it,
+ * else the 2-bit row groups of 4.  PYLOWBIT_BASE3 / PYLOWBIT_BASE3F / PYLOWBIT_ROWS16 =1 force
+ * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1. */
 static int choose_layout(const lowbit_matrix *m) {
     if (lowbit_type_base3(m->type)) {
-        const int f = forced("PYLOWBIT_BASE3");
-        if (f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3)))
+        const int f = forced("PYLOWBIT_BASE3"), ff = forced("PYLOWBIT_BASE3F");
+        if (f == 1 || (f < 0 && ff < 1 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3)))
             return LOWBIT_LAYOUT_BASE3;
+        if (ff == 1 || (f < 0 && ff < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3F)))
+            return LOWBIT_LAYOUT_BASE3F;
     }
     const int f = forced("PYLOWBIT_ROWS16");
     if (f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS16)))

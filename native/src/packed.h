@@ -49,8 +49,26 @@
  * u / (S/4) in planes 0..3 and slice u of its group 4 in plane 4, so each group's sums close
  * within its own units (group 4's at the period's end) and no slice straddles a group.  The last
  * ng % 5 groups take S/4 units each, planes 0..3 (plane 4 holds zeros): 2 bits a weight there.
- * Its kernels are the list's BASE3 layout entries. */
+ * Its kernels are the list's BASE3 layout entries.
+ *
+ * The BASE3F layout has the same geometry (the functions below serve both) and another byte: the
+ * trits as the leading base-3 digits of a fraction, as TQ1_0's qs bytes hold them, centred --
+ * byte p = ceil(v * 256 / 243) - 128 (two's complement) with v = 81 t0 + 27 t1 + 9 t2 + 3 t3 + t4
+ * -- so that s_0 = the byte, s_k+1 = 3 s_k (mod 256, a byte add twice) and weight k is
+ * [s_k > 42] - [s_k < -42]: one compare pair a plane, no table (AVX2, NEON; lowbit_base3f_*).
+ * A missing plane 4 holds trit 1 (weight 0). */
 #define LOWBIT_BASE3_ROWS 16
+/* The BASE3F byte of trits t[0..4] (codes 0..2) and trit k of such a byte */
+static inline uint8_t lowbit_base3f_byte(const uint8_t t[5]) {
+    const int v = 81 * t[0] + 27 * t[1] + 9 * t[2] + 3 * t[3] + t[4];
+    return (uint8_t)((v * 256 + 242) / 243 - 128);
+}
+static inline int lowbit_base3f_trit(uint8_t b, int k) {
+    uint8_t s = b;
+    for (int i = 0; i < k; i++) s = (uint8_t)(3 * s);
+    const int8_t v = (int8_t)s;
+    return v > 42 ? 2 : v < -42 ? 0 : 1;
+}
 /* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0; its
  * reference ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
  * LOWBIT_BASE3_ROWS stored as the dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
@@ -65,7 +83,8 @@
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
-    int base3;            /* packed in the dense base-3 layout (above), not the 2-bit one */
+    int base3;            /* packed in the dense base-3 geometry (above), not the 2-bit one */
+    int base3f;           /* base3 with BASE3F bytes (above) */
     int rows16;           /* the 2-bit codes in the rows16 layout (above), not row groups of 4 */
     int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
@@ -113,9 +132,10 @@ static inline int64_t lowbit_base3_units(int64_t cols, int64_t group) {
     return ng / 5 * S + ng % 5 * (S / 4);
 }
 
-/* Sets a described packed matrix's layout fields: LOWBIT_LAYOUT_PACKED, _BASE3 or _ROWS16 */
+/* Sets a described packed matrix's layout fields: LOWBIT_LAYOUT_PACKED, _BASE3, _BASE3F or _ROWS16 */
 static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
-    m->base3 = layout == LOWBIT_LAYOUT_BASE3;
+    m->base3 = layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F;
+    m->base3f = layout == LOWBIT_LAYOUT_BASE3F;
     m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
     m->nunits = m->base3 ? lowbit_base3_units(m->cols, m->group) : 0;
 }
@@ -227,6 +247,10 @@ void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
                            float *y);
 void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            int64_t batch, float *y, int64_t ldy);
+void lowbit_base3f_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_base3f_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);
 void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

@@ -132,12 +132,14 @@ static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t row
     set_isa(k->isa);
     int st;
     if (k->layout == LOWBIT_LAYOUT_PACKED || k->layout == LOWBIT_LAYOUT_BASE3 ||
-        k->layout == LOWBIT_LAYOUT_ROWS16) {
+        k->layout == LOWBIT_LAYOUT_ROWS16 || k->layout == LOWBIT_LAYOUT_BASE3F) {
         /* the entry's layout, not the one the variant would pick */
         set_env("PYLOWBIT_BASE3", k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
+        set_env("PYLOWBIT_BASE3F", k->layout == LOWBIT_LAYOUT_BASE3F ? "1" : "0");
         set_env("PYLOWBIT_ROWS16", k->layout == LOWBIT_LAYOUT_ROWS16 ? "1" : "0");
         lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
         set_env("PYLOWBIT_BASE3", NULL);
+        set_env("PYLOWBIT_BASE3F", NULL);
         set_env("PYLOWBIT_ROWS16", NULL);
         CHECK(m && st == LOWBIT_OK, "%s: pack %s r=%lld c=%lld", k->name, lowbit_type_name(type),
               (long long)rows, (long long)cols);

@@ -4,8 +4,9 @@
  * cannot see bytes no kernel reads: a last half chunk's missing half, the base-3 tail's plane 4
  * and the padding rows, all zero codes.
  *
- * Layouts: canonical 2-bit (every type), dense base-3 (TQ1_0, PTQ1_0), rows16 (Q2_0, PQ2_0,
- * PTQ1_0), each forced by PYLOWBIT_BASE3 / PYLOWBIT_ROWS16.  Sizes: 1..11 blocks a row (base-3:
+ * Layouts: canonical 2-bit (every type), dense base-3 in either byte code, BASE3 and BASE3F
+ * (TQ1_0, PTQ1_0), rows16 (Q2_0, PQ2_0, PTQ1_0), each forced by PYLOWBIT_BASE3 / PYLOWBIT_BASE3F /
+ * PYLOWBIT_ROWS16.  Sizes: 1..11 blocks a row (base-3:
  * tails of 0..4 groups after 0..2 periods; Q2_0: odd counts end on a half chunk), rows making
  * partial 4-row groups and 16-row sets; 1 and 2 packing threads.  Prints "N passed, N failed";
  * exit status 1 on failure. */
@@ -21,10 +22,10 @@
 static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
                             LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0};
 
-enum { CANONICAL, BASE3, ROWS16, N_LAYOUTS };
-static const char *LAYOUT_NAME[] = {"canonical", "base-3", "rows16"};
+enum { CANONICAL, BASE3, ROWS16, BASE3F, N_LAYOUTS };
+static const char *LAYOUT_NAME[] = {"canonical", "base-3", "rows16", "base-3 f"};
 static int has_layout(int type, int L) {
-    if (L == BASE3) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
+    if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
         return type == LOWBIT_TYPE_Q2_0 || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
     return 1;
@@ -90,10 +91,10 @@ static uint8_t chunk_byte(const uint8_t *codes, int64_t cols, int64_t r, int64_t
  * v of a whole period P (5 groups) holds slices 4 (v % (S/4)) + k (k = 0..3) of group
  * 5P + v / (S/4) and slice v of group 5P + 4; a tail unit t (after the whole periods) slices
  * 4 (t % (S/4)) + k of tail group t / (S/4), plane 4 zero. */
-static uint8_t unit_byte(const uint8_t *codes, int64_t cols, int64_t G, int64_t r, int64_t u,
-                         int p) {
+static uint8_t unit_byte(int L, const uint8_t *codes, int64_t cols, int64_t G, int64_t r,
+                         int64_t u, int p) {
     const int64_t S = G / 32, per = S / 4, whole = cols / G / 5;
-    int t[5] = {0, 0, 0, 0, 0};
+    int t[5] = {0, 0, 0, 0, L == BASE3F}; /* no plane 4: code 0 (BASE3), weight 0 (BASE3F) */
     if (u < whole * S) {
         const int64_t P = u / S, v = u % S;
         for (int k = 0; k < 4; k++)
@@ -103,6 +104,10 @@ static uint8_t unit_byte(const uint8_t *codes, int64_t cols, int64_t G, int64_t 
         const int64_t v = u - whole * S;
         for (int k = 0; k < 4; k++)
             t[k] = codes[r * cols + (5 * whole + v / per) * G + (4 * (v % per) + k) * 32 + p];
+    }
+    if (L == BASE3F) { /* TQ1_0's qs byte of the five, minus 128 */
+        const int v = 81 * t[0] + 27 * t[1] + 9 * t[2] + 3 * t[3] + t[4];
+        return (uint8_t)((v * 256 + 242) / 243 + 128);
     }
     return (uint8_t)(84 * t[4] + t[0] + 3 * t[1] + 9 * t[2] + 27 * t[3]);
 }
@@ -114,7 +119,7 @@ static uint8_t *expected_layout(int L, const lowbit_type_facts *f, const uint8_t
     const int64_t n = L == CANONICAL ? 4 : 16; /* rows a group / set */
     const int64_t padded = (rows + n - 1) / n * n, nchunks = (cols + 127) / 128;
     const int64_t S = f->act_group / 32, ng = cols / f->act_group; /* base-3: whole periods, tail */
-    const int64_t nunits = L == BASE3 ? ng / 5 * S + ng % 5 * (S / 4) : nchunks;
+    const int64_t nunits = L == BASE3 || L == BASE3F ? ng / 5 * S + ng % 5 * (S / 4) : nchunks;
     const int64_t nscales = f->scale_offset < 0 ? 0 : cols / f->block_size;
     const int64_t code_bytes = padded * nunits * 32;
     *nbytes = code_bytes + padded * nscales * 2;
@@ -129,8 +134,8 @@ static uint8_t *expected_layout(int L, const lowbit_type_facts *f, const uint8_t
                     e[((g * nunits + u) * 4 + i) * 32 + p] = chunk_byte(codes, cols, r, u, p);
                 else /* codes[R][u or c][j][l][4], byte p at j = p / 4 */
                     e[((g * nunits + u) * 8 + p / 4) * 64 + i * 4 + p % 4] =
-                        L == BASE3 ? unit_byte(codes, cols, f->act_group, r, u, p)
-                                   : chunk_byte(codes, cols, r, u, p);
+                        L == BASE3 || L == BASE3F ? unit_byte(L, codes, cols, f->act_group, r, u, p)
+                                                  : chunk_byte(codes, cols, r, u, p);
             }
         for (int64_t b = 0; b < nscales; b++)
             es[(g * nscales + b) * n + i] = scales[r * nscales + b];
@@ -154,13 +159,15 @@ static void test_type(int type) {
         for (int L = 0; L < N_LAYOUTS; L++) {
             if (!has_layout(type, L)) continue;
             set_env("PYLOWBIT_BASE3", L == BASE3 ? "1" : "0");
+            set_env("PYLOWBIT_BASE3F", L == BASE3F ? "1" : "0");
             set_env("PYLOWBIT_ROWS16", L == ROWS16 ? "1" : "0");
             int64_t nbytes;
             uint8_t *want = expected_layout(L, &f, codes, scales, rows, cols, &nbytes);
             for (int threads = 1; threads <= 2; threads++) {
                 int st;
                 lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, threads, &st);
-                CHECK(m && st == LOWBIT_OK && m->base3 == (L == BASE3) &&
+                CHECK(m && st == LOWBIT_OK && m->base3 == (L == BASE3 || L == BASE3F) &&
+                          m->base3f == (L == BASE3F) &&
                           m->rows16 == (L == ROWS16) && lowbit_matrix_nbytes(m) == nbytes,
                       "%s %s rows %lld cols %lld: pack %d", lowbit_type_name(type),
                       LAYOUT_NAME[L], (long long)rows, (long long)cols, st);
@@ -184,6 +191,7 @@ static void test_type(int type) {
         free(w), free(codes), free(scales);
     }
     set_env("PYLOWBIT_BASE3", NULL);
+    set_env("PYLOWBIT_BASE3F", NULL);
     set_env("PYLOWBIT_ROWS16", NULL);
 }
 

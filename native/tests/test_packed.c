@@ -75,15 +75,16 @@ static int cpu_vbmi(void) {
 /* The packed layouts a type is tested in: the canonical 2-bit one, dense base-3 (TQ1_0, PTQ1_0)
  * and rows16 (Q2_0, PQ2_0, PTQ1_0: the formats with rows16 kernels), each forced by
  * PYLOWBIT_BASE3 / PYLOWBIT_ROWS16. */
-enum { CANONICAL, BASE3, ROWS16, N_LAYOUTS };
+enum { CANONICAL, BASE3, ROWS16, BASE3F, N_LAYOUTS };
 static int has_layout(int type, int L) {
-    if (L == BASE3) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
+    if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
         return type == LOWBIT_TYPE_Q2_0 || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
     return 1;
 }
 static void set_layout(int L) {
     set_env("PYLOWBIT_BASE3", L == BASE3 ? "1" : "0");
+    set_env("PYLOWBIT_BASE3F", L == BASE3F ? "1" : "0");
     set_env("PYLOWBIT_ROWS16", L == ROWS16 ? "1" : "0");
 }
 
@@ -406,6 +407,7 @@ int main(void) {
             test_arm_fast_paths(TYPES[t]);
         }
     set_env("PYLOWBIT_BASE3", NULL);
+    set_env("PYLOWBIT_BASE3F", NULL);
     set_env("PYLOWBIT_ROWS16", NULL);
     { /* the layout each type gets: base-3 dense (rows16) only where asked for or the variant has
        * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni) */
@@ -415,7 +417,8 @@ int main(void) {
             for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
                 const int type = TYPES[t];
                 /* unset: base-3 where the variant decodes it (avx512vnni with VBMI), else rows16
-                 * where it has a kernel for it (avx512vnni); else each one where forced */
+                 * where it has a kernel for it (avx512vnni), never BASE3F (its kernels are all
+                 * ASKED); else each one where forced */
                 const int avx512 = isa == LOWBIT_ISA_AVX512VNNI;
                 int64_t nb;
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
@@ -429,11 +432,13 @@ int main(void) {
                         want = avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
                                : avx512 && has_layout(type, ROWS16)            ? ROWS16
                                                                                : CANONICAL;
-                    CHECK(m && m->base3 == (want == BASE3) && m->rows16 == (want == ROWS16),
+                    CHECK(m && m->base3 == (want == BASE3 || want == BASE3F) &&
+                              m->base3f == (want == BASE3F) && m->rows16 == (want == ROWS16),
                           "%s %s layout %d: base3 %d rows16 %d", lowbit_isa_name(isa),
                           lowbit_type_name(type), L, m ? m->base3 : -1, m ? m->rows16 : -1);
                     lowbit_matrix_free(m);
                     set_env("PYLOWBIT_BASE3", NULL);
+                    set_env("PYLOWBIT_BASE3F", NULL);
                     set_env("PYLOWBIT_ROWS16", NULL);
                 }
                 free(w);

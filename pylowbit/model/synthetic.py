@@ -27,8 +27,9 @@ from .synthetic_shapes import (GENERATOR_ARCHS, PRESET_ARCH, PRESETS, QWEN35_PRE
 from .synthetic_vocab import CHAT_TEMPLATES, tokenizer_metadata  # noqa: F401
 
 TERNARY = ("tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0")
+ONE_BIT = ("q1_0",)  # sign and scale (the 1-bit Bonsai models)
 FLOAT = ("q8_0", "f16", "f32")
-WEIGHT_FORMATS = TERNARY + FLOAT
+WEIGHT_FORMATS = TERNARY + ONE_BIT + FLOAT
 
 
 # ---------------------------------------------------------------------------------------------

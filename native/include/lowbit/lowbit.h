@@ -238,6 +238,7 @@ typedef enum lowbit_layout {
     LOWBIT_LAYOUT_PACKED = 2, /* lowbit_matrix_pack's row-interleaved copy, 2-bit codes */
     LOWBIT_LAYOUT_BASE3 = 3,  /* lowbit_matrix_pack's dense base-3 copy (TQ1_0, PTQ1_0) */
     LOWBIT_LAYOUT_ROWS16 = 4, /* 2-bit codes in 16-row sets, a lane a row (Q2_0, PQ2_0) */
+    LOWBIT_LAYOUT_BASE3F = 5, /* the dense base-3 copy with file-style bytes (trits as a fraction) */
 } lowbit_layout;
 typedef enum lowbit_role {
     LOWBIT_ROLE_GEMV = 0,

@@ -1,5 +1,5 @@
-/* The dense base-3 packed layout of TQ1_0 / PTQ1_0 (packed.h, above struct lowbit_matrix): its
- * scalar reference GEMV / GEMM (pack.c builds it).  The reference takes the same integer group
+/* The dense base-3 packed layouts of TQ1_0 / PTQ1_0 (packed.h, above struct lowbit_matrix: BASE3
+ * and BASE3F, one geometry, two byte codes): their scalar reference GEMV / GEMM (pack.c builds them).  The reference takes the same integer group
  * sums (the codes are only reordered) in the same float order as lowbit_packed_gemv_ref and the
  * file-layout reference, so the three agree bit for bit. */
 #include "../internal.h"
@@ -18,7 +18,9 @@ static void period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *
             for (int j = 0; j < 32; j++) {
                 const uint8_t v = src[lowbit_base3_byte(j)];
                 const int t4 = v / 84, rest = v - 84 * t4;
-                codes[off[k] + j] = (uint8_t)(k == 4 ? t4 : rest / pow3[k] % 3);
+                codes[off[k] + j] = (uint8_t)(m->base3f ? lowbit_base3f_trit(v, k)
+                                              : k == 4   ? t4
+                                                         : rest / pow3[k] % 3);
             }
         }
     }
@@ -50,4 +52,15 @@ void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
 void lowbit_base3_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                            int64_t batch, float *y, int64_t ldy) {
     for (int64_t b = 0; b < batch; b++) lowbit_base3_gemv_ref(m, r0, r1, &a[b], y + b * ldy);
+}
+
+/* BASE3F: the same functions (period_codes reads either byte), listed under that layout */
+void lowbit_base3f_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y) {
+    lowbit_base3_gemv_ref(m, r0, r1, a, y);
+}
+
+void lowbit_base3f_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy) {
+    lowbit_base3_gemm_ref(m, r0, r1, a, batch, y, ldy);
 }
