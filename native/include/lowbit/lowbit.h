@@ -207,7 +207,8 @@ typedef enum lowbit_isa {
     LOWBIT_ISA_AVX512VNNI = 2,
     LOWBIT_ISA_NEON = 3,
     LOWBIT_ISA_DOTPROD = 4,
-    LOWBIT_ISA_COUNT = 5,
+    LOWBIT_ISA_I8MM = 5, /* AArch64 FEAT_I8MM (SMMLA) on top of dotprod */
+    LOWBIT_ISA_COUNT = 6,
 } lowbit_isa;
 
 LOWBIT_API const char *lowbit_isa_name(int isa);      /* "scalar", "avx2", ... */
@@ -225,7 +226,7 @@ LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was f
 
 /* Every kernel the build contains, one entry each, with what it computes.  A variant runs, for
  * each (weight type, layout, role), the first entry of its fallback chain that takes the matrix
- * (avx512vnni -> avx2 -> scalar, dotprod -> neon -> scalar; an entry's `when` names the matrices
+ * (avx512vnni -> avx2 -> scalar, i8mm -> dotprod -> neon -> scalar; an entry's `when` names the matrices
  * it takes, its `requires` a CPU condition beyond the ISA's own). */
 typedef enum lowbit_layout {
     LOWBIT_LAYOUT_NONE = 0,   /* not a weight kernel: quantizer, read probe */
