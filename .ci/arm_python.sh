@@ -4,10 +4,11 @@
 # PyPI, pylowbit cross-compiled with Debian's gcc-aarch64-linux-gnu (compiling under emulation
 # would take longer than the tests), then a part of the pytest suite run in that root through
 # proot + qemu-user-static, once per emulated CPU:
-#   -cpu max         FEAT_DotProd: the dotprod variant is active, neon and scalar are tested too;
-#   -cpu cortex-a53  ARMv8.0: detection must leave dotprod out; the plain NEON path is active.
+#   -cpu max         FEAT_DotProd and FEAT_I8MM: the i8mm variant is active, dotprod, neon and
+#                    scalar are tested too;
+#   -cpu cortex-a53  ARMv8.0: detection must leave dotprod and i8mm out; the plain NEON path is active.
 # (Of qemu's models, a64fx and cortex-a35/a53/a57/a72 lack FEAT_DotProd; cortex-a76, neoverse-n1
-# and max have it.)
+# and max have it; only max has FEAT_I8MM.)
 # Usage: .ci/arm_python.sh (run by .ci/run; needs root for apt-get and mmdebstrap's root mode).
 # LOWBIT_ARM_PY_DIR keeps the root, the wheels and the build there (default: a temporary directory).
 set -euo pipefail
@@ -110,7 +111,7 @@ SUBSET=("${KERNEL_TESTS[@]}" tests/test_ops.py tests/test_gdn_ops.py
   tests/test_model.py::test_every_variant_computes_the_same_logits
   tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
 # On the NEON-only CPU: the NEON kernels against scalar (the code above already ran under -cpu
-# max; here a dotprod instruction outside the dotprod variant would fault) and the decoder.
+# max; here a dotprod or i8mm instruction outside its variant would fault) and the decoder.
 SUBSET_A53=(-k "neon or every_variant or cli_run" "${KERNEL_TESTS[@]}"
   tests/test_model.py::test_every_variant_computes_the_same_logits
   tests/test_model.py::test_cli_run_streams_text_and_reports_speed)
@@ -130,7 +131,7 @@ run_cpu() { # cpu, active variant it must pick, supported variants, tests...
 }
 
 declare -A summary
-run_cpu max dotprod "scalar, neon, dotprod" "${SUBSET[@]}"
+run_cpu max i8mm "scalar, neon, dotprod, i8mm" "${SUBSET[@]}"
 run_cpu cortex-a53 neon "scalar, neon" "${SUBSET_A53[@]}"
 for cpu in max cortex-a53; do echo "arm-python: -cpu $cpu: ${summary[$cpu]}"; done
 echo "arm-python: all passed in $(since $T0)"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {
     "x86_64": ("objdump", {"avx2": "%ymm", "avx512 (zmm registers)": "%zmm", "avx512vnni": "vpdpbusd",
                            "avxvnni (VEX vpdpbusd)": "{vex} vpdpbusd"}),
-    "aarch64": ("aarch64-linux-gnu-objdump", {"neon": ".16b", "dotprod": "sdot"}),
+    "aarch64": ("aarch64-linux-gnu-objdump", {"neon": ".16b", "dotprod": "sdot", "i8mm": "smmla"}),
 }
 
 

@@ -22,7 +22,7 @@ from pylowbit.benchmark import probe_buffer, read_bandwidth
 
 FORMATS = ["tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0", "q1_0", "q8_0", "f16"]
 PACKED = {"tq1_0", "tq2_0", "i2_s", "q2_0", "pq2_0", "ptq1_0"}
-VARIANTS = [v for v in ("scalar", "avx2", "avxvnni", "avx512vnni", "neon", "dotprod")
+VARIANTS = [v for v in ("scalar", "avx2", "avxvnni", "avx512vnni", "neon", "dotprod", "i8mm")
             if v in lb.isa_supported()]
 THREADS = [1, 2]
 ROWS, COLS = 6912, 2560

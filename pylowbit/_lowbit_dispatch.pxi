@@ -26,7 +26,8 @@ def isa_env_error():
 def set_isa(str name):
     cdef int isa = lowbit_isa_from_name(name.encode())
     if isa < 0:
-        raise ValueError(f"unknown ISA variant {name!r}; known: scalar, avx2, avx512vnni, neon, dotprod")
+        raise ValueError(f"unknown ISA variant {name!r}; known: "
+                         f"{', '.join(_isa_list((1u << LOWBIT_ISA_COUNT) - 1))}")
     if not (lowbit_isa_compiled() >> isa) & 1:
         raise RuntimeError(f"ISA variant {name!r} is not compiled into this build "
                            f"(compiled: {', '.join(isa_compiled())})")

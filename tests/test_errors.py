@@ -29,7 +29,8 @@ def test_strided_activations_are_copied_not_refused():
 def test_unknown_or_unsupported_isa(monkeypatch):
     with pytest.raises(ValueError, match="unknown ISA variant 'sse9'"):
         lb.set_isa("sse9")
-    missing = [v for v in ("avx2", "avx512vnni", "avxvnni", "neon", "dotprod") if v not in lb.isa_supported()]
+    missing = [v for v in ("avx2", "avx512vnni", "avxvnni", "neon", "dotprod", "i8mm")
+               if v not in lb.isa_supported()]
     for v in missing:
         with pytest.raises(RuntimeError, match=v):
             lb.set_isa(v)

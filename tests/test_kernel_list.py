@@ -243,6 +243,59 @@ def test_info_lists_every_kernel_and_the_ones_this_cpu_runs(capsys):
     usable = [v for v in lb.isa_supported() if v in lb.isa_compiled()]
     for fmt, layout, role in [("tq2_0", "packed", "gemv"), ("q8_0", "file", "gemv"), ("q2_0", "packed", "pair_gemv")]:
         row = next(line.split() for line in out.splitlines() if line.split()[:3] == [fmt, layout, role])
-        assert row[3:] == [_lowbit.kernel_selected(v, fmt, layout, role, 2560) or "-" for v in usable]
+        # the kernel that runs here (the active variant's), then each usable variant's
+        assert row[3] == (_lowbit.kernel_selected(lb.isa_active(), fmt, layout, role, 2560) or "-")
+        assert row[4:] == [_lowbit.kernel_selected(v, fmt, layout, role, 2560) or "-" for v in usable]
     # no pairing without a pair kernel: the scalar variant has none
     assert _lowbit.kernel_selected("scalar", "tq2_0", "packed", "pair_gemv", 2560) is None
+
+
+def info_kernels_json(tmp_path, isa=None):
+    """`pylowbit info --kernels --json` in a fresh process (PYLOWBIT_ISA=isa if given), parsed."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYLOWBIT_ISA"}
+    if isa:
+        env["PYLOWBIT_ISA"] = isa
+    code = "from pylowbit.cli import main; main(['info', '--kernels', '--json'])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=tmp_path)  # the installed package, not a source tree in the working directory
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_info_json_names_the_kernel_each_format_and_role_runs(tmp_path):
+    info = info_kernels_json(tmp_path)
+    assert info["active"] == lb.isa_active() and info["supported"] == lb.isa_supported()
+    listed = {k["name"]: k for k in _lowbit.kernels()}
+    assert [k["name"] for k in info["kernels"]] == list(listed)
+    sel = {(s["fmt"], s["layout"], s["role"]): s for s in info["selected"]}
+    for fmt in ("tq1_0", "tq2_0", "i2_s", "q1_0", "q2_0", "pq2_0", "ptq1_0", "q8_0", "q4_k", "q6_k"):
+        for role in ("gemv", "gemm"):
+            s = sel[(fmt, "file", role)]
+            # a kernel of the list, of a variant on the active one's chain, reading this format
+            k = listed[s["kernel"]]
+            assert k["role"] == role and k["layout"] == "file" and k["fmt"] == fmt
+            assert k["isa"] in info["supported"]
+            assert s["kernel"] == s["variants"][info["active"]]
+            assert s["kernel"] == _lowbit.kernel_selected(info["active"], fmt, "file", role, 2560)
+    assert sel[("tq2_0", "packed", "gemm")]["kernel"] in listed
+    assert sel[(None, "none", "quantize")]["kernel"] in listed
+
+
+def test_info_json_under_forced_scalar_names_the_reference_kernels(tmp_path):
+    info = info_kernels_json(tmp_path, "scalar")
+    assert info["active"] == "scalar"
+    weight_roles = [s for s in info["selected"] if s["role"] in ("gemv", "gemm", "float_gemv")]
+    assert weight_roles and all(s["kernel"].endswith("_ref") for s in weight_roles)
+    # no pair kernel in the scalar variant
+    assert all(s["kernel"] is None for s in info["selected"] if s["role"] == "pair_gemv")
+
+
+def test_info_json_refuses_a_model():
+    from pylowbit.cli import main
+
+    with pytest.raises(SystemExit, match="--json"):
+        main(["info", "--json", "-m", "model.gguf"])

@@ -267,8 +267,9 @@ def test_gemm_into_equals_gemm_and_checks_shapes():
 # ---- weights with every code value, and the packed layout's facts (tests: test_bit_exact.py) ---
 
 # Variants whose kernels keep the scalar spec's float order too (not only exact integer sums), so
-# their quantized-format results equal scalar bit for bit.
-BIT_EXACT_VARIANTS = {"scalar", "avx2", "avx512vnni", "avxvnni", "avxvnni_emulated"}
+# their quantized-format results equal scalar bit for bit.  i8mm: its SMMLA GEMMs and the dotprod
+# and neon kernels it falls back to.
+BIT_EXACT_VARIANTS = {"scalar", "avx2", "avx512vnni", "avxvnni", "avxvnni_emulated", "i8mm"}
 
 
 def scale_at(fmt):

@@ -39,5 +39,6 @@ file(WRITE ${_ar} "#!/bin/sh\nexec '${LOWBIT_ZIG}' ar \"$@\"\n")
 file(CHMOD ${_ar} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE)
 set(CMAKE_AR ${_ar} CACHE FILEPATH "")
 set(CMAKE_RANLIB true CACHE FILEPATH "") # zig ar writes the symbol index itself
-# zig reads -march as a CPU name: the dotprod sources get the feature this way.
+# zig reads -march as a CPU name: the dotprod and i8mm sources get their features this way.
 set(LOWBIT_DOTPROD_FLAGS -mcpu=generic+dotprod CACHE STRING "")
+set(LOWBIT_I8MM_FLAGS -mcpu=generic+dotprod+i8mm CACHE STRING "")

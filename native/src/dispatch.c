@@ -19,13 +19,19 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 #if defined(__aarch64__) && defined(__APPLE__)
 #include <sys/sysctl.h>
 #endif
 
 static const char *const ISA_NAMES[LOWBIT_ISA_COUNT] = {
-    "scalar", "avx2", "avx512vnni", "neon", "dotprod", "avxvnni", "avxvnni_emulated"};
+    "scalar", "avx2", "avx512vnni", "neon", "dotprod", "avxvnni", "avxvnni_emulated", "i8mm"};
 
 const char *lowbit_isa_name(int isa) {
     return isa >= 0 && isa < LOWBIT_ISA_COUNT ? ISA_NAMES[isa] : NULL;
@@ -58,6 +64,9 @@ unsigned lowbit_isa_compiled(void) {
 #ifdef LOWBIT_HAVE_AVXVNNI_EMULATED
     m |= 1u << LOWBIT_ISA_AVXVNNI_EMULATED;
 #endif
+#ifdef LOWBIT_HAVE_I8MM
+    m |= 1u << LOWBIT_ISA_I8MM;
+#endif
     return m;
 }
 
@@ -72,6 +81,14 @@ static int cpu_vendor_intel(void) {
     return 0;
 #endif
 }
+
+#if defined(__aarch64__) && defined(__APPLE__)
+static int apple_feature(const char *name) { /* a hw.optional.arm.FEAT_* sysctl: 1 if present */
+    int v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 && v;
+}
+#endif
 
 static unsigned detect_supported(void) {
     unsigned m = 1u << LOWBIT_ISA_SCALAR;
@@ -95,14 +112,18 @@ static unsigned detect_supported(void) {
     g_vbmi = lowbit_x86_vbmi(&f);
 #elif defined(__aarch64__)
     m |= 1u << LOWBIT_ISA_NEON; /* Advanced SIMD is mandatory on AArch64 */
+    /* i8mm builds on dotprod (its chain falls back to dotprod's kernels): both are required */
 #if defined(LOWBIT_LINUX)
-    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) m |= 1u << LOWBIT_ISA_DOTPROD;
-#elif defined(__APPLE__)
-    int v = 0;
-    size_t len = sizeof v;
-    if (sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v)
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) {
         m |= 1u << LOWBIT_ISA_DOTPROD;
-#endif /* elsewhere (or a LOWBIT_PORTABLE build): NEON only, dotprod is not assumed */
+        if (getauxval(AT_HWCAP2) & HWCAP2_I8MM) m |= 1u << LOWBIT_ISA_I8MM;
+    }
+#elif defined(__APPLE__)
+    if (apple_feature("hw.optional.arm.FEAT_DotProd")) {
+        m |= 1u << LOWBIT_ISA_DOTPROD;
+        if (apple_feature("hw.optional.arm.FEAT_I8MM")) m |= 1u << LOWBIT_ISA_I8MM;
+    }
+#endif /* elsewhere (Windows on Arm, a LOWBIT_PORTABLE build): NEON only, nothing is assumed */
 #endif
     return m;
 }
@@ -120,15 +141,17 @@ static void ensure_init(void) { lowbit_once_run(&g_once, init_once); }
 
 /* Where each variant looks for a kernel, in order: its own entries, then those of the variants it
  * builds on.  The one place the fallback order is written. */
-#define CHAIN_MAX 3
+#define CHAIN_MAX 4
 static const int FALLBACK[LOWBIT_ISA_COUNT][CHAIN_MAX] = {
-    [LOWBIT_ISA_SCALAR] = {LOWBIT_ISA_SCALAR, -1, -1},
-    [LOWBIT_ISA_AVX2] = {LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR, -1},
-    [LOWBIT_ISA_AVX512VNNI] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
-    [LOWBIT_ISA_NEON] = {LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR, -1},
-    [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
-    [LOWBIT_ISA_AVXVNNI] = {LOWBIT_ISA_AVXVNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
-    [LOWBIT_ISA_AVXVNNI_EMULATED] = {LOWBIT_ISA_AVXVNNI_EMULATED, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR},
+    [LOWBIT_ISA_SCALAR] = {LOWBIT_ISA_SCALAR, -1, -1, -1},
+    [LOWBIT_ISA_AVX2] = {LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR, -1, -1},
+    [LOWBIT_ISA_AVX512VNNI] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR, -1},
+    [LOWBIT_ISA_NEON] = {LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR, -1, -1},
+    [LOWBIT_ISA_DOTPROD] = {LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR, -1},
+    [LOWBIT_ISA_I8MM] = {LOWBIT_ISA_I8MM, LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON, LOWBIT_ISA_SCALAR},
+    [LOWBIT_ISA_AVXVNNI] = {LOWBIT_ISA_AVXVNNI, LOWBIT_ISA_AVX2, LOWBIT_ISA_SCALAR, -1},
+    [LOWBIT_ISA_AVXVNNI_EMULATED] = {LOWBIT_ISA_AVXVNNI_EMULATED, LOWBIT_ISA_AVX2,
+                                     LOWBIT_ISA_SCALAR, -1},
 };
 
 static int g_prefer = -1; /* lowbit_kernel_prefer's entry */

@@ -47,7 +47,7 @@ static inline int lowbit_x86_vbmi(const lowbit_x86_features *f) {
  * kernels); avxvnni_emulated never (it exists to be forced in tests). */
 static inline int lowbit_best_isa(unsigned usable) {
     static const int order[] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVXVNNI, LOWBIT_ISA_AVX2,
-                                LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON};
+                                LOWBIT_ISA_I8MM, LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON};
     for (unsigned i = 0; i < sizeof order / sizeof order[0]; i++)
         if (usable & (1u << order[i])) return order[i];
     return LOWBIT_ISA_SCALAR;

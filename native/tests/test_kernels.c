@@ -16,7 +16,7 @@
  * output element must be written.  Weight codes are random bytes, so code 3 of the 2-bit formats
  * and -128 of Q8_0 are covered.
  *
- * Environment: LOWBIT_TEST_SEED (default 1); LOWBIT_TEST_VARIANTS="neon,dotprod" (the non-scalar
+ * Environment: LOWBIT_TEST_SEED (default 1); LOWBIT_TEST_VARIANTS="neon,dotprod,i8mm" (the non-scalar
  * variants that must be tested, exactly: CI uses it to prove what the emulated CPU exposed).
  * Prints "N passed, N failed" last; exit status 1 on any failure. */
 #include <float.h>

@@ -58,10 +58,11 @@ static void test_rule_without_a_tree(void) {
     CHECK(lowbit_threads_for_topology(NULL, "0", NULL, 0) == 1, "why may be NULL");
 }
 
-/* Without getauxval (other systems' Linux-free path) an Arm build assumes no dotprod. */
+/* Without getauxval (other systems' Linux-free path) an Arm build assumes no dotprod, no i8mm. */
 static void test_isa_fallback(void) {
 #if defined(__aarch64__) && defined(LOWBIT_PORTABLE)
     CHECK(!(lowbit_isa_supported() & (1u << LOWBIT_ISA_DOTPROD)), "dotprod without detection");
+    CHECK(!(lowbit_isa_supported() & (1u << LOWBIT_ISA_I8MM)), "i8mm without detection");
     CHECK(lowbit_isa_supported() & (1u << LOWBIT_ISA_NEON), "NEON is mandatory");
 #endif
     CHECK(lowbit_isa_supported() & 1u, "scalar always");

@@ -211,7 +211,8 @@ typedef enum lowbit_isa {
     /* the avxvnni kernels with vpdpbusd emulated in AVX2: tests only (built with the CMake option
      * LOWBIT_AVXVNNI_EMULATED), never chosen unless forced */
     LOWBIT_ISA_AVXVNNI_EMULATED = 6,
-    LOWBIT_ISA_COUNT = 7,
+    LOWBIT_ISA_I8MM = 7, /* AArch64 FEAT_I8MM (SMMLA) on top of dotprod */
+    LOWBIT_ISA_COUNT = 8,
 } lowbit_isa;
 
 LOWBIT_API const char *lowbit_isa_name(int isa);      /* "scalar", "avx2", ... */
@@ -229,9 +230,9 @@ LOWBIT_API const char *lowbit_isa_env_error(void); /* NULL if PYLOWBIT_ISA was f
 
 /* Every kernel the build contains, one entry each, with what it computes.  A variant runs, for
  * each (weight type, layout, role), the first entry of its fallback chain that takes the matrix
- * (avx512vnni -> avx2 -> scalar, avxvnni -> avx2 -> scalar, dotprod -> neon -> scalar; an
- * entry's `when` names the matrices it takes, its `requires` a CPU condition beyond the ISA's
- * own). */
+ * (avx512vnni -> avx2 -> scalar, avxvnni -> avx2 -> scalar, i8mm -> dotprod -> neon -> scalar;
+ * an entry's `when` names the matrices it takes, its `requires` a CPU condition beyond the
+ * ISA's own). */
 typedef enum lowbit_layout {
     LOWBIT_LAYOUT_NONE = 0,   /* not a weight kernel: quantizer, read probe */
     LOWBIT_LAYOUT_FILE = 1,   /* the weights as stored in GGUF */

@@ -1,7 +1,8 @@
 /* Shared body of the AArch64 kernels (with file_arm-inl.h and packed_arm-inl.h), included by
- * kernels_neon.c and kernels_dotprod.c.
+ * kernels_neon.c, kernels_dotprod.c and kernels_i8mm.c.
  *
- * The includer defines LOWBIT_ARM_DOTPROD (1: vdotq_s32, 0: baseline Advanced SIMD) and gets
+ * The includer defines LOWBIT_ARM_DOTPROD (1: vdotq_s32, 0: baseline Advanced SIMD), and
+ * LOWBIT_ARM_I8MM 1 for the i8mm variant (only its GEMMs: SMMLA, see mmla16 below), and gets
  * static kernels for every quantized weight type (GEMV and GEMM on the file layout), the A8
  * activation quantizer and the F32/F16 GEMV.  Only <arm_neon.h>: no OS headers, so the same code
  * builds with Linux gcc and Apple clang.
@@ -27,12 +28,17 @@
 #ifndef LOWBIT_ARM_DOTPROD
 #error "define LOWBIT_ARM_DOTPROD to 0 or 1 before including arm-inl.h"
 #endif
+#ifndef LOWBIT_ARM_I8MM
+#define LOWBIT_ARM_I8MM 0
+#endif
 
 #define AI static inline __attribute__((always_inline))
 
 /* Kernel names state the contract and the variant (gemv_tq2_0_dotprod), so profiles tell the
  * two translation units apart. */
-#if LOWBIT_ARM_DOTPROD
+#if LOWBIT_ARM_I8MM
+#define VARIANT(name) name##_i8mm
+#elif LOWBIT_ARM_DOTPROD
 #define VARIANT(name) name##_dotprod
 #else
 #define VARIANT(name) name##_neon
@@ -58,6 +64,26 @@ AI int32x4_t dot16(int32x4_t acc, int8x16_t c, int8x16_t q) {
 AI int32x4_t dot16_wide(int32x4_t acc, int8x16_t c, int8x16_t q) {
     acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(c), vget_low_s8(q)));
     return vpadalq_s16(acc, vmull_high_s8(c, q));
+}
+#endif
+
+#if LOWBIT_ARM_I8MM
+/* ---- 2 rows x 2 activations: SMMLA ------------------------------------------------------------
+ * vmmlaq_s32(acc, A, B) takes A and B as two 8-byte rows each and adds the four 8-term dot
+ * products  acc[2i + j] += A_i . B_j.  Pairing the 8-byte halves of two weight rows' registers
+ * (pair_lo / pair_hi) and of two activations' gives, per 16 codes, two SMMLA that add 64 products
+ * into the lanes (row 0, act 0), (row 0, act 1), (row 1, act 0), (row 1, act 1): exact int32 sums
+ * of each (row, activation) like the other variants', with no horizontal reduction after. */
+AI int8x16_t pair_lo(int8x16_t x, int8x16_t y) { /* x[0..7], y[0..7] */
+    return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(x), vreinterpretq_s64_s8(y)));
+}
+AI int8x16_t pair_hi(int8x16_t x, int8x16_t y) { /* x[8..15], y[8..15] */
+    return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(x), vreinterpretq_s64_s8(y)));
+}
+/* wl / wh: pair_lo / pair_hi of two rows' 16 codes; q0, q1: the two activations' 16 codes */
+AI int32x4_t mmla16(int32x4_t acc, int8x16_t wl, int8x16_t wh, int8x16_t q0, int8x16_t q1) {
+    acc = vmmlaq_s32(acc, wl, pair_lo(q0, q1));
+    return vmmlaq_s32(acc, wh, pair_hi(q0, q1));
 }
 #endif
 

@@ -1,5 +1,5 @@
-/* The AArch64 file-layout GEMV / GEMM of every weight format (after arm-inl.h, in kernels_neon.c
- * and kernels_dotprod.c). */
+/* The AArch64 file-layout GEMV / GEMM of every weight format (after arm-inl.h, in kernels_neon.c,
+ * kernels_dotprod.c and kernels_i8mm.c). */
 #ifndef LOWBIT_FILE_ARM_INL_H
 #define LOWBIT_FILE_ARM_INL_H
 
@@ -108,6 +108,72 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
     }
 }
 
+#if LOWBIT_ARM_I8MM
+/* The GEMM with SMMLA (arm-inl.h, mmla16): rows r, r+1 against activations t, t+1 at once, the two
+ * rows' blocks unpacked once per tile and paired.  The float part runs per (row, activation) in
+ * the reference's order as in rows_kernel, four lanes at a time (same operations, same roundings).
+ * A last lone row or activation is paired with itself and its copy's lanes are not stored. */
+AI void rows_kernel_mmla(const int f, const void *w, int64_t row_bytes, int64_t r0, int64_t r1,
+                         const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
+    const int BS = fmt_block(f), BB = fmt_bytes(f), G = fmt_group(f);
+    const int GPB = BS / G, RPG = G / 16, NREG = BS / 16;
+    if (batch <= 0 || r0 >= r1) return; /* a[0] may not exist */
+    const int64_t nb = a[0].n / BS;
+    for (int64_t r = r0; r < r1; r += 2) {
+        const int two = r + 1 < r1;
+        const uint8_t *row0 = (const uint8_t *)w + r * row_bytes;
+        const uint8_t *row1 = two ? row0 + row_bytes : row0;
+        for (int64_t b0 = 0; b0 < batch; b0 += GEMM_TILE) {
+            const int nt = (int)(batch - b0 < GEMM_TILE ? batch - b0 : GEMM_TILE);
+            float32x4_t acc[GEMM_TILE / 2]; /* pair p: (r, 2p), (r, 2p+1), (r+1, 2p), (r+1, 2p+1) */
+            for (int p = 0; p < (nt + 1) / 2; p++) acc[p] = vdupq_n_f32(0.0f);
+            for (int64_t blk = 0; blk < nb; blk++) {
+                int8x16_t c0[16], c1[16], wl[16], wh[16];
+                const float dw0 = unpack(f, row0 + blk * BB, c0);
+                const float dw1 = unpack(f, row1 + blk * BB, c1);
+                for (int k = 0; k < NREG; k++) {
+                    wl[k] = pair_lo(c0[k], c1[k]);
+                    wh[k] = pair_hi(c0[k], c1[k]);
+                }
+                const float32x4_t dw = vcombine_f32(vdup_n_f32(dw0), vdup_n_f32(dw1));
+                for (int t = 0; t < nt; t += 2) {
+                    const lowbit_act *A0 = &a[b0 + t], *A1 = t + 1 < nt ? A0 + 1 : A0;
+                    const int8_t *q0 = A0->q + blk * BS, *q1 = A1->q + blk * BS;
+                    for (int gi = 0; gi < GPB; gi++) {
+                        int32x4_t vs = vdupq_n_s32(0);
+                        for (int k = gi * RPG; k < (gi + 1) * RPG; k++)
+                            vs = mmla16(vs, wl[k], wh[k], vld1q_s8(q0 + 16 * k), vld1q_s8(q1 + 16 * k));
+                        const int64_t g = blk * GPB + gi;
+                        if (fmt_negated(f)) vs = vnegq_s32(vs);
+                        if (fmt_offset(f)) {
+                            const int32x2_t s = vset_lane_s32(A1->s[g], vdup_n_s32(A0->s[g]), 1);
+                            vs = vsubq_s32(vs, vcombine_s32(s, s));
+                        }
+                        const float32x2_t d = vset_lane_f32(A1->d[g], vdup_n_f32(A0->d[g]), 1);
+                        /* acc += (float)isum * (d_w * d_a[g]) */
+                        acc[t / 2] = vaddq_f32(acc[t / 2], vmulq_f32(vcvtq_f32_s32(vs),
+                                                                     vmulq_f32(dw, vcombine_f32(d, d))));
+                    }
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                float l[4];
+                vst1q_f32(l, acc[t / 2]);
+                y[(b0 + t) * ldy + r] = l[t % 2];
+                if (two) y[(b0 + t) * ldy + r + 1] = l[2 + t % 2];
+            }
+        }
+    }
+}
+
+/* i8mm: the GEMM only.  Its GEMV is dotprod's (one activation would fill half of SMMLA's
+ * products, and the decode step is bound by memory, not by the dot). */
+#define DEFINE_KERNELS(name, F)                                                                    \
+    void VARIANT(gemm_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,            \
+                              const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {         \
+        rows_kernel_mmla(F, w, row_bytes, r0, r1, a, batch, y, ldy);                               \
+    }
+#else
 #define DEFINE_KERNELS(name, F)                                                                    \
     void VARIANT(gemv_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
                                           const lowbit_act *a, float *y) {                         \
@@ -118,6 +184,7 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
                                           int64_t ldy) {                                           \
         rows_kernel(F, w, row_bytes, r0, r1, a, batch, y, ldy, 0);                                 \
     }
+#endif
 DEFINE_KERNELS(tq1_0, F_TQ1_0)
 DEFINE_KERNELS(tq2_0, F_TQ2_0)
 DEFINE_KERNELS(i2_s, F_I2_S)

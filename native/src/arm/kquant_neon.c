@@ -1,16 +1,13 @@
 /* Baseline AArch64 Advanced SIMD GEMV / GEMM for ggml's Q5_0, Q4_K and Q6_K with A8 activations,
  * equal to the scalar reference (ref/kquant.c) bit for bit: the int32 sums of a weight block are
  * exact and the float combination is the reference's own C expression, block by block (so the
- * compiler contracts it the same way in both files).  The dotprod variant keeps these entries.
+ * compiler contracts it the same way in both files).  The dotprod variant keeps these entries;
+ * i8mm has its own GEMMs (kquant_i8mm.c), unpacking the same way (kquant_arm-inl.h).
  *
  * Codes fit int8 (Q5_0 0..31, Q4_K 0..15, Q6_K 0..63 or q - 32), so products are vmull_s8 /
  * vmlal_s8 into int16 (at most 2 products a lane before widening: 2 * 63 * 127 < 32767), widened
  * pairwise to int32 and scaled per sub-block there. */
-#include <arm_neon.h>
-
-#include "../internal.h"
-
-#define AI static inline __attribute__((always_inline))
+#include "kquant_arm-inl.h" /* and AI */
 
 /* int32x4 of sums of 4 consecutive products of 16 codes c and 16 activations a */
 AI int32x4_t dot16(int8x16_t c, int8x16_t a) {
@@ -21,25 +18,14 @@ AI int32x4_t dot16(int8x16_t c, int8x16_t a) {
 
 /* ---- Q5_0 --------------------------------------------------------------------------------- */
 
-/* bits 8h .. 8h + 15 of qh -> 0x10 in bytes 0..15 */
-AI uint8x16_t q5_high(uint32_t qh, int h) {
-    static const uint8_t BIT[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    uint8x16_t v = vcombine_u8(vdup_n_u8((uint8_t)(qh >> (16 * h))), vdup_n_u8((uint8_t)(qh >> (16 * h + 8))));
-    return vandq_u8(vtstq_u8(v, vld1q_u8(BIT)), vdupq_n_u8(0x10));
-}
-
 static float dot_q5_0(const uint8_t *row, const lowbit_act *a) {
-    const uint8x16_t m4 = vdupq_n_u8(15);
     float acc = 0.0f;
     for (int64_t b = 0; b < a->n / 32; b++) {
         const lowbit_block_q5_0 *blk = (const lowbit_block_q5_0 *)row + b;
-        uint32_t qh;
-        memcpy(&qh, blk->qh, 4);
-        uint8x16_t qs = vld1q_u8(blk->qs);
-        int8x16_t c0 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(qs, m4), q5_high(qh, 0)));
-        int8x16_t c1 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(qs, 4), q5_high(qh, 1)));
+        int8x16_t c[2];
+        q5_0_codes(blk, c);
         const int8_t *q = a->q + 32 * b;
-        int32_t isum = vaddvq_s32(vaddq_s32(dot16(c0, vld1q_s8(q)), dot16(c1, vld1q_s8(q + 16))));
+        int32_t isum = vaddvq_s32(vaddq_s32(dot16(c[0], vld1q_s8(q)), dot16(c[1], vld1q_s8(q + 16))));
         isum -= 16 * a->s[b];
         acc += (float)isum * (lowbit_fp16_to_fp32(blk->d) * a->d[b]);
     }
@@ -49,7 +35,6 @@ static float dot_q5_0(const uint8_t *row, const lowbit_act *a) {
 /* ---- Q4_K --------------------------------------------------------------------------------- */
 
 static float dot_q4_k(const uint8_t *row, const lowbit_act *a) {
-    const uint8x16_t m4 = vdupq_n_u8(15);
     float acc = 0.0f;
     for (int64_t b = 0; b < a->n / 256; b++) {
         const lowbit_block_q4_k *blk = (const lowbit_block_q4_k *)row + b;
@@ -58,12 +43,10 @@ static float dot_q4_k(const uint8_t *row, const lowbit_act *a) {
         for (int k = 0; k < 8; k++) { /* sub-block k: nibbles (k odd: high) of qs[32(k/2) ..] */
             int sc, m;
             lowbit_q4_k_scale_min(blk->scales, k, &sc, &m);
-            const uint8_t *qs = blk->qs + 32 * (k / 2);
-            uint8x16_t w0 = vld1q_u8(qs), w1 = vld1q_u8(qs + 16);
-            w0 = k & 1 ? vshrq_n_u8(w0, 4) : vandq_u8(w0, m4);
-            w1 = k & 1 ? vshrq_n_u8(w1, 4) : vandq_u8(w1, m4);
+            int8x16_t c[2];
+            q4_k_codes(blk, k, c);
             int8x16_t a0 = vld1q_s8(q + 32 * k), a1 = vld1q_s8(q + 32 * k + 16);
-            int32x4_t d = vaddq_s32(dot16(vreinterpretq_s8_u8(w0), a0), dot16(vreinterpretq_s8_u8(w1), a1));
+            int32x4_t d = vaddq_s32(dot16(c[0], a0), dot16(c[1], a1));
             int32x4_t s = vpaddlq_s16(vaddq_s16(vpaddlq_s8(a0), vpaddlq_s8(a1)));
             vi = vmlaq_n_s32(vi, d, sc);
             vm = vmlaq_n_s32(vm, s, m);
@@ -78,8 +61,6 @@ static float dot_q4_k(const uint8_t *row, const lowbit_act *a) {
 /* ---- Q6_K --------------------------------------------------------------------------------- */
 
 static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
-    const uint8x16_t m4 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
-    const int8x16_t k32 = vdupq_n_s8(32);
     float acc = 0.0f;
     for (int64_t b = 0; b < a->n / 256; b++) {
         const lowbit_block_q6_k *blk = (const lowbit_block_q6_k *)row + b;
@@ -87,18 +68,11 @@ static float dot_q6_k(const uint8_t *row, const lowbit_act *a) {
         int32x4_t vi = vdupq_n_s32(0);
         for (int h = 0; h < 2; h++)
             for (int half = 0; half < 2; half++) { /* l in [16 half, 16 half + 16) */
-                const uint8_t *L = blk->ql + 64 * h + 16 * half, *H = blk->qh + 32 * h + 16 * half;
-                uint8x16_t l0 = vld1q_u8(L), l1 = vld1q_u8(L + 32), hb = vld1q_u8(H);
-                uint8x16_t c[4] = {
-                    vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-                };
+                int8x16_t c[4];
+                q6_k_codes(blk, h, half, c);
                 for (int k = 0; k < 4; k++) { /* weights 128h + 32k + 16half .. +16: sub-block e/16 */
                     const int e = 128 * h + 32 * k + 16 * half;
-                    int8x16_t w = vsubq_s8(vreinterpretq_s8_u8(c[k]), k32);
-                    vi = vmlaq_n_s32(vi, dot16(w, vld1q_s8(q + e)), blk->scales[e / 16]);
+                    vi = vmlaq_n_s32(vi, dot16(c[k], vld1q_s8(q + e)), blk->scales[e / 16]);
                 }
             }
         const int32_t isum = vaddvq_s32(vi);
