@@ -190,3 +190,16 @@ def addr_matrix_gemm_multi(tuple mats not None, uintptr_t x, int64_t batch, tupl
                     f32_to_bf16(yf[j], <uint16_t *>yaddr[j], batch * rows[j])
             free(tmp)
     check(st, "gemm")
+
+
+def addr_matrix_readahead(tuple mats not None, int threads=0):
+    """Read-ahead hint for the next addr_matrix_gemm_multi of one vector on `mats` with `threads`
+    (lowbit_matrix_readahead): the pool's idle threads start reading the first weights each thread
+    will take while the caller does other work.  Returns at once; changes no result."""
+    cdef Py_ssize_t n = len(mats), j
+    if n < 1 or n > LOWBIT_MULTI_MAX:
+        raise ValueError(f"addr_matrix_readahead: 1 to {LOWBIT_MULTI_MAX} matrices, got {n}")
+    cdef const lowbit_matrix *ms[8]  # LOWBIT_MULTI_MAX
+    for j in range(n):
+        ms[j] = matrix_of(mats[j])
+    check(lowbit_matrix_readahead(ms, <int>n, -1, threads), "readahead")

@@ -54,6 +54,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
     int LOWBIT_MULTI_MAX
     int lowbit_matrix_gemm_multi(const lowbit_matrix **ms, int n, const float *x, int64_t batch, float **ys, int threads)
     int lowbit_matrix_gemm_glu(const lowbit_matrix *gate, const lowbit_matrix *up, int act, const float *x, int64_t batch, float *y, float *y_up, int threads)
+    int lowbit_matrix_readahead(const lowbit_matrix **ms, int n, int act, int threads)
 
     uint64_t lowbit_stream_read(const void *buf, int64_t nbytes, int threads)
 

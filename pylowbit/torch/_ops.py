@@ -127,19 +127,25 @@ def gemm_cpu(x, w, type_id, rows, cols):
 
 def gemm_packed_cpu(x, mats):
     """x . m^T for each weight m of `mats` (a sequence of _lowbit.PackedMatrix sharing x's columns,
-    Linear.repack), in one call (one activation quantization, one thread-pool job): a tuple of
-    outputs.  Eager inference only, never traced (the op itself takes the GGUF bytes)."""
-    _check_float_input(x, "x", True)
+    Linear.repack), in one call (one activation quantization, one thread-pool job): a list of
+    outputs.  Eager inference only, never traced (the op itself takes the GGUF bytes).  Runs once
+    per layer and token: kept to the fewest torch calls."""
+    shape = x.shape
+    code = _ADDR_DTYPES.get(x.dtype)
+    if code is None or not x.is_cpu or not x.is_contiguous():
+        _check_float_input(x, "x", True)  # raises, or float16: through float32 below
     cols = mats[0].cols
-    if x.dim() < 1 or x.shape[-1] != cols:
-        raise ValueError(f"pylowbit: x has shape {tuple(x.shape)}, its last axis must be the "
+    if not shape or shape[-1] != cols:
+        raise ValueError(f"pylowbit: x has shape {tuple(shape)}, its last axis must be the "
                          f"matrix's {cols} columns")
-    xc, code = _addr_input(x)
-    lead = x.shape[:-1]
-    ys = tuple(torch.empty(lead + (m.rows,), dtype=xc.dtype) for m in mats)
-    _lowbit.addr_matrix_gemm_multi(tuple(mats), xc.data_ptr(), lead.numel(),
-                                   tuple(y.data_ptr() for y in ys), code, kernel_threads())
-    return ys if xc is x else tuple(y.to(x.dtype) for y in ys)
+    xc = x if code is not None else x.to(torch.float32)
+    n = x.numel() // cols if cols else shape[:-1].numel()
+    ys = [torch.empty(n, m.rows, dtype=xc.dtype) for m in mats]  # (a 2-D shape allocates fastest)
+    _lowbit.addr_matrix_gemm_multi(tuple(mats), xc.data_ptr(), n, tuple([y.data_ptr() for y in ys]),
+                                   code or 0, kernel_threads())
+    if len(shape) != 2:
+        ys = [y.view(*shape[:-1], y.shape[1]) for y in ys]
+    return ys if xc is x else [y.to(x.dtype) for y in ys]
 
 
 def _gemm_fake(x, w, type_id, rows, cols):

@@ -7,6 +7,7 @@ of it, and `state_dict` saves and loads those bytes.  The forward is one `torch.
 from __future__ import annotations
 
 import logging
+import weakref
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from torch import nn
 from pylowbit import _lowbit
 from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
 # (importing _ops registers torch.ops.pylowbit)
-from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu, gemm_packed_cpu
+from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu, gemm_packed_cpu, kernel_threads
 
 log = logging.getLogger("pylowbit.torch")
 
@@ -46,7 +47,7 @@ class Linear(nn.Module):
                                                    dtype=torch.uint8))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype) if bias else None)
         self.norm = norm
-        self._packed = None  # (PackedMatrix, weight address, weight version) after repack()
+        self._packed = None  # (PackedMatrix, weight, its address, its version) after repack()
         self.siblings: SharedInput | None = None  # quantize_ groups q/k/v and gate/up
         self.quantization_error: float | None = None  # relative, when made from float weights
 
@@ -55,18 +56,18 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.norm is not None:
             x = self.norm(x)
-        if type(x) is torch.Tensor and x.device.type == "cpu" and not torch.compiler.is_compiling() \
-                and not (x.requires_grad and torch.is_grad_enabled()):
+        if type(x) is torch.Tensor and x.is_cpu and not (x.requires_grad and torch.is_grad_enabled()) \
+                and not torch.compiler.is_compiling():
             # Eager inference: the op's own CPU kernel, without the dispatcher's Python round trip
             # (nothing to record for autograd, no fake or traced tensor to dispatch on).
-            group = self.siblings
             packed = self._packed_matrix()
             if packed is None:
                 y = gemm_cpu(x, self.weight, self.type_id, self.out_features, self.in_features)
-            elif group is not None:
-                y = group.output(self, x)
+            elif self.siblings is not None:
+                y = self.siblings.output(self, x)
             else:
                 y = gemm_packed_cpu(x, (packed,))[0]
+                read_ahead_next(self, x)
         else:
             y = torch.ops.pylowbit.gemm(x, self.weight, self.type_id, self.out_features,
                                         self.in_features)
@@ -87,8 +88,14 @@ class Linear(nn.Module):
         if enable:
             m = _lowbit.PackedMatrix(self.weight.numpy(), self.type_id, self.out_features,
                                      self.in_features, torch.get_num_threads())
-            self._packed = (m, self.weight.data_ptr(), self.weight._version)
+            w = self.weight
+            self._packed = (m, w, w.data_ptr(), version_of(w))
         return self
+
+    def packed_matrices(self):
+        """(this layer's PackedMatrix,), or None if it is not repacked."""
+        m = self._packed_matrix()
+        return None if m is None else (m,)
 
     @property
     def repacked_nbytes(self) -> int:
@@ -99,7 +106,8 @@ class Linear(nn.Module):
         p = self._packed
         if p is None:
             return None
-        if p[1] != self.weight.data_ptr() or p[2] != self.weight._version:
+        w = p[1]
+        if w is not self._buffers["weight"] or p[2] != w.data_ptr() or p[3] != version_of(w):
             self.repack()  # the weight bytes changed (load_state_dict, copy_): pack them again
             p = self._packed
         return p[0]
@@ -221,6 +229,36 @@ class Linear(nn.Module):
         self.weight.copy_(torch.from_numpy(data))
 
 
+def version_of(t: torch.Tensor):
+    """t's version counter (bumped by every in-place change); None for an inference tensor, which
+    has none (it cannot be changed in place outside inference mode)."""
+    return None if t.is_inference() else t._version
+
+
+_last_multiply = None  # weakref to the Linear / SharedInput whose repacked multiply ran last
+
+
+def read_ahead_next(owner, x: torch.Tensor) -> None:
+    """Eager decoding multiplies the same layers in the same order every token.  After `owner`'s
+    one-vector multiply: note `owner` as what followed the previous one, and ask the pool's idle
+    threads to start reading the first weights of what followed `owner` last time
+    (lowbit_matrix_readahead), while torch runs the ops in between (norms, rotary, attention).  A
+    wrong guess costs some bandwidth, never a result."""
+    global _last_multiply
+    prev = _last_multiply() if _last_multiply is not None else None
+    if prev is not None and prev is not owner:
+        prev.__dict__["_next_multiply"] = weakref.ref(owner)  # a plain attribute, not a submodule
+    _last_multiply = weakref.ref(owner)
+    ref = owner.__dict__.get("_next_multiply")
+    nxt = ref() if ref is not None else None
+    threads = kernel_threads()
+    if nxt is None or threads < 2 or x.numel() != x.shape[-1]:
+        return
+    mats = nxt.packed_matrices()
+    if mats is not None:
+        _lowbit.addr_matrix_readahead(mats, threads)
+
+
 class SharedInput:
     """Sibling layers that their parent calls one after another on the same input: an attention's
     q, k and v projections, an MLP's gate and up.  On the eager path (Linear.forward), with every
@@ -234,22 +272,24 @@ class SharedInput:
         self.layers = tuple(layers)
         self._x, self._version, self._outs = None, None, {}
 
-    @staticmethod
-    def _version_of(x):
-        return None if x.is_inference() else x._version
+    def packed_matrices(self):
+        """Every sibling's PackedMatrix, or None unless all are repacked."""
+        mats = tuple(m._packed_matrix() for m in self.layers)
+        return None if any(m is None for m in mats) else mats
 
     def output(self, layer: "Linear", x: torch.Tensor) -> torch.Tensor:
         outs = self._outs
-        if self._x is x and layer in outs and self._version == self._version_of(x):
+        if self._x is x and layer in outs and self._version == version_of(x):
             y = outs.pop(layer)
             if not outs:
                 self._x = None
             return y
-        mats = [m._packed_matrix() for m in self.layers]
-        if any(m is None for m in mats):
+        mats = self.packed_matrices()
+        if mats is None:
             return gemm_packed_cpu(x, (layer._packed_matrix(),))[0]
         ys = gemm_packed_cpu(x, mats)
-        self._x, self._version = x, self._version_of(x)
+        read_ahead_next(self, x)
+        self._x, self._version = x, version_of(x)
         self._outs = {m: y for m, y in zip(self.layers, ys) if m is not layer}
         return ys[self.layers.index(layer)]
 

@@ -35,11 +35,10 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
         code = _ADDR_DTYPES.get(x.dtype)
-        if code is not None and w.dtype == x.dtype and type(x) is torch.Tensor \
-                and x.device.type == "cpu" and w.device.type == "cpu" and x.is_contiguous() \
-                and w.is_contiguous() and x.dim() >= 1 and x.shape[-1] == w.numel() \
-                and not torch.compiler.is_compiling() \
-                and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)):
+        if code is not None and w.dtype is x.dtype and type(x) is torch.Tensor and x.is_cpu \
+                and w.is_cpu and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)) \
+                and x.is_contiguous() and w.is_contiguous() and x.dim() >= 1 \
+                and x.shape[-1] == w.numel() and not torch.compiler.is_compiling():
             y = torch.empty_like(x)
             n = x.shape[-1]
             _ops.addr_rms_norm(x.data_ptr(), x.numel() // n if n else 0, n, w.data_ptr(), self.eps,

@@ -98,3 +98,21 @@ def test_bf16_converted_in_c_as_torch_converts(repack):
     assert got.dtype == torch.bfloat16 and torch.equal(got, want)
     x16 = x.to(torch.float16)
     assert m(x16).dtype == torch.float16
+
+
+def test_read_ahead_learns_the_call_order():
+    torch.manual_seed(2)
+    a, b = (pt.Linear.from_linear(torch.nn.Linear(256, 256, bias=False), "i2_s").repack() for _ in range(2))
+    x = torch.randn(1, 256)
+    pt.set_threads(2)
+    try:
+        with torch.no_grad():
+            want = [a(x), b(x)]
+            for _ in range(3):  # a, b, a, b, ...: after a, b's weights are read ahead
+                got = [a(x), b(x)]
+                assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    finally:
+        pt.set_threads(None)
+    assert a.__dict__["_next_multiply"]() is b and b.__dict__["_next_multiply"]() is a
+    assert "_next_multiply" not in dict(a.named_modules())  # a plain attribute, not a submodule
+    assert list(a.state_dict()) == list(b.state_dict())
