@@ -39,8 +39,9 @@ def test_bench_run_on_a_preset_returns_rows_and_its_json(tmp_path, monkeypatch):
     assert set(out["rows"][0]) == {"model", "format", "size_bytes", "engine", "threads", "test", "tokens_per_s",
                                    "stdev", "samples", "roofline_share", "vs_llama_cpp", "peak_rss_bytes", "load_s"}
     assert result.to_csv().splitlines()[0].startswith("model,format,size_bytes,engine,threads,test")
-    assert sorted(p.name for p in tmp_path.glob("*.gguf")) == ["synthetic-tiny-i2_s-v1.gguf",
-                                                               "synthetic-tiny-tq2_0-v1.gguf"]
+    v = benchmark.GENERATOR_VERSION
+    assert sorted(p.name for p in tmp_path.glob("*.gguf")) == [f"synthetic-tiny-i2_s-v{v}.gguf",
+                                                               f"synthetic-tiny-tq2_0-v{v}.gguf"]
 
 
 def test_bench_run_on_a_file(model_path):

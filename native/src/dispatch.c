@@ -252,6 +252,10 @@ int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
 
 static void init_once(void) {
     g_supported = detect_supported();
+    /* the test-only variant runs on any AVX2 CPU, but counts as supported only where it is built:
+     * callers walk the supported list to run every variant */
+    if (!(lowbit_isa_compiled() & (1u << LOWBIT_ISA_AVXVNNI_EMULATED)))
+        g_supported &= ~(1u << LOWBIT_ISA_AVXVNNI_EMULATED);
     g_intel = cpu_vendor_intel();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
