@@ -106,12 +106,12 @@ def _gemm_shape_check(x, w, type_id, rows, cols, cpu):
 
 # dtypes the address-level entries take as they are (bf16 converted in C); float16 goes through a
 # float32 copy
-_ADDR_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+ADDR_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 
 
 def _addr_input(x):
     """(the tensor handed to C, its dtype code)."""
-    code = _ADDR_DTYPES.get(x.dtype)
+    code = ADDR_DTYPES.get(x.dtype)
     return (x, code) if code is not None else (x.to(torch.float32), 0)
 
 
@@ -131,7 +131,7 @@ def gemm_packed_cpu(x, mats):
     outputs.  Eager inference only, never traced (the op itself takes the GGUF bytes).  Runs once
     per layer and token: kept to the fewest torch calls."""
     shape = x.shape
-    code = _ADDR_DTYPES.get(x.dtype)
+    code = ADDR_DTYPES.get(x.dtype)
     if code is None or not x.is_cpu or not x.is_contiguous():
         _check_float_input(x, "x", True)  # raises, or float16: through float32 below
     cols = mats[0].cols

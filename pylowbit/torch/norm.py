@@ -5,11 +5,11 @@ import torch
 from torch import nn
 
 from pylowbit import _ops
+from pylowbit.torch._ops import ADDR_DTYPES
 
 # transformers' RMSNorm classes that compute weight * (x / sqrt(mean(x^2) + eps)).to(dtype) in
 # float32 (Gemma's (1 + weight) form is not among them)
 RMS_NORM_CLASSES = ("BitNetRMSNorm", "LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
-_ADDR_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 
 
 class RMSNorm(nn.Module):
@@ -34,7 +34,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        code = _ADDR_DTYPES.get(x.dtype)
+        code = ADDR_DTYPES.get(x.dtype)
         if code is not None and w.dtype is x.dtype and type(x) is torch.Tensor and x.is_cpu \
                 and w.is_cpu and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)) \
                 and x.is_contiguous() and w.is_contiguous() and x.dim() >= 1 \
