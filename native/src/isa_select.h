@@ -43,8 +43,8 @@ static inline int lowbit_x86_vbmi(const lowbit_x86_features *f) {
 }
 
 /* The variant the dispatcher runs among the usable ones (compiled and supported): the widest.
- * AVX-512 VNNI before AVX-VNNI (a CPU with both, Zen 5, Sapphire Rapids, runs the 512-bit
- * kernels); avxvnni_emulated never (it exists to be forced in tests). */
+ * AVX-512 VNNI before AVX-VNNI (a CPU with both runs the 512-bit kernels); avxvnni_emulated
+ * never (it exists to be forced in tests). */
 static inline int lowbit_best_isa(unsigned usable) {
     static const int order[] = {LOWBIT_ISA_AVX512VNNI, LOWBIT_ISA_AVXVNNI, LOWBIT_ISA_AVX2,
                                 LOWBIT_ISA_I8MM, LOWBIT_ISA_DOTPROD, LOWBIT_ISA_NEON};
