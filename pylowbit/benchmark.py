@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 # Re-exported: the bench's models and machine probes were part of this module.
+from pylowbit.bench_engines import LlamaCppEngine, PylowbitEngine, TorchEngine, _peer_reads  # noqa: F401
 from pylowbit.bench_machine import (available_memory, peak_rss, probe_buffer, read_bandwidth,  # noqa: F401
                                     reset_peak_rss)
 from pylowbit.bench_models import (BENCH_TYPES, BITNET_CPP_I2_S_FILE_TYPE, DEFAULT_BENCH_TYPE,  # noqa: F401
@@ -30,62 +31,6 @@ from pylowbit.bench_models import (BENCH_TYPES, BITNET_CPP_I2_S_FILE_TYPE, DEFAU
                                    PRESET_EMBED_TYPES, PRESETS, RELEASE_RECIPES, BenchError, SyntheticFile,
                                    bytes_per_token, default_bench_type, ensure_disk_space, file_format,
                                    synthetic_file, synthetic_model, weight_bytes_per_token)
-
-
-# ---- engines ---------------------------------------------------------------------------------
-
-class PylowbitEngine:
-    name = "pylowbit"
-
-    def __init__(self, path: Path, threads: int, ctx: int):
-        from pylowbit.model import load_model
-
-        t0 = time.perf_counter()
-        self.model = load_model(path, ctx=ctx, threads=threads)
-        self.load_s = time.perf_counter() - t0
-
-    def set_threads(self, threads: int) -> None:
-        """The same loaded model on another thread count (a 27B file takes minutes to load)."""
-        self.model.threads = threads
-
-    def prompt(self, tokens) -> None:
-        self.model.reset()
-        self.model.forward(tokens, pos=0)
-
-    def generate(self, first: int, n: int) -> None:
-        self.model.reset()  # n one-token steps from an empty cache, as llama-bench's tg n
-        for i in range(n):
-            self.model.forward([(first + i) % self.model.vocab_size])
-
-    def close(self):
-        self.model = None
-
-
-class LlamaCppEngine:
-    name = "llama.cpp"
-
-    def __init__(self, path: Path, threads: int, ctx: int):
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise BenchError("--vs llama.cpp needs llama-cpp-python: pip install "
-                             "llama-cpp-python==0.3.36") from None
-        t0 = time.perf_counter()
-        self.llm = Llama(model_path=str(path), n_ctx=ctx, n_batch=ctx, n_ubatch=ctx,
-                         n_threads=threads, n_threads_batch=threads, verbose=False)
-        self.load_s = time.perf_counter() - t0
-
-    def prompt(self, tokens) -> None:
-        self.llm.reset()
-        self.llm.eval(list(tokens))
-
-    def generate(self, first: int, n: int) -> None:
-        self.llm.reset()
-        for i in range(n):
-            self.llm.eval([(first + i) % self.llm.n_vocab()])
-
-    def close(self):
-        self.llm.close()
 
 
 # ---- measuring -------------------------------------------------------------------------------
@@ -109,6 +54,7 @@ class Row:
     samples: list = field(default_factory=list)
     roofline_share: float | None = None  # generation only
     vs_llama_cpp: float | None = None  # pylowbit t/s / llama.cpp t/s, same file, same run
+    vs_torch: float | None = None  # pylowbit t/s / pylowbit.torch's t/s (vs="torch")
     peak_rss_bytes: int = 0
     load_s: float = 0.0  # the engine's load of the file (pylowbit: once, for every thread count)
 
@@ -137,8 +83,8 @@ def _timed(fn, *args) -> float:
 
 
 def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_gen: int, reps: int,
-            vs_llama: bool, console=None) -> tuple[list[Row], dict]:
-    """Measure every (file, threads, test) for pylowbit (and llama.cpp), interleaved: for each
+            vs: str | None, console=None) -> tuple[list[Row], dict]:
+    """Measure every (file, threads, test) for pylowbit (and the peer `vs`), interleaved: for each
     thread count all files are loaded at once and each repetition runs every (file, engine) in
     turn, so that the ratios between formats, not only between engines, are side by side (a
     machine's drift between runs would otherwise move them).  pylowbit loads each
@@ -152,18 +98,18 @@ def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_
     # them) are the same for every probe, not found or not as memory fragments.  Peak RSS leaves it out.
     probe_buf = probe_buffer(512 << 20) if n_gen > 0 else None
     probe_rss = 0 if probe_buf is None else probe_buf.nbytes  # all touched, all resident
-    files, llama_reads = [], set()  # llama_reads: indices of the files llama.cpp reads
+    files, llama_reads = [], set()  # llama_reads: indices of the files the peer reads
     for label, path in paths:
         fmt, foreign = file_format(path)
-        if not foreign:
+        if vs and _peer_reads(path, vs):
             llama_reads.add(len(files))
+        elif vs and console:
+            why = f"does not read {', '.join(foreign)}" if vs == "llama.cpp" else "reads llama files only"
+            console.print(f"[yellow]{vs} {why}: no comparison for {label}[/yellow]")
         files.append((label, path, path.stat().st_size, bytes_per_token(path), fmt))
-        if vs_llama and foreign and console:
-            console.print(f"[yellow]llama.cpp does not read {', '.join(foreign)}: no comparison for "
-                          f"{label}[/yellow]")
     found: dict[tuple, Row] = {}
     probes_of: dict[int, list] = {t: [] for t in threads}
-    groups = _memory_groups(files, llama_reads if vs_llama else set())
+    groups = _memory_groups(files, llama_reads)
     if len(groups) > 1 and console:
         console.print("[yellow]the models do not fit in the available memory together: "
                       "each file is measured in turn[/yellow]")
@@ -178,8 +124,8 @@ def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_
                 engines = [loaded[i]]
                 vocab = engines[0].model.vocab_size  # token ids valid in any model, tiny included
                 tokens = [(7 * j + 11) % (vocab - 10) + 10 for j in range(max(n_prompt, 1))]
-                if vs_llama and i in llama_reads:
-                    engines.append(LlamaCppEngine(path, t, ctx))
+                if i in llama_reads:
+                    engines.append({"llama.cpp": LlamaCppEngine, "torch": TorchEngine}[vs](path, t, ctx))
                 tests = []
                 if n_prompt > 0:
                     tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
@@ -229,11 +175,13 @@ def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_
                             row.roofline_share = statistics.mean(shares[i, e.name])
                         if e.name == "pylowbit":
                             ours = row
+                        elif ours is not None and e.name == "torch":
+                            ours.vs_torch = ours.tokens_per_s / row.tokens_per_s
                         elif ours is not None:
                             ours.vs_llama_cpp = ours.tokens_per_s / row.tokens_per_s
                         found[i, t, k, e.name] = row
             for _, engines, _ in runs:
-                for e in engines[1:]:  # llama.cpp's (its thread count is fixed at load)
+                for e in engines[1:]:  # the peer's (its thread count is fixed at load)
                     e.close()
         for e in loaded.values():
             e.close()
@@ -274,7 +222,9 @@ def run(model: str | Path | None = None, *, preset: str = "bitnet-2b", types: st
     threads: thread counts to measure (default: 1 and pylowbit.get_threads()).
     n_prompt: the prompt test's batch of tokens (0 skips it); n_gen: the generation test's tokens,
         one at a time (0 skips it); reps: repetitions of each test (mean and stdev over them).
-    vs: "llama.cpp" also runs llama-cpp-python on every file it reads, interleaved.
+    vs: "llama.cpp" also runs llama-cpp-python on every file it reads, interleaved; "torch" the same
+        llama files as transformers models holding pylowbit.torch layers (pylowbit.torch.load_gguf),
+        generating through transformers' generate().
     console: a rich Console for progress and notices (None: silent).
 
     Returns a BenchResult (rows, info); see Row for the fields of a row.  Raises BenchError (a
@@ -293,9 +243,16 @@ def run(model: str | Path | None = None, *, preset: str = "bitnet-2b", types: st
         raise ValueError(f"expected positive thread counts, got {threads}")
     if n_prompt < 0 or n_gen < 0 or reps < 1:
         raise ValueError("-p (n_prompt) and -n (n_gen) must be >= 0 and -r (reps) >= 1")
-    if vs not in (None, "llama.cpp"):
-        raise ValueError(f"vs: only 'llama.cpp' is known, got {vs!r}")
-    if vs:  # fail before spending minutes on model files
+    if vs not in (None, "llama.cpp", "torch"):
+        raise ValueError(f"vs: 'llama.cpp' or 'torch', got {vs!r}")
+    if vs == "torch":  # fail before spending minutes on model files
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+        except ImportError:
+            raise BenchError('--vs torch needs torch and transformers (pip install "torch==2.13.0+cpu" '
+                             'transformers)') from None
+    elif vs:
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
@@ -310,7 +267,7 @@ def run(model: str | Path | None = None, *, preset: str = "bitnet-2b", types: st
             types = types.split(",")
         types = [t.strip().lower() for t in types if t.strip()]
         # llama.cpp has no prism.hadamard: the files it runs too are written without rotation
-        plain = {t: bool(vs) and t not in NOT_LLAMA_CPP_TYPES for t in types}
+        plain = {t: vs == "llama.cpp" and t not in NOT_LLAMA_CPP_TYPES for t in types}
         specs = [synthetic_file(preset, t, plain[t]) for t in types]
         ensure_disk_space(specs)  # all of them, before the first is written
         paths = []
@@ -319,7 +276,8 @@ def run(model: str | Path | None = None, *, preset: str = "bitnet-2b", types: st
             label = f"{preset} {t}" + (f" hadamard{spec.rotation_block}" if spec.rotation_block else "")
             paths.append((label, path))
     with console.status("measuring (memory bandwidth, then each test)...") if console else nullcontext():
-        rows, info = measure(paths, threads, n_prompt, n_gen, reps, bool(vs), console=console)
+        rows, info = measure(paths, threads, n_prompt, n_gen, reps, vs, console=console)
+    info["vs"] = vs
     return BenchResult(rows, info)
 
 

@@ -172,7 +172,7 @@ def test_formats_interleaved_repetition_by_repetition(cache, monkeypatch):
     calls = []
     monkeypatch.setattr(B, "PylowbitEngine", recording_engine(calls))
     monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
-    rows, info = B.measure(paths, [1, 2], 4, 2, 3, False)
+    rows, info = B.measure(paths, [1, 2], 4, 2, 3, None)
     names = [p.name for _, p in paths]
     for test in ("pp", "tg"):
         assert [c[1] for c in calls if c[0] == test] == names * 4 * 2  # (warm-up + 3) x 2 threads
@@ -200,7 +200,7 @@ def test_roofline_share_paired_with_probes_around_each_run(cache, monkeypatch):
     monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: next(probe))
     durations = itertools.cycle([0.5, 0.25, 1.0])  # seconds of the timed generation runs
     monkeypatch.setattr(B, "_timed", lambda fn, *a: next(durations))
-    rows, info = B.measure([("tiny", path)], [1], 0, 2, 3, False)
+    rows, info = B.measure([("tiny", path)], [1], 0, 2, 3, None)
     (row,) = rows
     want = statistics.mean(2 / dt * per_token / max(b0, b1)
                            for dt, b0, b1 in zip([0.5, 0.25, 1.0], bandwidths, bandwidths[1:]))
@@ -222,7 +222,7 @@ def test_files_too_large_together_are_measured_in_turn(cache, monkeypatch, avail
     monkeypatch.setattr(B, "PylowbitEngine", recording_engine(calls))
     monkeypatch.setattr(B, "read_bandwidth", lambda t, **kw: 1e9)
     monkeypatch.setattr(B, "available_memory", lambda: avail)
-    rows, info = B.measure(paths, [1, 2], 4, 2, 2, False)
+    rows, info = B.measure(paths, [1, 2], 4, 2, 2, None)
     a, b = (p.name for _, p in paths)
     order = [c for c in calls if c[0] in ("load", "close")]
     if avail > 1 << 30:  # both at once
@@ -297,7 +297,7 @@ def test_vs_llama_cpp_runs_every_file_llama_cpp_reads(cache, monkeypatch):
 
     monkeypatch.setattr(B, "PylowbitEngine", recorder("pylowbit"))
     monkeypatch.setattr(B, "LlamaCppEngine", recorder("llama.cpp"))
-    rows, _ = B.measure(paths, [1], 4, 0, 1, True)
+    rows, _ = B.measure(paths, [1], 4, 0, 1, "llama.cpp")
     assert [p for e, p in opened if e == "llama.cpp"] == [gemma]
     assert {(r.model, r.engine) for r in rows} == {("gemma", "pylowbit"), ("gemma", "llama.cpp"),
                                                     ("tiny i2_s", "pylowbit")}

@@ -42,8 +42,9 @@ def add_parser(sub):
     p.add_argument("-r", "--repetitions", type=int, default=2, metavar="N",
                    help="repetitions of each test, after one warm-up (default 2; the results in "
                         "docs/PERFORMANCE.md use -r 3)")
-    p.add_argument("--vs", choices=["llama.cpp"], help="also run llama-cpp-python on the same file, "
-                   "interleaved, and add a ratio column")
+    p.add_argument("--vs", choices=["llama.cpp", "torch"], help="also run llama-cpp-python (llama.cpp) "
+                   "or a transformers model holding pylowbit.torch layers (torch: llama files; needs "
+                   "torch and transformers) on the same file, interleaved, and add a ratio column")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--csv", action="store_true", help="print CSV instead of a table")
@@ -82,14 +83,14 @@ def print_table(rows, info) -> None:
     t = Table(title="pylowbit bench", title_justify="left")
     for col, just in [("model", "left"), ("format", "left"), ("size", "right"), ("engine", "left"),
                       ("threads", "right"), ("test", "left"), ("t/s", "right"),
-                      ("roofline", "right"), ("vs llama.cpp", "right"), ("peak RSS", "right"),
+                      ("roofline", "right"), (f"vs {info.get('vs') or 'llama.cpp'}", "right"), ("peak RSS", "right"),
                       ("load", "right")]:
         t.add_column(col, justify=just)
     for r in rows:
         t.add_row(r.model, r.format, f"{r.size_bytes / 2**30:.2f} GiB", r.engine, str(r.threads),
                   r.test, f"{r.tokens_per_s:.2f} ± {r.stdev:.2f}",
                   "-" if r.roofline_share is None else f"{100 * r.roofline_share:.0f} %",
-                  "-" if r.vs_llama_cpp is None else f"{r.vs_llama_cpp:.2f}x",
+                  "-" if (r.vs_llama_cpp or r.vs_torch) is None else f"{r.vs_llama_cpp or r.vs_torch:.2f}x",
                   f"{r.peak_rss_bytes / 2**30:.2f} GiB", f"{r.load_s:.1f} s")
     c = Console(width=None if sys.stdout.isatty() else 160)
     c.print(t)
