@@ -1,27 +1,26 @@
 /* AVX-512 VNNI GEMV / GEMM of Q1_0 in the file layout (18-byte blocks: fp16 d, then 128 bits,
  * weight j at bit j % 8 of qs[j / 8]), equal to the scalar reference (ref/dot.c) bit for bit.
  *
- * The 128 bits of a block are two 64-bit masks as they are stored (mask bit j = weight j), so a
- * block's codes need no unpacking: kmovq loads a mask, vmovdqu8 {z} turns it into the codes
- * (2 where the bit is set, 0 elsewhere: the reference's c = 2 * bit) and vpdpbusd multiplies
- * them with 64 activation codes.  A 32-weight activation group then holds sum(c * q), and the
- * reference's isum = sum(c * q) - s[g] (s: the activation code sum): exact int32 sums.
+ * The reference's codes are c = 2 * bit and a 32-weight activation group's isum = sum(c * q) -
+ * s[g] (s: the activation code sum, which every A8 quantizer returns): the dot products below
+ * add 2 * q where a bit is set, vpdpbusd on exact int32 lanes, and subtract s[g] once per group.
+ * The float steps, acc += (float)isum * (dw * da), run groups in order on 16 rows at once (the
+ * reference's roundings; -ffp-contract=off keeps the multiply and the add apart).
  *
- * 8 rows at a time: each row's two zmm of a block (groups 0-1, 2-3) are reduced across the 8 rows
- * by the transpose-add tree (avx512_reduce.h) into lanes [group g: rows 0-7 | g + 1: rows 0-7],
- * and the float steps, acc += (float)isum * (dw * da), run on those lanes, groups in order (the
- * reference's roundings; -ffp-contract=off keeps the multiply and the add apart).  A last tile of
- * fewer than 8 rows repeats its last row in the missing lanes and stores only its own.
- *
- * GEMM: the same per 4 activation columns, the codes of a row made once for all 4. */
+ * Rows of the file layout read side by side need a horizontal sum per row and group (8 dwords
+ * to 1), which costs more shuffles than the dot products themselves; here a lane is a row from
+ * the start instead (q1_rows16 below), so no sum crosses lanes. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdlib.h>
 
 #include "../internal.h"
-#include "avx512_reduce.h"
 
 #define AI static inline __attribute__((always_inline))
+
+/* the reference (ref/dot.c), where the reordered codes find no memory */
+lowbit_gemv_sig gemv_q1_0_ref;
+lowbit_gemm_sig gemm_q1_0_ref;
 
 #define Q1B ((int64_t)sizeof(lowbit_block_q1_0))
 #define Q1D ((int64_t)offsetof(lowbit_block_q1_0, d))
@@ -39,101 +38,153 @@ AI uint64_t ld16(const uint8_t *p) {
     return v;
 }
 
-AI __mmask64 ldmask(const uint8_t *p) {
-    __mmask64 k;
-    memcpy(&k, p, 8);
-    return k;
+/* ---- the GEMV and GEMM: 16 rows a lane each, no reduction ------------------------------------
+ *
+ * A group's 4 code bytes of a row (32 bits) sit in one dword lane, 16 rows side by side (four
+ * 16-byte loads and a 4x4 transpose per 4 rows).  Byte k of a lane holds weights 8k .. 8k + 7 of
+ * the group, so bit t of every byte is the quad of weights {t, t + 8, t + 16, t + 24}: vptestmb
+ * against bit t gives that quad's codes of all 16 rows as one mask, and vpdpbusd against the
+ * activation codes of the same quad (reordered once per call, q' below) adds it into the rows'
+ * lanes.  The float step then runs on 16 rows at once, groups in order. */
+
+/* q'[32 G + 4 t + k] = q[32 G + 8 k + t]: the quads above in activation order */
+static void q1_quads(const int8_t *q, int64_t n, int8_t *qp) {
+    for (int64_t g = 0; g < n; g += 32)
+        for (int t = 0; t < 8; t++)
+            for (int k = 0; k < 4; k++) qp[g + 4 * t + k] = q[g + 8 * k + t];
 }
 
-/* fp16 scales of block b of the 8 rows, in both 256-bit halves (gathered in general-purpose
- * registers: the vector shuffle pipe is the busy one) */
-AI __m512 q1_scales(const uint8_t *const row[8], int64_t b) {
-    uint64_t lo = 0, hi = 0;
-    for (int i = 0; i < 4; i++) {
-        lo |= ld16(row[i] + Q1B * b + Q1D) << (16 * i);
-        hi |= ld16(row[i + 4] + Q1B * b + Q1D) << (16 * i);
-    }
-    const __m256 d = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1);
+/* Row i of the 16 at p: four bases 4 rows apart plus 0, 1, 2 or 3 rows, so that the 16 rows take
+ * 6 registers (rb3 = 3 rb) */
+AI const uint8_t *rowp(const uint8_t *p, int64_t rb, int64_t rb3, int i) {
+    const uint8_t *base = p + (i / 4) * 4 * rb;
+    return (i & 3) == 3 ? base + rb3 : base + (i & 3) * rb;
 }
 
-/* acc += the float steps of groups g and g + 1 (isum lanes [g: rows 0-7 | g + 1: rows 0-7]) */
-AI __m256 q1_step(__m256 acc, __m512i sum, __m512 dw, const lowbit_act *a, int64_t g) {
-    const __m512i s = _mm512_mask_set1_epi32(_mm512_set1_epi32(a->s[g]), 0xff00, a->s[g + 1]);
-    const __m512 da = _mm512_mask_broadcastss_ps(_mm512_set1_ps(a->d[g]), 0xff00,
-                                                 _mm_load_ss(a->d + g + 1));
-    const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, s)),
-                                   _mm512_mul_ps(dw, da));
-    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(p)); /* group g */
-    return _mm256_add_ps(acc, _mm512_extractf32x8_ps(p, 1)); /* then g + 1 */
+/* fp16 scales of block b of the 16 rows at p (gathered in general-purpose registers: the vector
+ * shuffle pipe is the busy one) */
+AI __m512 q1_scales16(const uint8_t *p, int64_t rb, int64_t rb3, int64_t b) {
+    uint64_t h[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 16; i++) h[i / 4] |= ld16(rowp(p, rb, rb3, i) + Q1B * b + Q1D) << (16 * (i % 4));
+    return _mm512_cvtph_ps(_mm256_set_epi64x((long long)h[3], (long long)h[2], (long long)h[1],
+                                             (long long)h[0]));
 }
 
-/* The 8 rows (row[i]; a whole tile's are the run [run, run + 8 rb)) against NC activation
- * columns aq[NC]: acc[j] lane i = the reference's dot of row i and column j. */
-AI void q1_rows8(const int NC, const uint8_t *const row[8], const char *run, int64_t nb,
-                 const lowbit_act *const *aq, __m256 acc[4]) {
-    const __m512i two = _mm512_set1_epi8(2), zero = _mm512_setzero_si512();
+/* The 16 rows at p (the run [p, p + 16 rb)) against NC columns with reordered codes qp[j] and
+ * their acts aq[j]: acc[j] lane i = the reference's dot of row i and column j. */
+AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const int8_t *const *qp,
+                  const lowbit_act *const *aq, __m512 acc[4]) {
+    const char *run = (const char *)p;
+    const int64_t rb3 = 3 * rb;
+    const __m512i two = _mm512_set1_epi8(2);
     const char *pf = run + LOWBIT_PF_Q1_512;
-    for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
+    for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         if (LOWBIT_PF_Q1_512)
-            for (const char *lim = run + 8 * Q1B * (b + 1) + LOWBIT_PF_Q1_512; pf < lim; pf += 64)
+            for (const char *lim = run + 16 * Q1B * (b + 1) + LOWBIT_PF_Q1_512; pf < lim; pf += 64)
                 _mm_prefetch(pf, _MM_HINT_T1);
-        const __m512 dw = q1_scales(row, b);
-        for (int h = 0; h < 2; h++) { /* weights 64 h .. 64 h + 63: groups 4 b + 2 h, + 1 */
-            __m512i c[8];
-            for (int i = 0; i < 8; i++)
-                c[i] = _mm512_maskz_mov_epi8(ldmask(row[i] + Q1B * b + Q1QS + 8 * h), two);
+        /* R[i] 128-bit lane l: the 16 code bytes of row 4 l + i; G[g] lane r: group g of row r */
+        __m512i R[4];
+        for (int i = 0; i < 4; i++) {
+            const int64_t o = Q1B * b + Q1QS;
+            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, i) + o)));
+            for (int l = 1; l < 4; l++)
+                x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, 4 * l + i) + o)), l);
+            R[i] = x;
+        }
+        const __m512i t0 = _mm512_unpacklo_epi32(R[0], R[1]), t1 = _mm512_unpackhi_epi32(R[0], R[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(R[2], R[3]), t3 = _mm512_unpackhi_epi32(R[2], R[3]);
+        const __m512i G[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                              _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+        const __m512 dw = q1_scales16(p, rb, rb3, b);
+        for (int g = 0; g < 4; g++) {
+            const int64_t gg = 4 * b + g;
+            __m512i s[4][2];
+            for (int j = 0; j < NC; j++) s[j][0] = s[j][1] = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++) {
+                const __mmask64 k = _mm512_test_epi8_mask(G[g], _mm512_set1_epi8((char)(1 << t)));
+                const __m512i c = _mm512_maskz_mov_epi8(k, two);
+                for (int j = 0; j < NC; j++) {
+                    int32_t v;
+                    memcpy(&v, qp[j] + 32 * gg + 4 * t, 4);
+                    s[j][t & 1] = _mm512_dpbusd_epi32(s[j][t & 1], c, _mm512_set1_epi32(v));
+                }
+            }
             for (int j = 0; j < NC; j++) {
-                const __m512i av = _mm512_loadu_si512(aq[j]->q + 128 * b + 64 * h);
-                __m512i v[8];
-                for (int i = 0; i < 8; i++) v[i] = _mm512_dpbusd_epi32(zero, c[i], av);
-                acc[j] = q1_step(acc[j], reduce8(v), dw, aq[j], 4 * b + 2 * h);
+                const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[j][0], s[j][1]),
+                                                      _mm512_set1_epi32(aq[j]->s[gg]));
+                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(aq[j]->d[gg]));
+                acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), sc));
             }
         }
     }
 }
 
-/* The 8 row pointers of the tile at row r of [.., r1) (missing rows: the last one again) */
-AI void q1_tile(const uint8_t *w, int64_t rb, int64_t r, int64_t r1, const uint8_t *row[8]) {
-    for (int i = 0; i < 8; i++) row[i] = w + (r + i < r1 ? r + i : r1 - 1) * rb;
+/* The first row of the 16-row tile at row r of [.., r1): a last tile of fewer rows is the 16
+ * ending at r1 (its new rows are stored; rows before r0 exist in w) */
+AI const uint8_t *q1_tile(const void *w, int64_t rb, int64_t r, int64_t r1) {
+    return (const uint8_t *)w + (r + 16 <= r1 ? r : r1 - 16) * rb;
+}
+
+/* the reordered codes of NC columns: a stack buffer, or the heap for long rows (NULL: no memory) */
+enum { Q1_STACK = 16384 };
+static int8_t *q1_quads_of(const lowbit_act *const *aq, int NC, int8_t *stack, const int8_t *qp[4]) {
+    const int64_t n = aq[0]->n;
+    int8_t *buf = n * NC <= Q1_STACK ? stack : (int8_t *)malloc((size_t)(n * NC));
+    if (!buf) return NULL;
+    for (int j = 0; j < NC; j++) {
+        q1_quads(aq[j]->q, n, buf + j * n);
+        qp[j] = buf + j * n;
+    }
+    return buf;
 }
 
 void gemv_q1_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     const int64_t nb = a->n / 128;
-    for (int64_t r = r0; r < r1; r += 8) {
-        const uint8_t *row[8];
-        q1_tile((const uint8_t *)w, rb, r, r1, row);
-        __m256 acc[4];
-        q1_rows8(1, row, (const char *)row[0], nb, &a, acc);
-        if (r + 8 <= r1) {
-            _mm256_storeu_ps(y + r - r0, acc[0]);
-        } else {
-            float out[8];
-            _mm256_storeu_ps(out, acc[0]);
-            memcpy(y + r - r0, out, sizeof(float) * (size_t)(r1 - r));
-        }
+    int8_t stack[Q1_STACK];
+    const int8_t *qp[4];
+    int8_t *buf = r1 >= 16 ? q1_quads_of(&a, 1, stack, qp) : NULL;
+    if (!buf) { /* under 16 rows, or no memory for the reordered codes */
+        gemv_q1_0_ref(w, rb, r0, r1, a, y);
+        return;
     }
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int64_t t = r + 16 <= r1 ? r : r1 - 16; /* the tile's first row */
+        __m512 acc[4];
+        q1_rows16(1, (const uint8_t *)w + t * rb, rb, nb, qp, &a, acc);
+        float out[16];
+        _mm512_storeu_ps(out, acc[0]);
+        memcpy(y + r - r0, out + (r - t), sizeof(float) * (size_t)(16 - (r - t)));
+    }
+    if (buf != stack) free(buf);
 }
 
 /* Columns outermost, 4 at a time (their activations stay in L1 while the rows stream by). */
 void gemm_q1_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                           int64_t batch, float *y, int64_t ldy) {
     const int64_t nb = a[0].n / 128;
+    int8_t stack[Q1_STACK];
     for (int64_t j = 0; j < batch; j += 4) {
+        const int64_t nc = batch - j < 4 ? batch - j : 4;
         const lowbit_act *aq[4];
-        for (int jj = 0; jj < 4; jj++) aq[jj] = &a[j + jj < batch ? j + jj : batch - 1];
-        for (int64_t r = r0; r < r1; r += 8) {
-            const uint8_t *row[8];
-            q1_tile((const uint8_t *)w, rb, r, r1, row);
-            __m256 acc[4];
-            q1_rows8(4, row, (const char *)row[0], nb, aq, acc);
-            for (int jj = 0; jj < 4 && j + jj < batch; jj++) {
-                float out[8];
-                _mm256_storeu_ps(out, acc[jj]);
-                memcpy(y + (j + jj) * ldy + r, out, sizeof(float) * (size_t)(r1 - r < 8 ? r1 - r : 8));
+        for (int jj = 0; jj < 4; jj++) aq[jj] = &a[j + (jj < nc ? jj : nc - 1)];
+        const int8_t *qp[4];
+        int8_t *buf = r1 >= 16 ? q1_quads_of(aq, 4, stack, qp) : NULL;
+        if (!buf) { /* under 16 rows, or no memory for the reordered codes */
+            gemm_q1_0_ref(w, rb, r0, r1, aq[0], nc, y + j * ldy, ldy);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r += 16) {
+            const int64_t t = r + 16 <= r1 ? r : r1 - 16;
+            __m512 acc[4];
+            q1_rows16(4, (const uint8_t *)w + t * rb, rb, nb, qp, aq, acc);
+            for (int jj = 0; jj < nc; jj++) {
+                float out[16];
+                _mm512_storeu_ps(out, acc[jj]);
+                memcpy(y + (j + jj) * ldy + r, out + (r - t), sizeof(float) * (size_t)(16 - (r - t)));
             }
         }
+        if (buf != stack) free(buf);
     }
 }
