@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "../internal.h"
+#include "q1_quads.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -50,15 +51,8 @@ AI uint64_t ld16(const uint8_t *p) {
  * 16-byte loads and a 4x4 transpose per 4 rows).  Byte k of a lane holds weights 8k .. 8k + 7 of
  * the group, so bit t of every byte is the quad of weights {t, t + 8, t + 16, t + 24}: vptestmb
  * against bit t gives that quad's codes of all 16 rows as one mask, and vpdpbusd against the
- * activation codes of the same quad (reordered once per call, q' below) adds it into the rows'
+ * activation codes of the same quad (reordered once per call, q1_quads.h) adds it into the rows'
  * lanes.  The float step then runs on 16 rows at once, groups in order. */
-
-/* q'[32 G + 4 t + k] = q[32 G + 8 k + t]: the quads above in activation order */
-static void q1_quads(const int8_t *q, int64_t n, int8_t *qp) {
-    for (int64_t g = 0; g < n; g += 32)
-        for (int t = 0; t < 8; t++)
-            for (int k = 0; k < 4; k++) qp[g + 4 * t + k] = q[g + 8 * k + t];
-}
 
 /* Row i of the 16 at p: four bases 4 rows apart plus 0, 1, 2 or 3 rows, so that the 16 rows take
  * 6 registers (rb3 = 3 rb) */
@@ -152,23 +146,10 @@ AI const uint8_t *q1_tile(const void *w, int64_t rb, int64_t r, int64_t r1) {
     return (const uint8_t *)w + (r + 16 <= r1 ? r : r1 - 16) * rb;
 }
 
-/* the reordered codes of NC columns: a stack buffer, or the heap for long rows (NULL: no memory) */
-enum { Q1_STACK = 16384 };
-static int8_t *q1_quads_of(const lowbit_act *const *aq, int NC, int8_t *stack, const int8_t *qp[4]) {
-    const int64_t n = aq[0]->n;
-    int8_t *buf = n * NC <= Q1_STACK ? stack : (int8_t *)malloc((size_t)(n * NC));
-    if (!buf) return NULL;
-    for (int j = 0; j < NC; j++) {
-        q1_quads(aq[j]->q, n, buf + j * n);
-        qp[j] = buf + j * n;
-    }
-    return buf;
-}
-
 void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     const int64_t nb = a->n / 128;
-    int8_t stack[Q1_STACK];
+    int8_t stack[LOWBIT_Q1_STACK];
     __m512i T[8];
     q1_tables(T);
     const int8_t *qp[4];
@@ -192,7 +173,7 @@ void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
 void KQ(gemm_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                           int64_t batch, float *y, int64_t ldy) {
     const int64_t nb = a[0].n / 128;
-    int8_t stack[Q1_STACK];
+    int8_t stack[LOWBIT_Q1_STACK];
     __m512i T[8];
     q1_tables(T);
     for (int64_t j = 0; j < batch; j += 4) {
