@@ -5,6 +5,7 @@
 #ifndef LOWBIT_FILE_INL_H
 #define LOWBIT_FILE_INL_H
 #include "avx2-inl.h"
+#include "q1_quads.h"
 
 /* ---- GEMV, file layout: 4 rows at a time share each activation load and one reduction ---------- */
 
@@ -130,10 +131,117 @@ AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
 DEFINE_FILE(tq1_0, F_TQ1)
 DEFINE_FILE(tq2_0, F_TQ2)
 DEFINE_FILE(i2_s, F_I2S)
-DEFINE_FILE(q1_0, F_Q1)
 DEFINE_FILE(q2_0, F_Q2)
 DEFINE_FILE(pq2_0, F_PQ2)
 DEFINE_FILE(ptq1_0, F_PTQ1)
+
+/* ---- Q1_0: 8 rows a lane each (q1_0_avx512-inl.h's scheme on 256 bits) --------------------------
+ * A group's 32 bits of 8 rows are transposed into dword lanes (8 16-byte loads, a 4x4 dword
+ * transpose per 128-bit lane); bit t of every byte is the quad {t, t + 8, t + 16, t + 24}
+ * (q1_quads.h), its codes 2 * bit come out of vpshufb on a 16-entry table (the byte's low or high
+ * nibble), and dot_acc adds them times the quad's broadcast activation codes into the rows'
+ * lanes: no horizontal sums.  Codes 0 / 2 against |q| <= 127: 8 steps of int16 pair sums stay
+ * below 4096 under MADDUBS. */
+AI void q1_rows8(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const int8_t *const *qp,
+                 const lowbit_act *const *aq, __m256 acc[4]) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0f);
+    __m256i T[4];
+    for (int t = 0; t < 4; t++) {
+        uint8_t tab[16];
+        for (int x = 0; x < 16; x++) tab[x] = (uint8_t)(2 * ((x >> t) & 1));
+        T[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab));
+    }
+    const char *pf = (const char *)p + LOWBIT_PF_Q8;
+    for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t o = (int64_t)sizeof(lowbit_block_q1_0) * b;
+        if (LOWBIT_PF_Q8) /* the 8 rows are one run of memory, prefetched as Q8_0's */
+            for (const char *lim = (const char *)p + 8 * o + 8 * 18 + LOWBIT_PF_Q8; pf < lim; pf += 64)
+                _mm_prefetch(pf, _MM_HINT_T0);
+        __m256i R[4]; /* 128-bit lane h: the code bytes of row 4 h + i */
+        for (int i = 0; i < 4; i++)
+            R[i] = _mm256_loadu2_m128i((const __m128i *)(p + (4 + i) * rb + o + AT(q1_0, qs)),
+                                       (const __m128i *)(p + i * rb + o + AT(q1_0, qs)));
+        const __m256i t0 = _mm256_unpacklo_epi32(R[0], R[1]), t1 = _mm256_unpackhi_epi32(R[0], R[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(R[2], R[3]), t3 = _mm256_unpackhi_epi32(R[2], R[3]);
+        const __m256i G[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                              _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+        uint64_t lo = 0, hi = 0;
+        for (int i = 0; i < 4; i++) {
+            lo |= (uint64_t)ld16(p + i * rb + o + AT(q1_0, d)) << (16 * i);
+            hi |= (uint64_t)ld16(p + (4 + i) * rb + o + AT(q1_0, d)) << (16 * i);
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+        for (int g = 0; g < 4; g++) {
+            const int64_t gg = 4 * b + g;
+            const __m256i xl = _mm256_and_si256(G[g], lo4);
+            const __m256i xh = _mm256_and_si256(_mm256_srli_epi16(G[g], 4), lo4);
+            dot_t s[4];
+            for (int j = 0; j < NC; j++) s[j] = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t++) {
+                const __m256i c = _mm256_shuffle_epi8(T[t & 3], t < 4 ? xl : xh);
+                for (int j = 0; j < NC; j++) {
+                    int32_t v;
+                    memcpy(&v, qp[j] + 32 * gg + 4 * t, 4);
+                    s[j] = dot_acc(s[j], c, _mm256_set1_epi32(v));
+                }
+            }
+            for (int j = 0; j < NC; j++) {
+                const __m256i isum = _mm256_sub_epi32(dot_wide(s[j]), _mm256_set1_epi32(aq[j]->s[gg]));
+                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(aq[j]->d[gg]));
+                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc));
+            }
+        }
+    }
+}
+
+/* Tiles of 8 rows; a last one of fewer is the 8 ending at r1 (rows before r0 exist in w).  Under 8
+ * rows, or without memory for the reordered codes: the general file kernel. */
+void KN(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                   float *y) {
+    int8_t stack[LOWBIT_Q1_STACK];
+    const int8_t *qp[4];
+    int8_t *buf = r1 >= 8 ? q1_quads_of(&a, 1, stack, qp) : NULL;
+    if (!buf) {
+        gemv_file(F_Q1, w, rb, r0, r1, a, y);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int64_t t = r + 8 <= r1 ? r : r1 - 8;
+        __m256 acc[4];
+        q1_rows8(1, (const uint8_t *)w + t * rb, rb, a->n / 128, qp, &a, acc);
+        float out[8];
+        _mm256_storeu_ps(out, acc[0]);
+        memcpy(y + r - r0, out + (r - t), sizeof(float) * (size_t)(8 - (r - t)));
+    }
+    if (buf != stack) free(buf);
+}
+void KN(gemm_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                   int64_t batch, float *y, int64_t ldy) {
+    int8_t stack[LOWBIT_Q1_STACK];
+    for (int64_t j = 0; j < batch; j += 4) {
+        const int64_t nc = batch - j < 4 ? batch - j : 4;
+        const lowbit_act *aq[4];
+        for (int jj = 0; jj < 4; jj++) aq[jj] = &a[j + (jj < nc ? jj : nc - 1)];
+        const int8_t *qp[4];
+        int8_t *buf = r1 >= 8 ? q1_quads_of(aq, 4, stack, qp) : NULL;
+        if (!buf) {
+            gemm_file(F_Q1, w, rb, r0, r1, a + j, nc, y + j * ldy, ldy);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r += 8) {
+            const int64_t t = r + 8 <= r1 ? r : r1 - 8;
+            __m256 acc[4];
+            q1_rows8(4, (const uint8_t *)w + t * rb, rb, a[0].n / 128, qp, aq, acc);
+            for (int jj = 0; jj < nc; jj++) {
+                float out[8];
+                _mm256_storeu_ps(out, acc[jj]);
+                memcpy(y + (j + jj) * ldy + r, out + (r - t), sizeof(float) * (size_t)(8 - (r - t)));
+            }
+        }
+        if (buf != stack) free(buf);
+    }
+}
 
 /* Q8_0, file layout: 8 rows at a time, so a block's 8 int32 sums come out of one transpose-reduce
  * (hsum_8x8) and the spec's float steps run once per block for 8 rows.  The 8 rows are one
