@@ -118,22 +118,6 @@ AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
     free(T.mem);
 }
 
-#define DEFINE_FILE(name, F)                                                                       \
-    void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                     \
-                         const lowbit_act *a, float *y) {                                          \
-        gemv_file(F, w, rb, r0, r1, a, y);                                                         \
-    }                                                                                              \
-    void KN(gemm_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                     \
-                         const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {              \
-        gemm_file(F, w, rb, r0, r1, a, batch, y, ldy);                                             \
-    }
-DEFINE_FILE(tq1_0, F_TQ1)
-DEFINE_FILE(tq2_0, F_TQ2)
-DEFINE_FILE(i2_s, F_I2S)
-DEFINE_FILE(q1_0, F_Q1)
-DEFINE_FILE(q2_0, F_Q2)
-DEFINE_FILE(pq2_0, F_PQ2)
-DEFINE_FILE(ptq1_0, F_PTQ1)
 
 /* Q8_0, file layout: 8 rows at a time, so a block's 8 int32 sums come out of one transpose-reduce
  * (hsum_8x8) and the spec's float steps run once per block for 8 rows.  The 8 rows are one
@@ -157,8 +141,8 @@ AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t 
     return _mm256_add_ps(acc, p);
 }
 
-void KN(gemv_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   float *y) {
+static void q8_gemv_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
     const int64_t nb = a->n / 32;
     int64_t r = r0;
     for (; r + 8 <= r1; r += 8) {
@@ -190,8 +174,21 @@ void KN(gemv_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
     }
     if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
 }
-void KN(gemm_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   int64_t batch, float *y, int64_t ldy) {
-    gemm_file(F_Q8, w, rb, r0, r1, a, batch, y, ldy);
-}
+
+/* Every format's file-layout GEMV and GEMM, one pair per slot of kernel_table.h's list (F is the
+ * slot): gemv_file / gemm_file, but Q8_0's GEMV, the 8-row kernel above. */
+#define DEFINE_FILE(K, T, name)                                                                    \
+    void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
+                         const lowbit_act *a, float *y) {                                          \
+        if ((int)K == F_Q8)                                                                        \
+            q8_gemv_8rows(w, rb, r0, r1, a, y);                                                    \
+        else                                                                                       \
+            gemv_file(K, w, rb, r0, r1, a, y);                                                     \
+    }                                                                                              \
+    void KN(gemm_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
+                         const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {              \
+        gemm_file(K, w, rb, r0, r1, a, batch, y, ldy);                                             \
+    }
+LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_FILE)
+#undef DEFINE_FILE
 #endif /* LOWBIT_FILE_INL_H */
