@@ -1,6 +1,7 @@
 """Decode speed of two liblowbit builds side by side on one model file, as roofline shares.
 
     python bench/ab_decode.py NEW.so BASE.so [-m FILE | --preset P --type T] [-t 2] [-n 8] [-r 12]
+                              [--isa NEW_ISA,BASE_ISA] [-p 64]
 
 Each build runs in a process of its own: a copy of the installed pylowbit package with its
 liblowbit.so replaced (the Python side and the extension modules are the installed ones, so only
@@ -10,7 +11,9 @@ every run (in the first process, which idles while the second runs), and a run's
 bytes a token moves (pylowbit.benchmark.bytes_per_token) per second over the better of its two
 probes, as `pylowbit bench` reports it.  On a machine whose bandwidth moves from minute to minute
 only shares taken round by round compare: the medians, and how many rounds each build won, are
-the result.  Both models are resident at once: two 27B files need about 2 x 6 GB.
+the result, with the median per round of new's tokens/s over base's.  --isa forces a variant in
+each process (PYLOWBIT_ISA): one build twice gives two of its variants side by side.  -p N times
+a prompt of N tokens in one batch instead (pp N, as `pylowbit bench`; no shares, tokens/s only).  Both models are resident at once: two 27B files need about 2 x 6 GB.
 """
 import argparse
 import os
@@ -28,7 +31,7 @@ from pylowbit.model import load_model
 from pylowbit.benchmark import read_bandwidth, probe_buffer, bytes_per_token
 path, threads = Path(sys.argv[1]), int(sys.argv[2])
 buf = probe_buffer(512 << 20)
-m = load_model(path, ctx=64, threads=threads)
+m = load_model(path, ctx=128, threads=threads)
 m.forward([5])
 print("ready", bytes_per_token(path), flush=True)
 for line in sys.stdin:
@@ -38,6 +41,11 @@ for line in sys.stdin:
         t0 = time.perf_counter()
         for i in range(int(cmd[1])):
             m.forward([100 + i])
+        print(time.perf_counter() - t0, flush=True)
+    elif cmd[0] == "pp":
+        m.reset()
+        t0 = time.perf_counter()
+        m.forward(list(range(100, 100 + int(cmd[1]))))
         print(time.perf_counter() - t0, flush=True)
     elif cmd[0] == "probe":
         print(read_bandwidth(threads, reps=2, buf=buf), flush=True)
@@ -72,7 +80,12 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-n", "--n-gen", type=int, default=8)
     ap.add_argument("-r", "--rounds", type=int, default=12)
+    ap.add_argument("-p", "--n-prompt", type=int, default=0, help="time pp N instead of tg")
+    ap.add_argument("--isa", default="", help="NEW,BASE: the variant each process runs")
     args = ap.parse_args()
+    isas = args.isa.split(",") if args.isa else []
+    if isas and len(isas) != 2:
+        ap.error("--isa takes two variants, NEW,BASE")
     for lib in args.libs:
         if not lib.is_file():
             ap.error(f"{lib}: no such file")
@@ -86,7 +99,8 @@ def main() -> int:
             root = package_with(lib, Path(tmp) / str(k))
             procs.append(subprocess.Popen(
                 [sys.executable, "-c", SERVE, str(args.model), str(args.threads)], cwd=tmp, text=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(root))))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env=dict(os.environ, PYTHONPATH=str(root), **({"PYLOWBIT_ISA": isas[k]} if isas else {}))))
         per_token = 0
         for p in procs:
             line = p.stdout.readline().split()
@@ -100,22 +114,28 @@ def main() -> int:
             p.stdin.flush()
             return float(p.stdout.readline())
 
-        shares = [[], []]
-        print(f"{args.model.name}, {args.threads} thread(s), {args.n_gen} tokens a run; share per round:")
+        shares, secs_of = [[], []], [[], []]
+        run = f"pp {args.n_prompt}" if args.n_prompt else f"gen {args.n_gen}"
+        ntok = args.n_prompt or args.n_gen
+        print(f"{args.model.name}, {args.threads} thread(s), {run} a run; "
+              f"{'tokens/s' if args.n_prompt else 'share'} per round:")
         for r in range(args.rounds):
             for k in (0, 1) if r % 2 == 0 else (1, 0):
-                before = ask(procs[0], "probe")
-                secs = ask(procs[k], f"gen {args.n_gen}")
-                after = ask(procs[0], "probe")
-                shares[k].append(per_token * args.n_gen / secs / max(before, after))
+                before = 0 if args.n_prompt else ask(procs[0], "probe")
+                secs = ask(procs[k], run)
+                after = 0 if args.n_prompt else ask(procs[0], "probe")
+                shares[k].append(ntok / secs if args.n_prompt
+                                 else per_token * ntok / secs / max(before, after))
+                secs_of[k].append(secs)
             print(f"  {r:3d}  new {shares[0][-1]:.3f}  base {shares[1][-1]:.3f}", flush=True)
         for p in procs:
             p.stdin.write("quit\n")
             p.stdin.flush()
             p.wait()
     wins = sum(a > b for a, b in zip(*shares))
-    print(f"median share: new {statistics.median(shares[0]):.3f}, base {statistics.median(shares[1]):.3f}; "
-          f"new ahead in {wins} of {args.rounds} rounds")
+    print(f"median {'tokens/s' if args.n_prompt else 'share'}: new {statistics.median(shares[0]):.3f}, base {statistics.median(shares[1]):.3f}; "
+          f"new ahead in {wins} of {args.rounds} rounds; tokens/s new / base, median of the rounds "
+          f"{statistics.median(b / a for a, b in zip(*secs_of)):.3f}")
     return 0
 
 

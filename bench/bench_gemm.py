@@ -2,7 +2,7 @@
 side with another build of liblowbit (e.g. main's), in one run:
 
     python bench/bench_gemm.py [--baseline /path/to/other/liblowbit.so] [--batch 64]
-                               [--shape 6912x2560] [--threads 1,2] [--rounds 5] [--isa avx2]
+                               [--shape 6912x2560] [--threads 1,2] [--rounds 5] [--isa avx2[,avxvnni]]
                                [--dram 512]
 
 Both libraries get the same file bytes (pylowbit.quantize of one random matrix), repack them and
@@ -73,14 +73,17 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--isa", default=None, help="force a variant in both libraries")
+    ap.add_argument("--isa", default=None,
+                    help="force a variant in both libraries, or BASE,NEW: one each (two variants of "
+                         "one build side by side: --baseline the same .so copied to another path)")
     ap.add_argument("--dram", type=int, default=0, metavar="MB",
                     help="also time a cycled set of copies totalling >= MB (0: L3 regime only)")
     args = ap.parse_args()
     rows, cols = (int(v) for v in args.shape.split("x"))
-    libs = [("new", Lib(args.lib, args.isa))]
+    isa_base, _, isa_new = (args.isa or "").partition(",")
+    libs = [("new", Lib(args.lib, isa_new or isa_base or None))]
     if args.baseline:
-        libs.insert(0, ("base", Lib(args.baseline, args.isa)))
+        libs.insert(0, ("base", Lib(args.baseline, isa_base or None)))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((args.batch, cols), dtype=np.float32)
     print(f"{rows} x {cols}, batch {args.batch}; G MAC/s (1 thread: thread CPU time, more: wall)")

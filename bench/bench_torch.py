@@ -8,9 +8,8 @@ layer: transformers' BitLinear (bf16, its own torch.compile'd helpers), a dense 
 pylowbit.torch.Linear (I2_S, converted from that BitLinear; bf16 and float32 input), and pylowbit's
 numpy API on the same bytes (lb.gemv on the file layout, and the repacked PackedTensor).
 model: random weights built offline in transformers' packed BitNet layout; decode tokens/s of
-generate() at batch 1 after quantize_ (head through Q8_0 / F16, or kept bf16): as converted, and in
-the recommended decode setup (repack, torch at one thread and pylowbit at all; also unfused and with
-float32 activations), against the same model dense in bf16 and `pylowbit bench` tg16 on the same
+generate() at batch 1 after quantize_ (head through Q8_0 / F16, or kept bf16; its default threads
+rule): as converted, repacked (also unfused, and with float32 activations), against the same model dense in bf16 and `pylowbit bench` tg16 on the same
 shape, at a 1- and a 64-token prompt; the configurations in turn, round after round.
 """
 from __future__ import annotations
@@ -223,24 +222,18 @@ def bench_model(threads: int, n: int, layers: int, vocab: int, head: str = "q8_0
             torch.set_num_threads(threads)
             pt.set_threads(None)
             run(f"dense bf16, prompt {p}", lambda: decode_tps(dense, p, n, vocab))
+            # quantize_'s default threads rule: with every linear converted, torch runs one intra-op
+            # thread inside the model's forward and pylowbit's kernels the count torch had
             _set_repack(model, False)
-            run(f"quantize_ head {head}, threads follow torch, prompt {p}",
-                lambda: decode_tps(model, p, n, vocab))
-            # the decode setup docs/TORCH.md recommends: torch's small ops on one thread (its OpenMP
-            # workers busy-wait between ops and would take pylowbit's cores), the GEMVs on all
-            torch.set_num_threads(1)
-            pt.set_threads(threads)
-            how = f"repack, torch 1 + pylowbit {threads} threads"
-            run(f"quantize_ head {head}, {how}, unfused, prompt {p}",
+            run(f"quantize_ head {head}, prompt {p}", lambda: decode_tps(model, p, n, vocab))
+            run(f"quantize_ head {head}, repack, unfused, prompt {p}",
                 lambda: decode_tps(unfused, p, n, vocab))
             _set_repack(model, True)
-            run(f"quantize_ head {head}, {how}, prompt {p}", lambda: decode_tps(model, p, n, vocab))
+            run(f"quantize_ head {head}, repack, prompt {p}", lambda: decode_tps(model, p, n, vocab))
             model.to(torch.float32)  # the same, activations in float32 (from_pretrained(dtype=...))
-            run(f"quantize_ head {head}, {how}, float32, prompt {p}",
+            run(f"quantize_ head {head}, repack, float32, prompt {p}",
                 lambda: decode_tps(model, p, n, vocab))
             model.to(torch.bfloat16)
-            torch.set_num_threads(threads)
-            pt.set_threads(None)
             if pylowbit_too and layers == 30 and vocab == 128256:
                 tg = pylowbit_bench_tg(threads, p)
                 if tg:

@@ -17,7 +17,13 @@
  * the DRAM regime of the decode path once they total well over L3 (lscpu; the
  * cycle goes on across rounds).  ISA may be two
  * names, ISA_NEW,ISA_BASE: each library runs its own (two copies of one build at two paths give
- * one build's variants side by side; one path twice is one library, one variant). */
+ * one build's variants side by side; one path twice is one library, one variant).  With one
+ * library, ISA may list up to 8 variants: each is a column, set before its matrices are packed
+ * and before each of its timed calls (the per-variant in-cache table of docs/PERFORMANCE.md:
+ *     /tmp/gemv_cycles LIB.so tq1_0,tq2_0,i2_s,q2_0,pq2_0,ptq1_0 1024 2560 21 scalar,avx2,avxvnni,avx512vnni
+ * 1024 x 2560 is 0.55-0.74 MB of 2-bit codes and scales: L2-resident on cores with 1 MB or more).
+ * Cycles are counted against a chain of dependent imuls (3 cycles each on x86 cores: a chain of
+ * adds ran several a cycle on some cores); weights per ns are G/s. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +74,8 @@ typedef struct {
     int (*set_isa)(int);
     int (*isa_from_name)(const char *);
     void (*matrix_free)(lowbit_matrix *);
+    int isa; /* the variant set before packing and each timed call, or -1 */
+    const char *label;
 } lib_t;
 
 static void open_lib(lib_t *L, const char *path, const char *isa) {
@@ -84,10 +92,16 @@ static void open_lib(lib_t *L, const char *path, const char *isa) {
     L->set_isa = sym(h, "lowbit_set_isa");
     L->isa_from_name = sym(h, "lowbit_isa_from_name");
     L->matrix_free = sym(h, "lowbit_matrix_free");
-    if (isa && L->set_isa(L->isa_from_name(isa))) {
+    L->isa = isa ? L->isa_from_name(isa) : -1;
+    L->label = isa;
+    if (isa && L->set_isa(L->isa)) {
         fprintf(stderr, "%s: cannot run %s\n", path, isa);
         exit(1);
     }
+}
+
+static void use(const lib_t *L) {
+    if (L->isa >= 0) L->set_isa(L->isa);
 }
 
 static double now(void) {
@@ -96,21 +110,21 @@ static double now(void) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* cycles per second: a chain of dependent 1-cycle adds, best of 5 */
+/* cycles per second: a chain of dependent 3-cycle imuls, best of 5 */
 static double hz(void) {
     double best = 1e30;
-    const long n = 200000000;
+    const long n = 100000000;
     for (int r = 0; r < 5; r++) {
-        uint64_t x = 0;
+        uint64_t x = 3;
         double t0 = now();
         for (long i = 0; i < n; i += 8)
-            __asm__ volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
-                             "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0"
+            __asm__ volatile("imul %0,%0\n\timul %0,%0\n\timul %0,%0\n\timul %0,%0\n\t"
+                             "imul %0,%0\n\timul %0,%0\n\timul %0,%0\n\timul %0,%0"
                              : "+r"(x));
         double t = now() - t0;
         if (t < best) best = t;
     }
-    return n / best;
+    return 3.0 * n / best;
 }
 
 /* one (library, format) pair under test */
@@ -128,7 +142,7 @@ typedef struct {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s NEW.so[,BASE.so] FMT[,FMT] [ROWS COLS [ROUNDS [ISA]]]\n",
+        fprintf(stderr, "usage: %s NEW.so[,BASE.so] FMT[,FMT] [ROWS COLS [ROUNDS [ISA[,ISA...] [COPIES]]]]\n",
                 argv[0]);
         return 2;
     }
@@ -137,13 +151,17 @@ int main(int argc, char **argv) {
     const char *isa = argc > 6 && strcmp(argv[6], "-") ? argv[6] : NULL;
     int copies = argc > 7 ? atoi(argv[7]) : 1;
     if (copies < 1 || copies > 64) copies = 1;
-    lib_t L[2];
+    lib_t L[8];
     int nl = 0;
     char *libs = strdup(argv[1]), *isas = isa ? strdup(isa) : NULL, *isa2 = NULL;
-    if (isas && (isa2 = strchr(isas, ','))) *isa2++ = 0; /* ISA,ISA: one per library */
-    for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ",")) {
-        open_lib(&L[nl], p, nl && isa2 ? isa2 : isas);
-        nl++;
+    if (!strchr(libs, ',') && isas && strchr(isas, ',')) { /* one library, a column per variant */
+        for (char *v = strtok(isas, ","); v && nl < 8; v = strtok(NULL, ",")) open_lib(&L[nl++], libs, v);
+    } else {
+        if (isas && (isa2 = strchr(isas, ','))) *isa2++ = 0; /* ISA,ISA: one per library */
+        for (char *p = strtok(libs, ","); p && nl < 2; p = strtok(NULL, ",")) {
+            open_lib(&L[nl], p, nl && isa2 ? isa2 : isas);
+            nl++;
+        }
     }
     const double f = hz();
     printf("%lld x %lld%s, core at %.2f GHz (calibrated); G weights/s, cycles per 128 weights\n",
@@ -163,6 +181,7 @@ int main(int argc, char **argv) {
             memset(T, 0, sizeof *T);
             T->l = l, T->fmt = fmt, T->best = 1e30;
             /* each library quantizes the activations its own way for the type (group and rule) */
+            use(&L[l]);
             const int64_t G = L[l].act_group(type);
             void *data = malloc(L[l].tensor_bytes(type, rows * cols));
             int8_t *q = malloc(cols);
@@ -194,6 +213,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) /* forward then backward: the second slot of a round ran up */
         for (int j = 0; j < ns; j++) { /* to ~1.1x faster in the DRAM regime */
             slot_t *T = &S[r & 1 ? ns - 1 - j : j];
+            use(&L[T->l]);
             double t0 = now();
             for (int i = 0; i < T->calls; i++, T->next = (T->next + 1) % copies)
                 L[T->l].gemm_act(T->m[T->next], &T->a, 1, T->y, 1);
@@ -204,10 +224,14 @@ int main(int argc, char **argv) {
         printf("%-8s", S[i].fmt);
         for (int l = 0; l < nl; l++) {
             const double wps = (double)S[i + l].calls * rows * cols / S[i + l].best;
-            printf("  %s: %6.1f G/s %5.2f cyc/128w", l ? "base" : "new", wps / 1e9, 128 * f / wps);
+            printf("  %s: %6.1f G/s %5.2f cyc/128w", nl > 2 ? L[l].label : l ? "base" : "new",
+                   wps / 1e9, 128 * f / wps);
         }
-        if (nl == 2) {
-            printf("  new/base %.3f", S[i + 1].best / S[i].best);
+        for (int l = 2; l < nl; l++) /* the variants of one library: all equal the first */
+            if (memcmp(S[i].y, S[i + l].y, sizeof(float) * rows)) printf("  %s DIFFERS", L[l].label);
+        if (nl >= 2) {
+            printf("  %s/%s %.3f", nl > 2 ? L[1].label : "new", nl > 2 ? L[0].label : "base",
+                   nl > 2 ? S[i].best / S[i + 1].best : S[i + 1].best / S[i].best);
             if (S[i].a.group != S[i + 1].a.group) /* PQ2_0 / PTQ1_0 before 128-groups */
                 printf("  (activation groups differ)");
             else if (memcmp(S[i].y, S[i + 1].y, sizeof(float) * rows))

@@ -5,10 +5,10 @@ addresses to pylowbit._lowbit's address-level entry points, which check sizes, r
 call liblowbit: no numpy round trip, no copy of the weights.  Ops are declared with the low-level
 `torch.library.Library` API, whose Python dispatch costs less per call than `custom_op`'s.
 
-Threads: every kernel call passes `torch.get_num_threads()` (or `set_threads`' count), so
-pylowbit's pool never runs more threads than torch was told to use.  (torch's OpenMP workers
-busy-wait after each parallel op: a decode loop runs fastest with torch at one intra-op thread and
-pylowbit at all cores, docs/TORCH.md.)
+Threads: every kernel call passes `torch.get_num_threads()` (or `set_threads`' count, or the count
+a model holding torch's threads took, `hold_torch_threads`), so pylowbit's pool never runs more
+threads than torch was told to use.  (torch's OpenMP workers busy-wait after each parallel op: a
+decode loop runs fastest with torch at one intra-op thread and pylowbit at all cores, docs/TORCH.md.)
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ WEIGHT_TYPE_IDS = frozenset(f.type_id for f in FORMATS.values())
 _FLOAT_WEIGHT_TYPES = frozenset(format_info(n).type_id for n in ("f32", "f16", "bf16"))
 
 _threads: int | None = None  # set_threads
+_held: list[int] = []  # torch's thread counts taken by the models running now (hold_torch_threads)
 
 
 def set_threads(n: int | None) -> None:
@@ -36,7 +37,31 @@ def set_threads(n: int | None) -> None:
 
 
 def kernel_threads() -> int:
-    return _threads or torch.get_num_threads()
+    return _threads or (_held[-1] if _held else torch.get_num_threads())
+
+
+def hold_torch_threads(model: torch.nn.Module) -> None:
+    """While `model`'s forward runs eagerly, torch's intra-op pool runs one thread and pylowbit's
+    kernels the count torch had: the two pools then never compete for the cores (torch's workers
+    would busy-wait between its small ops and take the cores pylowbit's GEMVs need).  Restored
+    when the forward ends, by an exception too.  Nothing changes under torch.compile."""
+    if getattr(model, "_pylowbit_holds_threads", False):
+        return
+
+    def take(module, args):
+        if torch.compiler.is_compiling():
+            return
+        _held.append(torch.get_num_threads())
+        torch.set_num_threads(1)
+
+    def give_back(module, args, output):
+        if torch.compiler.is_compiling() or not _held:
+            return
+        torch.set_num_threads(_held.pop())
+
+    model.register_forward_pre_hook(take)
+    model.register_forward_hook(give_back, always_call=True)
+    model._pylowbit_holds_threads = True
 
 
 lib = torch.library.Library("pylowbit", "DEF")  # noqa: the namespace's one definition

@@ -6,6 +6,7 @@ from collections import Counter
 from torch import nn
 
 from pylowbit.core import format_info
+from pylowbit.torch._ops import hold_torch_threads
 from pylowbit.torch.linear import Linear, SharedInput, log
 from pylowbit.torch.norm import RMS_NORM_CLASSES, RMSNorm
 
@@ -20,7 +21,7 @@ def _is_bitnet(module: nn.Module) -> bool:
 
 def quantize_(model: nn.Module, format: str | None = None, head: str | None = None,
               skip: tuple[str, ...] = ("lm_head",), repack: bool = False,
-              fuse: bool = True) -> nn.Module:
+              fuse: bool = True, threads: str = "auto") -> nn.Module:
     """Convert `model` in place and return it.
 
     - every transformers BitLinear / AutoBitLinear becomes a Linear in I2_S, losslessly (its
@@ -35,8 +36,15 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
     - with `fuse` (the default), transformers' Llama-family RMSNorms become pylowbit.torch.RMSNorm
       (one liblowbit call each on the eager path, same parameter), and the sibling projections a
       module calls on one input (q/k/v, gate/up) share a SharedInput (Linear.siblings): once they
-      are repacked, they are multiplied in one call.
+      are repacked, they are multiplied in one call;
+    - `threads`: "hold" makes torch's intra-op pool run one thread while the model's forward runs
+      and gives pylowbit's kernels the count torch had (hold_torch_threads); "follow" leaves torch
+      alone, the kernels then run torch.get_num_threads() threads beside it; "auto" (the default)
+      holds when no float nn.Linear is left in the model (every large product is pylowbit's),
+      and follows otherwise (a float head wants torch's threads).
     Logs (logger "pylowbit.torch") how many modules were converted, by kind."""
+    if threads not in ("auto", "hold", "follow"):
+        raise ValueError(f"quantize_(threads={threads!r}): expected 'auto', 'hold' or 'follow'")
     if format is not None:
         format_info(format)
     head_module = None
@@ -74,6 +82,11 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
              ", ".join(f"{n} {k}" for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
              or "none", counts["rms_norm"], counts["sibling groups"])
     model.pylowbit_converted = {k: n for k, n in counts.items() if n}
+    floats = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if threads == "hold" or (threads == "auto" and linears and not floats):
+        hold_torch_threads(model)
+        log.info("pylowbit.torch.quantize_: torch runs one intra-op thread while the model runs, "
+                 "pylowbit's kernels the count torch had")
     return model
 
 

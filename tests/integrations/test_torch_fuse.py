@@ -116,3 +116,29 @@ def test_read_ahead_learns_the_call_order():
     assert a.__dict__["_next_multiply"]() is b and b.__dict__["_next_multiply"]() is a
     assert "_next_multiply" not in dict(a.named_modules())  # a plain attribute, not a submodule
     assert list(a.state_dict()) == list(b.state_dict())
+
+
+@pytest.mark.parametrize("head, threads, holds", [("i2_s", "auto", True), (None, "auto", False),
+                                                  ("i2_s", "follow", False), (None, "hold", True)])
+def test_converted_model_holds_torch_threads(packed_dir, head, threads, holds):  # noqa: F811
+    """threads="hold" (and "auto" once no float nn.Linear is left): inside the model's forward,
+    torch runs one intra-op thread and pylowbit's kernels the count torch had; restored after,
+    and after an exception too."""
+    model = pt.quantize_(load(packed_dir), head=head, threads=threads)
+    inside = []
+    layer = model.model.layers[0].mlp.down_proj
+    layer.register_forward_pre_hook(lambda m, a: inside.append((torch.get_num_threads(), pt.kernel_threads())))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            model(torch.tensor([[1, 2, 3]]))
+        assert torch.get_num_threads() == 2
+        assert inside[-1] == ((1, 2) if holds else (2, 2))
+        with pytest.raises(IndexError), torch.no_grad():
+            model(torch.tensor([[10 ** 6]]))  # out of the vocabulary: the embedding raises
+        assert torch.get_num_threads() == 2 and pt.kernel_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="threads='some'"):
+        pt.quantize_(load(packed_dir), threads="some")

@@ -43,7 +43,8 @@ enum {
     PANEL = 8 * RB,          /* rows per panel */
     KB = LOWBIT_GEMM_KB,
     SUBQ = DOT_INT16 ? 32 : 64, /* quads summed before widening (int16: the bound above) */
-    CT = 2,                  /* columns per register tile */
+    CT = DOT_INT16 ? 2 : 3,  /* columns per register tile (vpdpbusd: 12 accumulators, as 8
+                                chains of its 5-cycle latency would bound it) */
     CMAX = 64,               /* columns per pass: the float accumulators (8 KB) live on the stack */
     SCRATCH_BYTES = KB / 4 * RB * 32, /* a block's quads: [KB / 4][RB][32] */
 };
@@ -120,39 +121,54 @@ typedef struct {
     const float *d[CT];  /* sums and scales at the K block's first group */
 } cols_t;
 
-/* One quad of 4 row blocks x 2 columns: 2 broadcasts, 4 weight loads, 8 vpmaddubsw + 8 vpaddw.
- * In asm because gcc 12 re-loads each weight vector for the second column and copies
- * accumulators around; here every weight is loaded once and accumulated in place. */
-AI void step_4x2(const uint8_t *w, const int8_t *qa, const int8_t *qb, __m256i s[CT][RB]) {
+/* One quad of 4 row blocks x 2 columns: 2 broadcasts, 4 weight loads, 8 multiply-accumulates
+ * (AVX2: vpmaddubsw + vpaddw; AVX-VNNI: vpdpbusd).  In asm because gcc 12 re-loads each weight
+ * vector for the second column and copies accumulators around (under AVX-VNNI it even keeps two
+ * of them on the stack, a store-to-load chain per quad); here every weight is loaded once and
+ * accumulated in place. */
+#if DOT_INT16
+#define STEP_MAC(s, b) "vpmaddubsw %[" #b "], %[x], %[t]\n\tvpaddw %[t], %[" #s "], %[" #s "]\n\t"
+#define STEP_MAC_LAST(s, b) "vpmaddubsw %[" #b "], %[x], %[x]\n\tvpaddw %[x], %[" #s "], %[" #s "]\n\t"
+#else
+#define STEP_MAC(s, b) "%{vex%} vpdpbusd %[" #b "], %[x], %[" #s "]\n\t"
+#define STEP_MAC_LAST STEP_MAC
+#endif
+#define STEP_ROW(off, s0, s1) "vmovdqa " #off "(%[w]), %[x]\n\t" STEP_MAC(s0, b0) STEP_MAC_LAST(s1, b1)
+AI void step_4x2(const uint8_t *w, const int8_t *qa, const int8_t *qb, dot_t s[CT][RB]) {
     __m256i b0, b1, x, t;
     __asm__("vpbroadcastd %[qa], %[b0]\n\t"
             "vpbroadcastd %[qb], %[b1]\n\t"
-            "vmovdqa 0(%[w]), %[x]\n\t"
-            "vpmaddubsw %[b0], %[x], %[t]\n\t"
-            "vpaddw %[t], %[s00], %[s00]\n\t"
-            "vpmaddubsw %[b1], %[x], %[x]\n\t"
-            "vpaddw %[x], %[s10], %[s10]\n\t"
-            "vmovdqa 32(%[w]), %[x]\n\t"
-            "vpmaddubsw %[b0], %[x], %[t]\n\t"
-            "vpaddw %[t], %[s01], %[s01]\n\t"
-            "vpmaddubsw %[b1], %[x], %[x]\n\t"
-            "vpaddw %[x], %[s11], %[s11]\n\t"
-            "vmovdqa 64(%[w]), %[x]\n\t"
-            "vpmaddubsw %[b0], %[x], %[t]\n\t"
-            "vpaddw %[t], %[s02], %[s02]\n\t"
-            "vpmaddubsw %[b1], %[x], %[x]\n\t"
-            "vpaddw %[x], %[s12], %[s12]\n\t"
-            "vmovdqa 96(%[w]), %[x]\n\t"
-            "vpmaddubsw %[b0], %[x], %[t]\n\t"
-            "vpaddw %[t], %[s03], %[s03]\n\t"
-            "vpmaddubsw %[b1], %[x], %[x]\n\t"
-            "vpaddw %[x], %[s13], %[s13]"
+            STEP_ROW(0, s00, s10) STEP_ROW(32, s01, s11) STEP_ROW(64, s02, s12) STEP_ROW(96, s03, s13)
             : [s00] "+x"(s[0][0]), [s01] "+x"(s[0][1]), [s02] "+x"(s[0][2]), [s03] "+x"(s[0][3]),
               [s10] "+x"(s[1][0]), [s11] "+x"(s[1][1]), [s12] "+x"(s[1][2]), [s13] "+x"(s[1][3]),
               [b0] "=&x"(b0), [b1] "=&x"(b1), [x] "=&x"(x), [t] "=&x"(t)
             : [w] "r"(w), [qa] "m"(*(const int32_t *)qa), [qb] "m"(*(const int32_t *)qb),
               "m"(*(const uint8_t(*)[128])w));
+    (void)t;
 }
+#if !DOT_INT16
+/* The AVX-VNNI main tile, 4 row blocks x 3 columns: 12 vpdpbusd a quad on 12 accumulators (all 16
+ * ymm registers with the 3 broadcasts and the weights), so that each accumulator's chain waits
+ * on vpdpbusd's latency less often than the ports can issue: docs/PERFORMANCE.md#gemm-avxvnni. */
+#define STEP_ROW3(off, s0, s1, s2) \
+    "vmovdqa " #off "(%[w]), %[x]\n\t" STEP_MAC(s0, b0) STEP_MAC(s1, b1) STEP_MAC(s2, b2)
+AI void step_4x3(const uint8_t *w, const int8_t *qa, const int8_t *qb, const int8_t *qc,
+                 dot_t s[CT][RB]) {
+    __m256i x; /* the broadcasts as inputs: an asm takes at most 30 operands */
+    __asm__(STEP_ROW3(0, s00, s10, s20) STEP_ROW3(32, s01, s11, s21)
+            STEP_ROW3(64, s02, s12, s22) STEP_ROW3(96, s03, s13, s23)
+            : [s00] "+x"(s[0][0]), [s01] "+x"(s[0][1]), [s02] "+x"(s[0][2]), [s03] "+x"(s[0][3]),
+              [s10] "+x"(s[1][0]), [s11] "+x"(s[1][1]), [s12] "+x"(s[1][2]), [s13] "+x"(s[1][3]),
+              [s20] "+x"(s[2][0]), [s21] "+x"(s[2][1]), [s22] "+x"(s[2][2]), [s23] "+x"(s[2][3]),
+              [x] "=&x"(x)
+            : [w] "r"(w), [b0] "x"(bcast4(qa)), [b1] "x"(bcast4(qb)), [b2] "x"(bcast4(qc)),
+              "m"(*(const uint8_t(*)[128])w));
+}
+#undef STEP_ROW3
+#endif
+#undef STEP_ROW
+#undef STEP_MAC_LAST
+#undef STEP_MAC
 
 /* is[c][rb] = the int32 sums (lane = row) of the NQ <= SUBQ quads from quad t0, column c. */
 AI void quad_sums(const int NC, const int NQ, const uint8_t *W, int64_t t0, const cols_t *C,
@@ -160,9 +176,15 @@ AI void quad_sums(const int NC, const int NQ, const uint8_t *W, int64_t t0, cons
     dot_t s16[CT][RB];
     for (int c = 0; c < NC; c++)
         for (int rb = 0; rb < RB; rb++) s16[c][rb] = _mm256_setzero_si256();
-    if (DOT_INT16 && NC == 2 && RB == 4) { /* the AVX2 main tile, scheduled by hand (step_4x2) */
+    /* the tiles by hand (the emulated variant's step is not one instruction: the loop below) */
+    if (LOWBIT_DOT != LOWBIT_DOT_VNNI_EMULATED && NC == 2 && RB == 4) {
         for (int64_t t = t0; t < t0 + NQ; t++)
             step_4x2(W + t * RB * 32, C->q[0] + 4 * t, C->q[1] + 4 * t, s16);
+#if !DOT_INT16
+    } else if (LOWBIT_DOT != LOWBIT_DOT_VNNI_EMULATED && NC == 3 && RB == 4) {
+        for (int64_t t = t0; t < t0 + NQ; t++)
+            step_4x3(W + t * RB * 32, C->q[0] + 4 * t, C->q[1] + 4 * t, C->q[2] + 4 * t, s16);
+#endif
     } else {
         for (int64_t t = t0; t < t0 + NQ; t++) {
             __m256i b[CT];
@@ -214,6 +236,8 @@ AI void tile_any(const int G, int nc, const uint8_t *W, const float *dw, int64_t
                  const cols_t *C, float *acc) {
     if (nc == CT) /* else a column tail of the batch */
         tile(G, CT, W, dw, ng, C, acc);
+    else if (CT > 2 && nc == 2)
+        tile(G, 2, W, dw, ng, C, acc);
     else
         tile(G, 1, W, dw, ng, C, acc);
 }

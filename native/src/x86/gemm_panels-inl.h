@@ -39,8 +39,10 @@ AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                 const int64_t kn = n - k0 < KB ? n - k0 : KB, ng = kn / G;
                 unpack_panel(m, rg0, nrg, k0 / 128, (kn + 127) / 128, S);
                 panel_scales(m, G, rg0, nrg, k0 / G, ng, dw);
-                for (int64_t j = 0; j < nb; j += CT) {
-                    const int nc = nb - j < CT ? (int)(nb - j) : CT;
+                for (int64_t j = 0, nc; j < nb; j += nc) {
+                    /* CT + 1 columns left: CT - 1 and 2, not CT and 1 (a one-column tile runs
+                     * fewer accumulator chains than the multiply-accumulate latency covers) */
+                    nc = nb - j < CT ? nb - j : CT > 2 && nb - j == CT + 1 ? CT - 1 : CT;
                     cols_t C;
                     for (int c = 0; c < CT; c++) {
                         const lowbit_act *aj = &a[j0 + j + (c < nc ? c : 0)];
@@ -48,7 +50,7 @@ AI void packed_gemm_g(const int G, const lowbit_matrix *m, int64_t r0, int64_t r
                         C.s[c] = aj->s + k0 / G;
                         C.d[c] = aj->d + k0 / G;
                     }
-                    tile_any(G, nc, S, dw, ng, &C, acc + j * PANEL);
+                    tile_any(G, (int)nc, S, dw, ng, &C, acc + j * PANEL);
                 }
             }
             const int64_t nr = r1 - p0 < PANEL ? r1 - p0 : PANEL;
