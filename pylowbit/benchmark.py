@@ -76,6 +76,11 @@ class BenchResult(NamedTuple):
         return to_csv(self.rows)
 
 
+# Generation's warm-up: a few steps read every weight once, as the whole test would (page faults,
+# caches, the threads' wake-up); more only repeat the timed runs' work.
+WARMUP_GEN = 4
+
+
 def _timed(fn, *args) -> float:
     t0 = time.perf_counter()
     fn(*args)
@@ -127,16 +132,18 @@ def measure(paths: list[tuple[str, Path]], threads: list[int], n_prompt: int, n_
                 if i in llama_reads:
                     engines.append({"llama.cpp": LlamaCppEngine, "torch": TorchEngine}[vs](path, t, ctx))
                 tests = []
-                if n_prompt > 0:
-                    tests.append((f"pp{n_prompt}", n_prompt, lambda e, tk=tokens: e.prompt(tk[:n_prompt])))
+                if n_prompt > 0:  # (name, tokens, the timed run, its warm-up)
+                    pp = lambda e, tk=tokens: e.prompt(tk[:n_prompt])  # noqa: E731
+                    tests.append((f"pp{n_prompt}", n_prompt, pp, pp))
                 if n_gen > 0:
-                    tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen)))
+                    tests.append((f"tg{n_gen}", n_gen, lambda e, tk=tokens: e.generate(tk[0], n_gen),
+                                  lambda e, tk=tokens: e.generate(tk[0], min(n_gen, WARMUP_GEN))))
                 runs.append((i, engines, tests))
             for k in range(len(runs[0][2]) if runs else 0):  # the same tests for every file
                 test, n_tok = runs[0][2][k][:2]
                 for i, engines, tests in runs:  # warm-up: first-touch page faults, packing, caches
                     for e in engines:
-                        tests[k][2](e)
+                        tests[k][3](e)
                 samples = {(i, e.name): [] for i, engines, _ in runs for e in engines}
                 peaks = dict.fromkeys(samples, 0)
                 # Generation's roofline is paired run by run: the read bandwidth is probed right before

@@ -1,5 +1,6 @@
 """Every format fact Python shows is liblowbit's (lowbit_type_facts, through pylowbit._lowbit):
 the format tables of core, gguf, transcode, model.weights and model.synthetic are built from it."""
+import numpy as np
 import pytest
 
 import pylowbit as lb
@@ -65,3 +66,14 @@ def test_synthetic_blocks(fmt):
 def test_synthetic_i2_s_tail():
     data = synthetic.pack_i2_s_ternary(0, "w", 4, 256)
     assert data.nbytes == _lowbit.tensor_nbytes(lb.format_info("i2_s").type_id, 4 * 256)
+
+
+@pytest.mark.parametrize("lut", ["_TWO_BIT", "_TRIT5"])
+@pytest.mark.parametrize("n", [0, 1, 2, 66 * 5, 54 * 7 + 1])
+def test_synthetic_lookup_is_the_table(lut, n):
+    table = getattr(synthetic, lut)
+    raw = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)
+    for shape in ((n,), (1, n)):
+        got = synthetic._lookup(table, raw.reshape(shape))
+        assert got.dtype == np.uint8 and got.shape == shape
+        assert np.array_equal(got, table[raw.reshape(shape)])

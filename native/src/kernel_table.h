@@ -109,38 +109,23 @@ typedef lowbit_attention_sig *lowbit_attention_fn;
 typedef lowbit_gate_mul_sig *lowbit_gate_mul_fn;
 typedef lowbit_gdn_sig *lowbit_gdn_fn;
 
-/* Weight types with quantized file-layout kernels, in table order. */
+/* The kernel slots of the weight types with quantized file-layout kernels, LOWBIT_K_##ID, in the
+ * order of formats.h's lists (LOWBIT_A8_KERNEL_FORMATS, then LOWBIT_GGML_KERNEL_FORMATS). */
+#define LOWBIT_K_SLOT_(X, ID, name) LOWBIT_K_##ID,
 enum {
-    LOWBIT_K_TQ1_0,
-    LOWBIT_K_TQ2_0,
-    LOWBIT_K_I2_S,
-    LOWBIT_K_Q1_0,
-    LOWBIT_K_Q2_0,
-    LOWBIT_K_PQ2_0,
-    LOWBIT_K_PTQ1_0,
-    LOWBIT_K_Q8_0,
-    LOWBIT_K_Q5_0, /* ggml's formats (ref/kquant.c), outside the list below */
-    LOWBIT_K_Q4_K,
-    LOWBIT_K_Q6_K,
+    LOWBIT_A8_KERNEL_FORMATS(LOWBIT_K_SLOT_, ~)
+    LOWBIT_GGML_KERNEL_FORMATS(LOWBIT_K_SLOT_, ~)
     LOWBIT_K_COUNT
 };
+#undef LOWBIT_K_SLOT_
 int lowbit_kernel_index(int type); /* LOWBIT_K_* or -1 */
 int lowbit_type_packs(int type);   /* 1 if lowbit_matrix_pack builds a packed layout (types.c) */
 /* The A8 code formats, as X(LOWBIT_K_*, LOWBIT_TYPE_*, name): the one list the kernel list (and
- * the reference's definitions in ref/dot.c) walks.  Q5_0 / Q4_K / Q6_K: LOWBIT_FOR_EACH_KQUANT. */
-#define LOWBIT_FOR_EACH_QUANT_TYPE(X)                                                              \
-    X(LOWBIT_K_TQ1_0, LOWBIT_TYPE_TQ1_0, tq1_0)                                                    \
-    X(LOWBIT_K_TQ2_0, LOWBIT_TYPE_TQ2_0, tq2_0)                                                    \
-    X(LOWBIT_K_I2_S, LOWBIT_TYPE_I2_S, i2_s)                                                       \
-    X(LOWBIT_K_Q1_0, LOWBIT_TYPE_Q1_0, q1_0)                                                       \
-    X(LOWBIT_K_Q2_0, LOWBIT_TYPE_Q2_0, q2_0)                                                       \
-    X(LOWBIT_K_PQ2_0, LOWBIT_TYPE_PQ2_0, pq2_0)                                                    \
-    X(LOWBIT_K_PTQ1_0, LOWBIT_TYPE_PTQ1_0, ptq1_0)                                                 \
-    X(LOWBIT_K_Q8_0, LOWBIT_TYPE_Q8_0, q8_0)
-#define LOWBIT_FOR_EACH_KQUANT(X)                                                                  \
-    X(LOWBIT_K_Q5_0, LOWBIT_TYPE_Q5_0, q5_0)                                                       \
-    X(LOWBIT_K_Q4_K, LOWBIT_TYPE_Q4_K, q4_k)                                                       \
-    X(LOWBIT_K_Q6_K, LOWBIT_TYPE_Q6_K, q6_k)
+ * the file-layout kernels' definitions: ref/dot.c, x86/file-inl.h) walks.  Q5_0 / Q4_K / Q6_K:
+ * LOWBIT_FOR_EACH_KQUANT.  Both are formats.h's lists. */
+#define LOWBIT_K_TYPE_NAME_(X, ID, name) X(LOWBIT_K_##ID, LOWBIT_TYPE_##ID, name)
+#define LOWBIT_FOR_EACH_QUANT_TYPE(X) LOWBIT_A8_KERNEL_FORMATS(LOWBIT_K_TYPE_NAME_, X)
+#define LOWBIT_FOR_EACH_KQUANT(X) LOWBIT_GGML_KERNEL_FORMATS(LOWBIT_K_TYPE_NAME_, X)
 
 /* ---- the list ---------------------------------------------------------------------------------- */
 

@@ -73,6 +73,23 @@ def _code_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _TWO_BIT, _TRIT5, _TRIT4 = _code_tables()
 
 
+def _pairs(lut: np.ndarray) -> np.ndarray:
+    """The table applied to two bytes at once (a little-endian uint16 index): numpy's gather costs
+    about the same per element at either width, so half the elements take about half the time."""
+    i = np.arange(1 << 16)
+    return (lut[i & 255].astype("<u2") | (lut[i >> 8].astype("<u2") << 8)).astype("<u2")
+
+
+_PAIRS = {id(t): _pairs(t) for t in (_TWO_BIT, _TRIT5)}
+
+
+def _lookup(lut: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """lut[raw] for a C-contiguous uint8 array, the same bytes, through the two-byte table."""
+    if raw.size % 2:
+        return lut[raw]
+    return _PAIRS[id(lut)][raw.reshape(-1).view("<u2")].view(np.uint8).reshape(raw.shape)
+
+
 def _block(fmt: str):
     """(weights a block, bytes a block, fp16 scale offset, (start, end) of 4-trit qh bytes or None),
     from liblowbit's format facts; every other byte of a block is a code byte of the format's kind
@@ -104,7 +121,7 @@ def random_ternary_bytes(seed: int, name: str, rows: int, cols: int, fmt: str):
         info = TYPES[type_id(fmt)]
         total = rows * cols // info.block_size * info.type_size
         for o in range(0, total, CODE_CHUNK_BYTES):
-            yield _TWO_BIT[np.frombuffer(rng.bytes(min(CODE_CHUNK_BYTES, total - o)), np.uint8)]
+            yield _lookup(_TWO_BIT, np.frombuffer(rng.bytes(min(CODE_CHUNK_BYTES, total - o)), np.uint8))
         tail = np.zeros(tensor_nbytes(type_id(fmt), (rows, cols)) - total, np.uint8)
         tail[:4] = np.frombuffer(np.array([np.float32(ternary_scale(cols))], "<f4").tobytes(), np.uint8)
         yield tail
@@ -120,7 +137,7 @@ def random_ternary_bytes(seed: int, name: str, rows: int, cols: int, fmt: str):
     for r0 in range(0, rows, step):
         n = min(step, rows - r0) * row_blocks
         raw = np.frombuffer(rng.bytes(n * nbytes), np.uint8).reshape(n, nbytes)
-        out = lut[raw]
+        out = _lookup(lut, raw)
         if qh is not None:
             out[:, qh[0]:qh[1]] = _TRIT4[raw[:, qh[0]:qh[1]]]
         out[:, at:at + 2] = scale

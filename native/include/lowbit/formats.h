@@ -42,6 +42,25 @@ typedef enum lowbit_act_rule {
     LOWBIT_RULE_S8 = 4,
 } lowbit_act_rule;
 
+/* The weight formats with file-layout A8 kernels, in kernel-slot order, as F(X, ID, name) for
+ * LOWBIT_TYPE_##ID: the one list a new format joins.  The library's kernel slots (LOWBIT_K_##ID),
+ * the definitions of its scalar and x86 file-layout kernels and every variant's kernel-list
+ * entries for them are generated from it (native/src/kernel_table.h); X is handed through to F.  LOWBIT_GGML_KERNEL_FORMATS: ggml's
+ * formats, read by their own kernels (native/src/ref/kquant.c), after them. */
+#define LOWBIT_A8_KERNEL_FORMATS(F, X)                                                             \
+    F(X, TQ1_0, tq1_0)                                                                             \
+    F(X, TQ2_0, tq2_0)                                                                             \
+    F(X, I2_S, i2_s)                                                                               \
+    F(X, Q1_0, q1_0)                                                                               \
+    F(X, Q2_0, q2_0)                                                                               \
+    F(X, PQ2_0, pq2_0)                                                                             \
+    F(X, PTQ1_0, ptq1_0)                                                                           \
+    F(X, Q8_0, q8_0)
+#define LOWBIT_GGML_KERNEL_FORMATS(F, X)                                                           \
+    F(X, Q5_0, q5_0)                                                                               \
+    F(X, Q4_K, q4_k)                                                                               \
+    F(X, Q6_K, q6_k)
+
 #define LOWBIT_QK_TQ1_0 256
 #define LOWBIT_QK_TQ2_0 256
 #define LOWBIT_QK_I2_S 128

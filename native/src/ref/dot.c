@@ -112,11 +112,9 @@ static float block_codes(int k, const uint8_t *row, int64_t b, int *codes) {
     return lowbit_fp16_to_fp32(dh);
 }
 
-static const int BLOCK_SIZE[LOWBIT_K_COUNT] = {256, 256, 128, 128, 64, 128, 128, 32};
-static const int CODE_OFFSET[LOWBIT_K_COUNT] = {1, 1, 1, 1, 1, 1, 1, 0};
-
-static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
-    const int bs = BLOCK_SIZE[k];
+/* f: the format's facts (types.c), its block size and code offset */
+static float dot_ref(int k, const lowbit_type_facts *f, const uint8_t *row, const lowbit_act *a) {
+    const int64_t bs = f->block_size;
     const int64_t G = a->group;
     int codes[256];
     float acc = 0.0f;
@@ -126,7 +124,7 @@ static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
             int64_t g = (b * bs + g0) / G;
             int32_t isum = 0;
             for (int64_t j = 0; j < G; j++) isum += codes[g0 + j] * a->q[b * bs + g0 + j];
-            isum -= CODE_OFFSET[k] * a->s[g];
+            isum -= f->code_offset * a->s[g];
             acc += (float)isum * (dw * a->d[g]);
         }
     }
@@ -136,8 +134,10 @@ static float dot_ref(int k, const uint8_t *row, const lowbit_act *a) {
 #define DEFINE_GEMV_REF(K, T, name)                                                                  \
     void gemv_##name##_ref(const void *w, int64_t row_bytes, int64_t r0, int64_t r1,        \
                                   const lowbit_act *a, float *y) {                                 \
+        lowbit_type_facts f;                                                                       \
+        lowbit_type_facts_get(T, &f);                                                              \
         for (int64_t r = r0; r < r1; r++)                                                          \
-            y[r - r0] = dot_ref(K, (const uint8_t *)w + r * row_bytes, a);                        \
+            y[r - r0] = dot_ref(K, &f, (const uint8_t *)w + r * row_bytes, a);                     \
     }
 LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_GEMV_REF)
 

@@ -95,7 +95,11 @@ AI uint16_t ld16(const uint8_t *p) {
 
 /* A "unit" is what one unpack produces: a file block (Q2_0: two 64-blocks; packed: one 128-weight
  * chunk), as NV = U / 32 vectors of byte codes in activation order. */
-enum { F_TQ1, F_TQ2, F_I2S, F_Q1, F_Q2, F_PQ2, F_PTQ1, F_Q8, F_PK };
+/* A file-layout format is its kernel slot (kernel_table.h), so file-inl.h defines the kernels from
+ * the slot list; F_PK: the packed layout's chunks. */
+enum { F_TQ1 = LOWBIT_K_TQ1_0, F_TQ2 = LOWBIT_K_TQ2_0, F_I2S = LOWBIT_K_I2_S, F_Q1 = LOWBIT_K_Q1_0,
+       F_Q2 = LOWBIT_K_Q2_0, F_PQ2 = LOWBIT_K_PQ2_0, F_PTQ1 = LOWBIT_K_PTQ1_0, F_Q8 = LOWBIT_K_Q8_0,
+       F_PK = LOWBIT_K_COUNT };
 
 AI int unit_of(int F) { return F == F_TQ1 || F == F_TQ2 ? 256 : F == F_Q8 ? 32 : 128; }
 /* activation group of the file-layout kernels: lowbit_act_group of the format */

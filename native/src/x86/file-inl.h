@@ -119,21 +119,6 @@ AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
     free(T.mem);
 }
 
-#define DEFINE_FILE(name, F)                                                                       \
-    void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                     \
-                         const lowbit_act *a, float *y) {                                          \
-        gemv_file(F, w, rb, r0, r1, a, y);                                                         \
-    }                                                                                              \
-    void KN(gemm_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                     \
-                         const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {              \
-        gemm_file(F, w, rb, r0, r1, a, batch, y, ldy);                                             \
-    }
-DEFINE_FILE(tq1_0, F_TQ1)
-DEFINE_FILE(tq2_0, F_TQ2)
-DEFINE_FILE(i2_s, F_I2S)
-DEFINE_FILE(q2_0, F_Q2)
-DEFINE_FILE(pq2_0, F_PQ2)
-DEFINE_FILE(ptq1_0, F_PTQ1)
 
 /* ---- Q1_0: 8 rows a lane each (q1_0_avx512-inl.h's scheme on 256 bits) --------------------------
  * A group's 32 bits of 8 rows are transposed into dword lanes (8 16-byte loads, a 4x4 dword
@@ -197,8 +182,8 @@ AI void q1_rows8(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const i
 
 /* Tiles of 8 rows; a last one of fewer is the 8 ending at r1 (rows before r0 exist in w).  Under 8
  * rows, or without memory for the reordered codes: the general file kernel. */
-void KN(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   float *y) {
+static void q1_gemv_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
     int8_t stack[LOWBIT_Q1_STACK];
     const int8_t *qp[4];
     int8_t *buf = r1 >= 8 ? q1_quads_of(&a, 1, stack, qp) : NULL;
@@ -216,8 +201,8 @@ void KN(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
     }
     if (buf != stack) free(buf);
 }
-void KN(gemm_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   int64_t batch, float *y, int64_t ldy) {
+static void q1_gemm_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                          int64_t batch, float *y, int64_t ldy) {
     int8_t stack[LOWBIT_Q1_STACK];
     for (int64_t j = 0; j < batch; j += 4) {
         const int64_t nc = batch - j < 4 ? batch - j : 4;
@@ -265,8 +250,8 @@ AI __m256 q8_acc(__m256 acc, __m256i isum, const uint8_t *const row[8], int64_t 
     return _mm256_add_ps(acc, p);
 }
 
-void KN(gemv_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   float *y) {
+static void q8_gemv_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                          float *y) {
     const int64_t nb = a->n / 32;
     int64_t r = r0;
     for (; r + 8 <= r1; r += 8) {
@@ -298,8 +283,26 @@ void KN(gemv_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
     }
     if (r < r1) gemv_file(F_Q8, w, rb, r, r1, a, y + r - r0);
 }
-void KN(gemm_q8_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                   int64_t batch, float *y, int64_t ldy) {
-    gemm_file(F_Q8, w, rb, r0, r1, a, batch, y, ldy);
-}
+
+/* Every format's file-layout GEMV and GEMM, one pair per slot of kernel_table.h's list (F is the
+ * slot): gemv_file / gemm_file, but Q8_0's GEMV and Q1_0's GEMV and GEMM, the 8-row kernels above. */
+#define DEFINE_FILE(K, T, name)                                                                    \
+    void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
+                         const lowbit_act *a, float *y) {                                          \
+        if ((int)K == F_Q8)                                                                        \
+            q8_gemv_8rows(w, rb, r0, r1, a, y);                                                    \
+        else if ((int)K == F_Q1)                                                                   \
+            q1_gemv_8rows(w, rb, r0, r1, a, y);                                                    \
+        else                                                                                       \
+            gemv_file(K, w, rb, r0, r1, a, y);                                                     \
+    }                                                                                              \
+    void KN(gemm_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
+                         const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {              \
+        if ((int)K == F_Q1)                                                                        \
+            q1_gemm_8rows(w, rb, r0, r1, a, batch, y, ldy);                                        \
+        else                                                                                       \
+            gemm_file(K, w, rb, r0, r1, a, batch, y, ldy);                                         \
+    }
+LOWBIT_FOR_EACH_QUANT_TYPE(DEFINE_FILE)
+#undef DEFINE_FILE
 #endif /* LOWBIT_FILE_INL_H */
