@@ -37,7 +37,8 @@ def test_bench_run_on_a_preset_returns_rows_and_its_json(tmp_path, monkeypatch):
     out = json.loads(result.to_json())  # what `pylowbit bench --json` prints
     assert out["rows"][0]["tokens_per_s"] == rows[0].tokens_per_s
     assert set(out["rows"][0]) == {"model", "format", "size_bytes", "engine", "threads", "test", "tokens_per_s",
-                                   "stdev", "samples", "roofline_share", "vs_llama_cpp", "peak_rss_bytes", "load_s"}
+                                   "stdev", "samples", "roofline_share", "vs_llama_cpp", "vs_torch", "peak_rss_bytes",
+                                   "load_s"}
     assert result.to_csv().splitlines()[0].startswith("model,format,size_bytes,engine,threads,test")
     v = benchmark.GENERATOR_VERSION
     assert sorted(p.name for p in tmp_path.glob("*.gguf")) == [f"synthetic-tiny-i2_s-v{v}.gguf",

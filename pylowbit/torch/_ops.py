@@ -24,7 +24,8 @@ WEIGHT_TYPE_IDS = frozenset(f.type_id for f in FORMATS.values())
 _FLOAT_WEIGHT_TYPES = frozenset(format_info(n).type_id for n in ("f32", "f16", "bf16"))
 
 _threads: int | None = None  # set_threads
-_held: list[int] = []  # torch's thread counts taken by the models running now (hold_torch_threads)
+# (pylowbit's count, torch's count before) of each model call holding torch's threads now
+_held: list[tuple[int, int]] = []
 
 
 def set_threads(n: int | None) -> None:
@@ -37,30 +38,43 @@ def set_threads(n: int | None) -> None:
 
 
 def kernel_threads() -> int:
-    return _threads or (_held[-1] if _held else torch.get_num_threads())
+    return _threads or (_held[-1][0] if _held else torch.get_num_threads())
 
 
 def hold_torch_threads(model: torch.nn.Module) -> None:
-    """While `model`'s forward runs eagerly, torch's intra-op pool runs one thread and pylowbit's
-    kernels the count torch had: the two pools then never compete for the cores (torch's workers
-    would busy-wait between its small ops and take the cores pylowbit's GEMVs need).  Restored
-    when the forward ends, by an exception too.  Nothing changes under torch.compile."""
+    """While `model`'s forward (and its generate(), if it has one) runs eagerly, torch's intra-op
+    pool runs one thread and pylowbit's kernels the count torch had: the two pools then never
+    compete for the cores (torch's OpenMP workers busy-wait after each parallel op, also the small
+    ones generate() runs between steps, and would take the cores pylowbit's GEMVs need).
+    Restored when the call ends, by an exception too; nested calls keep the outer count.
+    Nothing changes under torch.compile."""
     if getattr(model, "_pylowbit_holds_threads", False):
         return
 
-    def take(module, args):
+    def take(*_):
         if torch.compiler.is_compiling():
             return
-        _held.append(torch.get_num_threads())
+        before = torch.get_num_threads()
+        _held.append((_held[-1][0] if _held else before, before))
         torch.set_num_threads(1)
 
-    def give_back(module, args, output):
+    def give_back(*_):
         if torch.compiler.is_compiling() or not _held:
             return
-        torch.set_num_threads(_held.pop())
+        torch.set_num_threads(_held.pop()[1])
 
     model.register_forward_pre_hook(take)
     model.register_forward_hook(give_back, always_call=True)
+    generate = getattr(model, "generate", None)
+    if callable(generate):
+        @functools.wraps(generate)
+        def generate_holding(*args, **kwargs):
+            take()
+            try:
+                return generate(*args, **kwargs)
+            finally:
+                give_back()
+        model.generate = generate_holding
     model._pylowbit_holds_threads = True
 
 

@@ -138,6 +138,10 @@ def test_converted_model_holds_torch_threads(packed_dir, head, threads, holds): 
         with pytest.raises(IndexError), torch.no_grad():
             model(torch.tensor([[10 ** 6]]))  # out of the vocabulary: the embedding raises
         assert torch.get_num_threads() == 2 and pt.kernel_threads() == 2
+        inside.clear()  # generate() holds too, its forwards inside keep the outer count
+        with torch.no_grad():
+            model.generate(torch.tensor([[1, 2]]), max_new_tokens=2, do_sample=False)
+        assert set(inside) == ({(1, 2)} if holds else {(2, 2)}) and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="threads='some'"):
