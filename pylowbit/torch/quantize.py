@@ -82,8 +82,9 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
              ", ".join(f"{n} {k}" for k, n in counts.items() if k not in ("rms_norm", "sibling groups"))
              or "none", counts["rms_norm"], counts["sibling groups"])
     model.pylowbit_converted = {k: n for k, n in counts.items() if n}
-    floats = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    if threads == "hold" or (threads == "auto" and linears and not floats):
+    kinds = {type(m) for m in model.modules()}  # converted now or before (load_gguf)
+    all_lowbit = Linear in kinds and not any(issubclass(k, nn.Linear) for k in kinds)
+    if threads == "hold" or (threads == "auto" and all_lowbit):
         hold_torch_threads(model)
         log.info("pylowbit.torch.quantize_: torch runs one intra-op thread while the model runs, "
                  "pylowbit's kernels the count torch had")

@@ -27,6 +27,7 @@ def test_logits_equal_pylowbit_decoder(fmt):
     decoder = load_model(path, ctx=32, threads=1)
     model = pt.load_gguf(path)
     assert all(type(m) is not torch.nn.Linear for m in model.modules())
+    assert model._pylowbit_holds_threads  # every linear is pylowbit's: quantize_'s "auto" holds
     assert sum(isinstance(m, pt.Linear) for m in model.modules()) == 7 * model.config.num_hidden_layers + 1
     with torch.no_grad():
         got = model(torch.tensor([tokens])).logits[0].numpy()
