@@ -42,12 +42,16 @@ def test_a_new_format_touches_at_most_six_files():
         assert (ROOT / f).is_file(), f
 
 
-@pytest.mark.parametrize("path", walkthrough_files())
-def test_every_listed_file_names_every_format(path):
-    text = (ROOT / path).read_text()
-    for fid, name in a8_formats():
-        short = fid.replace("_0", "").replace("_", "")  # x86's F_TQ1, F_I2S, ...
-        assert re.search(rf"\b(\w*{fid}|\w*{name}|F_{short})\b", text), (path, fid)
+def test_every_listed_file_names_every_format():
+    # The files are read in the test, not at collection: a wheel's test run has no docs/.
+    missing = []
+    for path in walkthrough_files():
+        text = (ROOT / path).read_text()
+        for fid, name in a8_formats():
+            short = fid.replace("_0", "").replace("_", "")  # x86's F_TQ1, F_I2S, ...
+            if not re.search(rf"\b(\w*{fid}|\w*{name}|F_{short})\b", text):
+                missing.append((path, fid))
+    assert not missing
 
 
 @pytest.mark.parametrize("path", ["native/src/kernel_table.h", "native/src/x86/file-inl.h",
