@@ -1,14 +1,11 @@
 /* The packing module: the lowbit_matrix_* entry points, the choice of a matrix's packed layout
  * (packed.h above struct lowbit_matrix: the 2-bit row groups, rows16, dense base-3) and the
  * once-at-load packers into each.  The scalar reference kernels of the layouts are ref/. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "internal.h"
 #include "platform.h" /* lowbit_weights_alloc */
-
-void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
-void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
-void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
 
 /* Codes (0..3, natural order) and fp16 scale of file block b of a row.  qk weights per block. */
 static uint16_t file_block_codes(int type, const uint8_t *row, int64_t b, uint8_t *codes) {
@@ -173,19 +170,19 @@ static void pack_group_any(void *ctx, int64_t rg) {
         pack_group(ctx, rg);
 }
 
-lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
-                                  int threads, int *status) {
-    int st_local;
-    if (!status) status = &st_local;
+/* A matrix of rows x cols of `type` described, its layout chosen and planned, its I2_S tail read
+ * from w (NULL: none yet); *rb its file row bytes.  NULL and *status on failure. */
+static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t cols, int64_t *rb,
+                                 int *status) {
     *status = LOWBIT_EINVAL;
-    if (!w || rows < 0 || cols < 0) return NULL;
+    if (rows < 0 || cols < 0) return NULL;
     if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K) {
         *status = LOWBIT_ETYPE;
         return NULL;
     }
-    int64_t rb = lowbit_row_bytes(type, cols);
-    if (rb < 0) {
-        *status = (int)rb;
+    *rb = lowbit_row_bytes(type, cols);
+    if (*rb < 0) {
+        *status = (int)*rb;
         return NULL;
     }
     lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
@@ -197,47 +194,169 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     m->rows = rows;
     m->w = w;
     m->tensor_scale = 1.0f;
-    if (type == LOWBIT_TYPE_I2_S) memcpy(&m->tensor_scale, (const uint8_t *)w + rows * rb, 4);
+    if (type == LOWBIT_TYPE_I2_S && w) {
+        memcpy(m->tail, (const uint8_t *)w + rows * *rb, sizeof m->tail);
+        memcpy(&m->tensor_scale, m->tail, 4);
+    }
     if (!m->packed || rows == 0) {
         m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
-        *status = LOWBIT_OK; /* borrowed file layout */
-        return m;
+    } else {
+        lowbit_matrix_set_layout(m, choose_layout(m));
+        lowbit_plan_packed(m);
+        m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
     }
-    lowbit_matrix_set_layout(m, choose_layout(m));
-    lowbit_plan_packed(m);
+    *status = LOWBIT_OK;
+    return m;
+}
+
+/* Packs the file rows w into m's zeroed codes and scales */
+static void fill(lowbit_matrix *m, const void *w, int64_t rb, int threads) {
     const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
-    const int64_t nsets = (rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS;
-    const int64_t ngroups = sets ? nsets * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS)
-                                 : (rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
-    const size_t code_bytes = (size_t)ngroups * lowbit_packed_group_bytes(m);
-    const size_t scale_bytes = (size_t)ngroups * m->nscales * LOWBIT_PACK_ROWS * 2;
+    const int64_t n = sets ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
+                           : lowbit_packed_row_groups(m);
+    pack_job P = {m, (const uint8_t *)w, rb};
+    lowbit_parallel_for(n, pack_group_any, &P, threads);
+}
+
+lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols,
+                                  int threads, int *status) {
+    int st_local;
+    if (!status) status = &st_local;
+    int64_t rb;
+    lowbit_matrix *m = w ? new_matrix(type, w, rows, cols, &rb, status) : NULL;
+    if (!w) *status = LOWBIT_EINVAL;
+    if (!m || !m->packed) return m; /* the file layout, borrowed */
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  Huge pages
      * where the system grants them (lowbit_weights_alloc), asked before the first touch: streamed
-     * once per token, 4 KB pages cost a TLB miss every 4 KB (docs/PERFORMANCE.md#huge-pages). */
-    const size_t total = code_bytes + scale_bytes + 64;
+     * once per token, 4 KB pages cost a TLB miss every 4 KB (docs/PERFORMANCE.md#huge-pages).
+     * 64 bytes of slack past the scales, zero. */
+    const size_t total = (size_t)m->nbytes + 64;
     void *mem = lowbit_weights_alloc(total);
     if (!mem) {
         free(m);
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
+    memset(mem, 0, total);
     m->codes = (uint8_t *)mem;
-    m->scales = (uint16_t *)(m->codes + code_bytes);
-    memset(mem, 0, code_bytes + scale_bytes + 64);
-    m->nbytes = (int64_t)(code_bytes + scale_bytes);
-    pack_job P = {m, (const uint8_t *)w, rb};
-    lowbit_parallel_for(sets ? nsets : ngroups, pack_group_any, &P, threads);
+    m->scales = (uint16_t *)(m->codes + lowbit_packed_code_bytes(m));
+    fill(m, w, rb, threads);
+    return m;
+}
+
+/* ---- packing into a caller's buffer ---------------------------------------------------------- */
+
+/* The header of lowbit_matrix_pack_into's bytes: what lowbit_matrix_wrap needs to read them back
+ * (their layout was chosen by the CPU and the overrides at packing time, not at wrapping time). */
+typedef struct {
+    char magic[8];
+    int32_t type, layout;
+    int64_t rows, cols;
+    uint8_t tail[32]; /* I2_S: the file's tail (its tensor scale first) */
+} packed_header;
+typedef char packed_header_is_64_bytes[sizeof(packed_header) == LOWBIT_PACKED_HEADER ? 1 : -1];
+static const char MAGIC[8] = {'l', 'o', 'w', 'b', 'i', 't', 'P', '1'};
+
+static int layout_of(const lowbit_matrix *m) {
+    return m->base3f ? LOWBIT_LAYOUT_BASE3F : m->base3 ? LOWBIT_LAYOUT_BASE3
+         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : LOWBIT_LAYOUT_PACKED;
+}
+
+int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
+    int st;
+    int64_t rb;
+    lowbit_matrix *m = new_matrix(type, NULL, rows, cols, &rb, &st);
+    if (!m) return st;
+    const int64_t n = m->packed ? LOWBIT_PACKED_HEADER + m->nbytes + 64 : 0;
+    free(m);
+    return n;
+}
+
+/* Points a borrowing matrix's codes and scales into buf, past the header */
+static void borrow(lowbit_matrix *m, void *buf) {
+    m->borrowed = 1;
+    m->codes = (uint8_t *)buf + LOWBIT_PACKED_HEADER;
+    m->scales = (uint16_t *)(m->codes + lowbit_packed_code_bytes(m));
+}
+
+lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, int64_t cols,
+                                       void *dst, int64_t dst_bytes, int threads, int *status) {
+    int st_local;
+    if (!status) status = &st_local;
+    *status = LOWBIT_EINVAL;
+    if (!w || !dst || dst_bytes < 0 || (uintptr_t)dst % LOWBIT_PACKED_ALIGN) return NULL;
+    int64_t rb;
+    lowbit_matrix *m = new_matrix(type, w, rows, cols, &rb, status);
+    if (!m) return NULL;
+    if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
+        /* a type that is not repacked; an empty matrix or a buffer too small */
+        *status = !lowbit_type_packs(type) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
+        free(m);
+        return NULL;
+    }
+    memset(dst, 0, (size_t)(LOWBIT_PACKED_HEADER + m->nbytes + 64));
+    packed_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, sizeof MAGIC);
+    h.type = type, h.layout = layout_of(m), h.rows = rows, h.cols = cols;
+    memcpy(h.tail, m->tail, sizeof h.tail);
+    memcpy(dst, &h, sizeof h);
+    borrow(m, dst);
+    fill(m, w, rb, threads);
+    return m;
+}
+
+lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status) {
+    int st_local;
+    if (!status) status = &st_local;
+    *status = LOWBIT_EINVAL;
+    packed_header h;
+    if (!packed || nbytes < LOWBIT_PACKED_HEADER || (uintptr_t)packed % LOWBIT_PACKED_ALIGN)
+        return NULL;
+    memcpy(&h, packed, sizeof h);
+    const int L = h.layout;
+    if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
+        !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
+        h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
+        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 &&
+         ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
+        return NULL;
+    lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
+    if (!m) {
+        *status = LOWBIT_ENOMEM;
+        return NULL;
+    }
+    if (lowbit_matrix_describe(h.type, h.cols, m) != LOWBIT_OK || !m->packed ||
+        lowbit_row_bytes(h.type, h.cols) < 0) {
+        free(m);
+        return NULL;
+    }
+    m->rows = h.rows;
+    memcpy(m->tail, h.tail, sizeof m->tail);
+    m->tensor_scale = 1.0f;
+    if (h.type == LOWBIT_TYPE_I2_S) memcpy(&m->tensor_scale, m->tail, 4);
+    lowbit_matrix_set_layout(m, L);
+    m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
+    if (LOWBIT_PACKED_HEADER + m->nbytes + 64 > nbytes) {
+        free(m);
+        *status = LOWBIT_ESIZE;
+        return NULL;
+    }
+    lowbit_plan_packed(m);
+    borrow(m, (void *)(uintptr_t)packed); /* read only: no kernel writes the codes */
     *status = LOWBIT_OK;
     return m;
 }
 
 void lowbit_matrix_free(lowbit_matrix *m) {
     if (!m) return;
-    if (m->codes) lowbit_weights_free(m->codes, (size_t)m->nbytes + 64); /* the size allocated */
+    if (m->codes && !m->borrowed) lowbit_weights_free(m->codes, (size_t)m->nbytes + 64); /* the size allocated */
     free(m);
 }
 
-int64_t lowbit_matrix_nbytes(const lowbit_matrix *m) { return m ? m->nbytes : LOWBIT_EINVAL; }
+int64_t lowbit_matrix_nbytes(const lowbit_matrix *m) {
+    return m ? (m->borrowed ? 0 : m->nbytes) : LOWBIT_EINVAL;
+}
 int lowbit_matrix_is_packed(const lowbit_matrix *m) { return m ? m->packed : LOWBIT_EINVAL; }
 int64_t lowbit_matrix_rows(const lowbit_matrix *m) { return m ? m->rows : LOWBIT_EINVAL; }
 int64_t lowbit_matrix_cols(const lowbit_matrix *m) { return m ? m->cols : LOWBIT_EINVAL; }

@@ -80,6 +80,10 @@ static inline int lowbit_base3f_trit(uint8_t b, int k) {
  *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
  *
  * lowbit_packed_code_at / lowbit_packed_scale_at below place a byte in either 2-bit layout. */
+/* lowbit_matrix_pack_into's buffer starts with a header of this many bytes (pack.c: the type,
+ * shape and layout lowbit_matrix_wrap reads back), then the codes and scales, then 64 bytes of
+ * slack: the codes stay LOWBIT_PACKED_ALIGN-aligned. */
+#define LOWBIT_PACKED_HEADER 64
 struct lowbit_matrix {
     int type, kidx;
     int packed;           /* 1: canonical interleaved copy; 0: borrows `w` in the file layout */
@@ -96,7 +100,9 @@ struct lowbit_matrix {
     uint8_t *codes;       /* packed == 1 */
     uint16_t *scales;
     float tensor_scale;   /* I2_S */
-    int64_t nbytes;       /* bytes owned (codes + scales) */
+    uint8_t tail[32];     /* I2_S: the file's 32 bytes after the codes, as read (unpack) */
+    int64_t nbytes;       /* bytes of codes + scales (owned unless `borrowed`) */
+    int borrowed;         /* codes and scales lie in a caller's buffer (pack_into, wrap) */
     lowbit_packed_plan plan[LOWBIT_ISA_COUNT]; /* per usable variant, lowbit_plan_packed */
 };
 
@@ -143,6 +149,20 @@ static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
+}
+
+/* Bytes of codes and of scales of a packed matrix of m->rows rows in its layout: whole row
+ * groups of 4 (row sets of 16 for the dense base-3 and rows16 layouts), padding rows included. */
+static inline int64_t lowbit_packed_row_groups(const lowbit_matrix *m) {
+    if (m->base3 || m->rows16)
+        return (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS);
+    return (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
+}
+static inline int64_t lowbit_packed_code_bytes(const lowbit_matrix *m) {
+    return lowbit_packed_row_groups(m) * lowbit_packed_group_bytes(m);
+}
+static inline int64_t lowbit_packed_scale_bytes(const lowbit_matrix *m) {
+    return lowbit_packed_row_groups(m) * m->nscales * LOWBIT_PACK_ROWS * 2;
 }
 
 /* Offset in m->codes of byte p (0..31) of 128-weight chunk c of row r, and in m->scales of the
@@ -251,6 +271,22 @@ void lowbit_base3f_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             float *y);
 void lowbit_base3f_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
+/* ref/codecs.c: the codes (0..3, weight order) of one file block of a base-3 format (qk 256:
+ * TQ1_0, 128: PTQ1_0), TQ2_0 and I2_S (a 32-byte group), and the block bytes of such codes: what
+ * pack.c reads and unpack.c writes. */
+void lowbit_base3_codes(int qk, const uint8_t *qs, const uint8_t *qh, uint8_t *codes);
+void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes);
+void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes);
+void lowbit_base3_encode(int qk, const uint8_t *codes, uint8_t *qs, uint8_t *qh);
+void lowbit_tq2_0_encode(const uint8_t *codes, uint8_t *qs);
+void lowbit_i2_s_encode(const uint8_t *codes, uint8_t *qs);
+
+/* ... and how they read a row back: the codes (0..3) of 128-weight chunk c of row r in either
+ * 2-bit layout, weight order (ref/packed.c); the codes (0..2) of period p of row r in the dense
+ * base-3 layouts, codes[j] weight 5 p G + j (ref/base3_packed.c).  unpack.c writes the file
+ * layout back from them. */
+void lowbit_packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]);
+void lowbit_base3_period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *codes);
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);
 void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

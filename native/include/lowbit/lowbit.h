@@ -136,6 +136,46 @@ LOWBIT_API lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t ro
                                              int threads, int *status);
 LOWBIT_API void lowbit_matrix_free(lowbit_matrix *m);
 LOWBIT_API int64_t lowbit_matrix_nbytes(const lowbit_matrix *m); /* bytes owned (0 if borrowed) */
+
+/* The packed copy in a caller's buffer (added in 0.1: new functions, same ABI version), so that a
+ * runtime holding its own tensors keeps one copy of a weight: the repacked one.
+ *
+ * lowbit_matrix_packed_nbytes: the bytes lowbit_matrix_pack_into needs for the matrix, in the
+ * layout lowbit_matrix_pack would choose now (this CPU's variant, PYLOWBIT_ISA and the layout
+ * overrides): a 64-byte header (type, shape, layout), the codes and scales, 64 bytes of slack.
+ * 0 for a matrix it does not pack (a type that is not repacked, no rows or no columns); a
+ * negative status for an unknown type, negative sizes or rows of part of a block.
+ *
+ * lowbit_matrix_pack_into: lowbit_matrix_pack's copy (the same layout, the same results), written
+ * into dst (dst_bytes >= lowbit_matrix_packed_nbytes; its address a multiple of
+ * LOWBIT_PACKED_ALIGN, as the kernels' aligned vector loads need).  The matrix *borrows* dst,
+ * which must outlive it: lowbit_matrix_free leaves dst alone, lowbit_matrix_nbytes gives 0.  The
+ * file buffer w may be released afterwards.  LOWBIT_EINVAL for a null or misaligned dst,
+ * LOWBIT_ESIZE for a dst too small or an empty matrix, LOWBIT_ETYPE for a type that is not
+ * repacked (lowbit_matrix_pack borrows those as they are).  Huge pages are the caller's to ask.
+ *
+ * lowbit_matrix_wrap: a matrix over `nbytes` bytes that lowbit_matrix_pack_into wrote in this
+ * process (or a copy of them), borrowing them, without packing again: the header says the type,
+ * shape and layout.  LOWBIT_EINVAL if the bytes do not start with such a header (or are
+ * misaligned), LOWBIT_ESIZE if nbytes is short of what it describes.  Any code and scale bytes
+ * are safe to multiply; the bytes are not a file format (the layout depends on the CPU).
+ *
+ * lowbit_matrix_unpack: writes the file layout of any matrix of lowbit_matrix_pack, _pack_into or
+ * _wrap (nbytes == lowbit_tensor_bytes(type, rows * cols), else LOWBIT_ESIZE) to file_bytes, on
+ * `threads` threads (<= 0: library default).  The weights come back exactly: every code and
+ * fp16 scale, I2_S's 32-byte tail (fp32 tensor scale and padding) byte for byte.  So do the
+ * bytes of a canonical file: TQ1_0 / PTQ1_0 bytes as their encoder writes them (a byte holds
+ * trits t as ceil(q 256 / 243), q their base-3 number; a qh byte's unused fifth trit 0); a base-3
+ * byte that reads as the same trits otherwise comes back canonical.  Every other format's bytes
+ * come back as they were.  A type that is not repacked: the borrowed bytes, copied. */
+#define LOWBIT_PACKED_ALIGN 64
+LOWBIT_API int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols);
+LOWBIT_API lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows,
+                                                  int64_t cols, void *dst, int64_t dst_bytes,
+                                                  int threads, int *status);
+LOWBIT_API lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status);
+LOWBIT_API int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes,
+                                    int threads);
 LOWBIT_API int lowbit_matrix_is_packed(const lowbit_matrix *m);
 LOWBIT_API int lowbit_matrix_type(const lowbit_matrix *m);
 LOWBIT_API int64_t lowbit_matrix_rows(const lowbit_matrix *m);

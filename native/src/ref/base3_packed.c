@@ -6,7 +6,7 @@
 
 /* Codes (0..2) of period p of row r in weight order, codes[j] weight 5 p G + j: the period's
  * groups times G of them */
-static void period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *codes) {
+void lowbit_base3_period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uint8_t *codes) {
     static const uint8_t pow3[4] = {1, 3, 9, 27};
     int64_t u0, u1 = lowbit_base3_period_units(m, p, &u0);
     for (int64_t u = u0; u < u1; u++) {
@@ -33,7 +33,7 @@ void lowbit_base3_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const
     for (int64_t r = r0; r < r1 && r < m->rows; r++) {
         float acc = 0.0f;
         for (int64_t p = 0; p < lowbit_base3_periods(m); p++) {
-            period_codes(m, r, p, codes);
+            lowbit_base3_period_codes(m, r, p, codes);
             for (int64_t g = 5 * p; g < lowbit_base3_period_groups_end(m, p); g++) {
                 /* one scale block per group */
                 const float dw = lowbit_fp16_to_fp32(m->scales[lowbit_base3_scale_at(m, r, g)]);

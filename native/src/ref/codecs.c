@@ -54,12 +54,10 @@ typedef struct {
 static const base3_layout TQ1_LAYOUT = {256, 32, 16, 4};  /* 160 + 80 + 16 */
 static const base3_layout PTQ1_LAYOUT = {128, 16, 8, 2};  /* 80 + 40 + 8 */
 
-static void base3_quantize_block(const base3_layout *L, const float *x, uint8_t *qs, uint8_t *qh,
-                                 uint16_t *dout) {
-    float d = absmax(x, L->qk);
-    float id = d ? 1.0f / d : 0.0f;
-    int codes[256];
-    for (int j = 0; j < L->qk; j++) codes[j] = ternary_code(x[j], id, 2);
+/* The qs and qh bytes of one base-3 block of codes (0..2, weight order): the inverse of
+ * lowbit_base3_codes, also for lowbit_matrix_unpack. */
+void lowbit_base3_encode(int qk, const uint8_t *codes, uint8_t *qs, uint8_t *qh) {
+    const base3_layout *L = qk == 256 ? &TQ1_LAYOUT : &PTQ1_LAYOUT;
     int t[5];
     for (int m = 0; m < L->n0; m++) {
         for (int n = 0; n < 5; n++) t[n] = codes[n * L->n0 + m];
@@ -75,6 +73,15 @@ static void base3_quantize_block(const base3_layout *L, const float *x, uint8_t 
         for (int n = 0; n < 4; n++) t[n] = codes[base + n * L->nh + m];
         qh[m] = pack_trits(t, 4);
     }
+}
+
+static void base3_quantize_block(const base3_layout *L, const float *x, uint8_t *qs, uint8_t *qh,
+                                 uint16_t *dout) {
+    float d = absmax(x, L->qk);
+    float id = d ? 1.0f / d : 0.0f;
+    uint8_t codes[256];
+    for (int j = 0; j < L->qk; j++) codes[j] = (uint8_t)ternary_code(x[j], id, 2);
+    lowbit_base3_encode(L->qk, codes, qs, qh);
     *dout = lowbit_fp32_to_fp16(d);
 }
 
@@ -112,14 +119,20 @@ void lowbit_tq2_0_codes(const uint8_t *qs, uint8_t *codes) {
             for (int m = 0; m < 32; m++) codes[(j / 32) * 128 + n * 32 + m] = (qs[j + m] >> (2 * n)) & 3;
 }
 
+/* The inverse: the 64 qs bytes of 256 codes (0..3) */
+void lowbit_tq2_0_encode(const uint8_t *codes, uint8_t *qs) {
+    memset(qs, 0, 64);
+    for (int j = 0; j < 64; j += 32)
+        for (int n = 0; n < 4; n++)
+            for (int m = 0; m < 32; m++) qs[j + m] |= (uint8_t)((codes[(j / 32) * 128 + n * 32 + m] & 3) << (2 * n));
+}
+
 static void tq2_0_quantize_block(const float *x, lowbit_block_tq2_0 *b) {
     float d = absmax(x, 256);
     float id = d ? 1.0f / d : 0.0f;
-    memset(b->qs, 0, sizeof b->qs);
-    for (int j = 0; j < 64; j += 32)
-        for (int n = 0; n < 4; n++)
-            for (int m = 0; m < 32; m++)
-                b->qs[j + m] |= (uint8_t)(ternary_code(x[(j / 32) * 128 + n * 32 + m], id, 2) << (2 * n));
+    uint8_t codes[256];
+    for (int j = 0; j < 256; j++) codes[j] = (uint8_t)ternary_code(x[j], id, 2);
+    lowbit_tq2_0_encode(codes, b->qs);
     b->d = lowbit_fp32_to_fp16(d);
 }
 
@@ -140,6 +153,13 @@ static void q2_quantize_block(int qk, const float *x, uint16_t *dout, uint8_t *q
 void lowbit_i2_s_codes(const uint8_t *qs, uint8_t *codes) {
     for (int p = 0; p < 32; p++)
         for (int k = 0; k < 4; k++) codes[p + 32 * k] = (qs[p] >> (6 - 2 * k)) & 3;
+}
+
+/* The inverse: the 32 bytes of 128 codes (0..3) */
+void lowbit_i2_s_encode(const uint8_t *codes, uint8_t *qs) {
+    for (int p = 0; p < 32; p++)
+        qs[p] = (uint8_t)((codes[p] & 3) << 6 | (codes[p + 32] & 3) << 4 | (codes[p + 64] & 3) << 2 |
+                          (codes[p + 96] & 3));
 }
 
 /* ---- public entry points --------------------------------------------------------------------- */
@@ -224,10 +244,11 @@ int lowbit_quantize(int type, const float *x, int64_t n, void *out) {
         float d = absmax(x, n);
         float id = d ? 1.0f / d : 0.0f;
         memset(o, 0, (size_t)(n / 4 + 32));
-        for (int64_t g = 0; g < nb; g++)
-            for (int p = 0; p < 32; p++)
-                for (int k = 0; k < 4; k++)
-                    o[32 * g + p] |= (uint8_t)(ternary_code(x[128 * g + p + 32 * k], id, 2) << (6 - 2 * k));
+        uint8_t codes[128];
+        for (int64_t g = 0; g < nb; g++) {
+            for (int j = 0; j < 128; j++) codes[j] = (uint8_t)ternary_code(x[128 * g + j], id, 2);
+            lowbit_i2_s_encode(codes, o + 32 * g);
+        }
         memcpy(o + n / 4, &d, 4);
         return LOWBIT_OK;
     }

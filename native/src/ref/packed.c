@@ -5,7 +5,7 @@
 
 /* Codes of 128-weight chunk c of row r, in weight order (either 2-bit layout: byte p of the
  * row's 32-byte chunk holds weights p + 32k at bits 2k). */
-static void packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]) {
+void lowbit_packed_chunk_codes(const lowbit_matrix *m, int64_t r, int64_t c, uint8_t codes[128]) {
     for (int p = 0; p < 32; p++) {
         const uint8_t v = m->codes[lowbit_packed_code_at(m, r, c, p)];
         for (int k = 0; k < 4; k++) codes[32 * k + p] = (v >> (2 * k)) & 3;
@@ -26,7 +26,7 @@ static float packed_dot_ref(const lowbit_matrix *m, int64_t r, const lowbit_act 
         }
         int32_t isum = 0;
         for (int64_t j = j0; j < j0 + G; j++) {
-            if (j % 128 == 0 || j == j0) packed_chunk_codes(m, r, j / 128, codes);
+            if (j % 128 == 0 || j == j0) lowbit_packed_chunk_codes(m, r, j / 128, codes);
             isum += codes[j % 128] * a->q[j];
         }
         isum -= a->s[g]; /* every packed code carries the +1 offset */
