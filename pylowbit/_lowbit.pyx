@@ -192,78 +192,8 @@ def gemv_act(const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t c
 
 # ---- packed matrices ------------------------------------------------------------------------
 
-cdef class PackedMatrix:
-    """A weight matrix repacked once into liblowbit's row-interleaved layout (lowbit_matrix).
-
-    For types that are not repacked (Q8_0, Q1_0, F16, F32) it borrows the given buffer, and keeps
-    a reference to it so the buffer outlives the C object."""
-    cdef lowbit_matrix *m
-    cdef object _keep
-    cdef readonly int type_id
-    cdef readonly int64_t rows, cols
-
-    def __cinit__(self, const uint8_t[::1] w not None, int type_id, int64_t rows, int64_t cols,
-                  int threads=0):
-        self.m = NULL
-        cdef int64_t need = _check_weights(w.shape[0], type_id, rows, cols)
-        if need == 0:
-            raise ValueError("cannot pack an empty matrix")
-        check_aligned(&w[0], type_id, "pack")
-        cdef int st = 0
-        with nogil:
-            self.m = lowbit_matrix_pack(type_id, &w[0], rows, cols, threads, &st)
-        check(st, "pack")
-        if self.m == NULL:
-            raise MemoryError("pack")
-        self._keep = None if lowbit_matrix_is_packed(self.m) else w
-        self.type_id, self.rows, self.cols = type_id, rows, cols
-
-    def __dealloc__(self):
-        if self.m != NULL:
-            lowbit_matrix_free(self.m)
-            self.m = NULL
-
-    @property
-    def nbytes(self):
-        """Bytes owned by the packed copy (0 when the file buffer is borrowed)."""
-        return lowbit_matrix_nbytes(self.m)
-
-    @property
-    def is_packed(self):
-        return bool(lowbit_matrix_is_packed(self.m))
-
-    def gemm(self, const float[:, ::1] x not None, float[:, ::1] out not None, int threads=0):
-        """out[batch, rows] = x[batch, cols] . W^T"""
-        if x.shape[1] != self.cols:
-            raise ValueError(f"activations have {x.shape[1]} columns, the matrix has {self.cols}")
-        if out.shape[0] != x.shape[0] or out.shape[1] != self.rows:
-            raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), "
-                             f"expected ({x.shape[0]}, {self.rows})")
-        cdef int64_t batch = x.shape[0]
-        if batch == 0:
-            return
-        cdef int st
-        with nogil:
-            st = lowbit_matrix_gemm(self.m, &x[0, 0], batch, &out[0, 0], threads)
-        check(st, "gemm")
-
-    def gemv_act(self, const int8_t[::1] q not None, const float[::1] d not None,
-                 const int32_t[::1] s not None, float[::1] out not None, int threads=0):
-        """GEMV with activations already in A8 form (for kernel tests)."""
-        cdef int64_t G = lowbit_act_group(self.type_id)
-        if q.shape[0] != self.cols or d.shape[0] * G != self.cols or s.shape[0] * G != self.cols \
-                or out.shape[0] != self.rows:
-            raise ValueError("gemv_act: inconsistent array sizes")
-        cdef lowbit_act a
-        a.q = &q[0]
-        a.d = &d[0]
-        a.s = &s[0]
-        a.n = self.cols
-        a.group = G
-        cdef int st
-        with nogil:
-            st = lowbit_matrix_gemm_act(self.m, &a, 1, &out[0], threads)
-        check(st, "gemv_act")
+# PackedMatrix and the packed copy in a caller's buffer (pack_into, wrap, unpack).
+include "_lowbit_packed.pxi"
 
 
 cdef float *_f32_matrix(object a, int64_t rows, int64_t cols, bint out, str what,
@@ -295,7 +225,7 @@ cdef int64_t _batch(object x, str what) except -1:
 cdef const lowbit_matrix *matrix_of(object m) except NULL:
     if not isinstance(m, PackedMatrix):
         raise TypeError(f"expected a PackedMatrix, got {type(m).__name__}")
-    return (<PackedMatrix>m).m
+    return (<PackedMatrix>m)._matrix()
 
 
 def gemm_multi(tuple mats not None, x, tuple outs not None, int threads=0):
@@ -318,7 +248,7 @@ def gemm_multi(tuple mats not None, x, tuple outs not None, int threads=0):
             cols = pm.cols
         elif pm.cols != cols:
             raise ValueError(f"gemm_multi: matrix {j} has {pm.cols} columns, matrix 0 has {cols}")
-        ms[j] = pm.m
+        ms[j] = pm._matrix()
         ys[j] = _f32_matrix(outs[j], batch, pm.rows, True, "outs", j) if batch else NULL
     if batch == 0:
         return
@@ -343,9 +273,11 @@ def gemm_glu(PackedMatrix gate not None, PackedMatrix up not None, int act, x, o
     cdef const float *xp = _f32_matrix(x, batch, gate.cols, False, "x")
     cdef float *yp = _f32_matrix(out, batch, gate.rows, True, "out")
     cdef float *up_ = _f32_matrix(up_out, batch, gate.rows, True, "up_out")
+    cdef const lowbit_matrix *g = gate._matrix()
+    cdef const lowbit_matrix *u = up._matrix()
     cdef int st
     with nogil:
-        st = lowbit_matrix_gemm_glu(gate.m, up.m, act, xp, batch, yp, up_, threads)
+        st = lowbit_matrix_gemm_glu(g, u, act, xp, batch, yp, up_, threads)
     check(st, "gemm_glu")
 
 

@@ -203,3 +203,79 @@ def addr_matrix_readahead(tuple mats not None, int threads=0):
     for j in range(n):
         ms[j] = matrix_of(mats[j])
     check(lowbit_matrix_readahead(ms, <int>n, -1, threads), "readahead")
+
+
+# ---- the packed copy in a runtime's buffer (PackedMatrix(..., out=) wrote it) -----------------
+
+cdef lowbit_matrix *_addr_wrap(uintptr_t p, int64_t nbytes, int type_id, int64_t rows,
+                               int64_t cols, str what) except NULL:
+    """A matrix borrowing the packed bytes at p, checked to be type_id rows x cols."""
+    _addr_check(p, what)
+    if p % LOWBIT_PACKED_ALIGN:
+        raise ValueError(f"{what}: the packed bytes' address is not a multiple of "
+                         f"{LOWBIT_PACKED_ALIGN} bytes")
+    cdef int st = 0
+    cdef lowbit_matrix *m = lowbit_matrix_wrap(<const void *>p, nbytes, &st)
+    if m == NULL:
+        if st == LOWBIT_EINVAL:
+            raise ValueError(f"{what}: the bytes do not hold a matrix packed by this process "
+                             f"(no valid header)")
+        check(st, what)
+    if lowbit_matrix_type(m) != type_id or lowbit_matrix_rows(m) != rows \
+            or lowbit_matrix_cols(m) != cols:
+        got = (lowbit_matrix_type(m), lowbit_matrix_rows(m), lowbit_matrix_cols(m))
+        lowbit_matrix_free(m)
+        raise ValueError(f"{what}: the packed bytes hold type {got[0]} ({got[1]}, {got[2]}), "
+                         f"expected type {type_id} ({rows}, {cols})")
+    return m
+
+
+def addr_packed_gemm(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows, int64_t cols,
+                     uintptr_t x, int64_t batch, uintptr_t y, int threads=0, int dtype=ADDR_F32):
+    """addr_gemm's twin on packed bytes (PackedMatrix(..., out=) wrote them): wrapped for the call,
+    not copied."""
+    if batch < 0:
+        raise ValueError(f"addr_packed_gemm: negative batch {batch}")
+    if dtype != ADDR_F32 and dtype != ADDR_BF16:
+        raise ValueError(f"addr_packed_gemm: unknown dtype code {dtype}")
+    cdef lowbit_matrix *m = _addr_wrap(w, w_nbytes, type_id, rows, cols, "gemm_packed")
+    if batch == 0:
+        lowbit_matrix_free(m)
+        return
+    cdef const float *xf = <const float *>x
+    cdef float *yf = <float *>y
+    cdef float *tmp = NULL
+    if x == 0 or y == 0:
+        lowbit_matrix_free(m)
+        raise ValueError("addr_packed_gemm: null address")
+    if dtype == ADDR_BF16:
+        tmp = <float *>malloc(<size_t>(batch * (cols + rows)) * sizeof(float))
+        if tmp == NULL:
+            lowbit_matrix_free(m)
+            raise MemoryError("addr_packed_gemm")
+        bf16_to_f32(<const uint16_t *>x, tmp, batch * cols)
+        xf, yf = tmp, tmp + batch * cols
+    cdef int st
+    with nogil:
+        st = lowbit_matrix_gemm(m, xf, batch, yf, threads)
+        if dtype == ADDR_BF16:
+            if st == LOWBIT_OK:
+                f32_to_bf16(yf, <uint16_t *>y, batch * rows)
+            free(tmp)
+        lowbit_matrix_free(m)
+    check(st, "gemm_packed")
+
+
+def addr_packed_unpack(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows, int64_t cols,
+                       uintptr_t out, int64_t out_nbytes, int threads=0):
+    """The file bytes (out_nbytes of them, at out) of the packed bytes at w (PackedMatrix.unpack's
+    twin)."""
+    cdef lowbit_matrix *m = _addr_wrap(w, w_nbytes, type_id, rows, cols, "unpack")
+    if out == 0:
+        lowbit_matrix_free(m)
+        raise ValueError("addr_packed_unpack: null address")
+    cdef int st
+    with nogil:
+        st = lowbit_matrix_unpack(m, <void *>out, out_nbytes, threads)
+        lowbit_matrix_free(m)
+    check(st, "unpack")

@@ -44,6 +44,11 @@ cdef extern from "lowbit/lowbit.h" nogil:
     lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t cols, int threads, int *status)
     void lowbit_matrix_free(lowbit_matrix *m)
     int64_t lowbit_matrix_nbytes(const lowbit_matrix *m)
+    int LOWBIT_PACKED_ALIGN
+    int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols)
+    lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, int64_t cols, void *dst, int64_t dst_bytes, int threads, int *status)
+    lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status)
+    int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes, int threads)
     int lowbit_matrix_is_packed(const lowbit_matrix *m)
     int lowbit_matrix_type(const lowbit_matrix *m)
     int64_t lowbit_matrix_rows(const lowbit_matrix *m)

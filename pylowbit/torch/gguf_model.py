@@ -44,7 +44,7 @@ class _Bytes:  # what Linear.from_gguf reads: shape, type_id, data
 
 def load_gguf(path, dtype: torch.dtype = torch.float32, repack: bool = True, **quantize_kw):
     """A transformers LlamaForCausalLM of the llama GGUF file at `path`: its matrices as
-    pylowbit.torch.Linear (the file's bytes; `repack` adds the decode layout, as
+    pylowbit.torch.Linear (the file's bytes; with `repack`, the decode layout in their place, as
     quantize_(repack=True)), embeddings and norms in `dtype`; then quantize_'s fusions and
     threads rule (`quantize_kw` goes to it).  Raises ValueError for another architecture."""
     try:

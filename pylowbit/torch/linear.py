@@ -3,11 +3,13 @@
 The weight is one uint8 buffer holding the matrix exactly as a GGUF file stores it (the format's
 blocks, I2_S with its fp32 tensor scale after the codes): the layer keeps no float or unpacked copy
 of it, and `state_dict` saves and loads those bytes.  The forward is one `torch.ops.pylowbit.gemm`.
+After `repack()` the layer holds the weight in pylowbit's repacked layout instead (the buffer
+`packed`, in place of the GGUF bytes, not a second copy) and multiplies with
+`torch.ops.pylowbit.gemm_packed`; `state_dict` still saves the GGUF bytes (unpacked on save).
 """
 from __future__ import annotations
 
 import logging
-import weakref
 
 import numpy as np
 import torch
@@ -17,6 +19,8 @@ from pylowbit import _lowbit
 from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
 # (importing _ops registers torch.ops.pylowbit)
 from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu, gemm_packed_cpu, kernel_threads
+from pylowbit.torch._ops_packed import empty_aligned, packed_nbytes
+from pylowbit.torch.shared import SharedInput, read_ahead_next, version_of
 
 log = logging.getLogger("pylowbit.torch")
 
@@ -46,8 +50,12 @@ class Linear(nn.Module):
         self.register_buffer("weight", torch.zeros(tensor_nbytes(info, in_features * out_features),
                                                    dtype=torch.uint8))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype) if bias else None)
+        # repack(): the weight in pylowbit's layout for this CPU, in place of `weight` (then empty)
+        self.register_buffer("packed", None, persistent=False)
         self.norm = norm
-        self._packed = None  # (PackedMatrix, weight, its address, its version) after repack()
+        # the PackedMatrix of the eager path, a cache: (it, the tensor it borrows (`packed`, or
+        # `weight` for a type that is not repacked), its address, its version)
+        self._packed = None
         self.siblings: SharedInput | None = None  # quantize_ groups q/k/v and gate/up
         self.quantization_error: float | None = None  # relative, when made from float weights
 
@@ -68,6 +76,9 @@ class Linear(nn.Module):
             else:
                 y = gemm_packed_cpu(x, (packed,))[0]
                 read_ahead_next(self, x)
+        elif self.packed is not None:
+            y = torch.ops.pylowbit.gemm_packed(x, self.packed, self.type_id, self.out_features,
+                                               self.in_features)
         else:
             y = torch.ops.pylowbit.gemm(x, self.weight, self.type_id, self.out_features,
                                         self.in_features)
@@ -76,21 +87,46 @@ class Linear(nn.Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"format={self.format}, bias={self.bias is not None}, "
-                f"weight_bytes={self.weight.numel()}" + (", repacked" if self._packed else ""))
+                f"weight_bytes={tensor_nbytes(self.info, self.in_features * self.out_features)}"
+                + (", repacked" if self.is_repacked else ""))
 
     def repack(self, enable: bool = True) -> "Linear":
-        """Opt in to pylowbit's repacked layout for eager inference (lb.pack: the decoder's layout,
-        about twice as fast at batch 1 for the ternary formats).  It is a second copy of the weight,
-        owned by C beside the `weight` buffer (which state_dict, autograd, torch.compile and
-        torch.export keep using): the layer's memory doubles.  Results are bit for bit the same.
-        enable=False drops the copy."""
-        self._packed = None
-        if enable:
-            m = _lowbit.PackedMatrix(self.weight.numpy(), self.type_id, self.out_features,
-                                     self.in_features, torch.get_num_threads())
-            w = self.weight
+        """Hold the weight in pylowbit's repacked layout (lb.pack's, the decoder's: about 1.6x as
+        fast a layer at batch 1 for the ternary formats), in place of the GGUF bytes: the buffer
+        `packed` (non-persistent: the layout depends on the CPU) replaces `weight` (then empty),
+        so the layer still holds one copy.  The forward (eager, autograd, torch.compile,
+        torch.export) multiplies from it (torch.ops.pylowbit.gemm_packed), bit for bit as from
+        the GGUF bytes; state_dict saves the GGUF bytes (unpacked on save) and load_state_dict
+        packs what it loads; dequantize() and file_bytes() unpack.  Formats that are not repacked
+        (Q8_0, Q1_0, F16, ...) keep their bytes, which the eager path then reads through a
+        PackedMatrix borrowing them.  enable=False restores the GGUF bytes in `weight`."""
+        if not enable:
+            if self.packed is not None:
+                w = self.file_bytes()
+                self.packed, self.weight = None, w
+            self._packed = None
+            return self
+        if self.packed is not None and not self.weight.numel():
+            self._packed_matrix()
+            return self
+        self.packed, self._packed = None, None
+        w = self.weight
+        rows, cols = self.out_features, self.in_features
+        n = packed_nbytes(self.type_id, rows, cols)
+        if n == 0:  # not repacked: the eager path's matrix borrows the GGUF bytes
+            m = _lowbit.PackedMatrix(w.numpy(), self.type_id, rows, cols, kernel_threads())
             self._packed = (m, w, w.data_ptr(), version_of(w))
+            return self
+        buf = empty_aligned(n)
+        m = _lowbit.PackedMatrix(w.detach().numpy(), self.type_id, rows, cols, kernel_threads(),
+                                 out=buf.numpy())
+        self.packed, self.weight = buf, torch.empty(0, dtype=torch.uint8)
+        self._packed = (m, buf, buf.data_ptr(), None)
         return self
+
+    @property
+    def is_repacked(self) -> bool:
+        return self.packed is not None or self._packed is not None
 
     def packed_matrices(self):
         """(this layer's PackedMatrix,), or None if it is not repacked."""
@@ -99,18 +135,59 @@ class Linear(nn.Module):
 
     @property
     def repacked_nbytes(self) -> int:
-        """Bytes of the repacked copy (0: none, or a format that is not repacked)."""
-        return self._packed[0].nbytes if self._packed else 0
+        """Bytes of the repacked layout the layer holds in place of the GGUF bytes (0: not
+        repacked, or a format that is not repacked)."""
+        return self.packed.numel() if self.packed is not None else 0
+
+    def file_bytes(self) -> torch.Tensor:
+        """The weight's GGUF bytes: `weight`, or (repacked) a new tensor unpacked from `packed`."""
+        if self.packed is not None and not self.weight.numel():
+            return torch.ops.pylowbit.unpack(self.packed, self.type_id, self.out_features,
+                                             self.in_features)
+        return self.weight
 
     def _packed_matrix(self):
         p = self._packed
+        packed = self._buffers["packed"]
+        if packed is not None:
+            if self._buffers["weight"].numel():  # GGUF bytes assigned to a repacked layer
+                self.packed = None
+                return self.repack()._packed_matrix()
+            if p is None or p[1] is not packed or p[2] != packed.data_ptr():
+                # moved or replaced (share_memory, deepcopy, a pickle): the matrix in those bytes
+                if packed.data_ptr() % _lowbit.PACKED_ALIGN:
+                    self.packed = packed = empty_aligned(packed.numel()).copy_(packed)
+                m = _lowbit.PackedMatrix.wrap(packed.numpy())
+                self._packed = p = (m, packed, packed.data_ptr(), None)
+            return p[0]
         if p is None:
             return None
         w = p[1]
         if w is not self._buffers["weight"] or p[2] != w.data_ptr() or p[3] != version_of(w):
-            self.repack()  # the weight bytes changed (load_state_dict, copy_): pack them again
+            self.repack()  # the weight bytes changed (load_state_dict, copy_): borrow them again
             p = self._packed
         return p[0]
+
+    # state_dict holds the GGUF bytes whatever the layout held: unpacked on save, packed on load.
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.packed is not None and prefix + "weight" in destination:
+            destination[prefix + "weight"] = self.file_bytes()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if self.packed is None:
+            return super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.repack(False)
+        try:
+            super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        finally:
+            self.repack()
+
+    def __getstate__(self):  # (deepcopy, pickle) the PackedMatrix is a cache, made again on use
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
+        state = dict(state)
+        state["_packed"] = None
+        return state
 
     # The format travels with the bytes: loading a state_dict of another format or shape fails.
     def get_extra_state(self):
@@ -124,8 +201,8 @@ class Linear(nn.Module):
 
     def dequantize(self) -> torch.Tensor:
         """The weight as a new float32 (out_features, in_features) tensor (for checks)."""
-        return torch.ops.pylowbit.dequantize(self.weight, self.info.type_id, self.out_features,
-                                             self.in_features)
+        return torch.ops.pylowbit.dequantize(self.file_bytes(), self.info.type_id,
+                                             self.out_features, self.in_features)
 
     # ---- constructors ----------------------------------------------------------------------
 
@@ -227,71 +304,6 @@ class Linear(nn.Module):
                              f"{self.weight.numel()} bytes, got {data.nbytes}")
         data = data if data.flags.writeable else data.copy()  # torch wraps only writeable arrays
         self.weight.copy_(torch.from_numpy(data))
-
-
-def version_of(t: torch.Tensor):
-    """t's version counter (bumped by every in-place change); None for an inference tensor, which
-    has none (it cannot be changed in place outside inference mode)."""
-    return None if t.is_inference() else t._version
-
-
-_last_multiply = None  # weakref to the Linear / SharedInput whose repacked multiply ran last
-
-
-def read_ahead_next(owner, x: torch.Tensor) -> None:
-    """Eager decoding multiplies the same layers in the same order every token.  After `owner`'s
-    one-vector multiply: note `owner` as what followed the previous one, and ask the pool's idle
-    threads to start reading the first weights of what followed `owner` last time
-    (lowbit_matrix_readahead), while torch runs the ops in between (norms, rotary, attention).  A
-    wrong guess costs some bandwidth, never a result."""
-    global _last_multiply
-    prev = _last_multiply() if _last_multiply is not None else None
-    if prev is not None and prev is not owner:
-        prev.__dict__["_next_multiply"] = weakref.ref(owner)  # a plain attribute, not a submodule
-    _last_multiply = weakref.ref(owner)
-    ref = owner.__dict__.get("_next_multiply")
-    nxt = ref() if ref is not None else None
-    threads = kernel_threads()
-    if nxt is None or threads < 2 or x.numel() != x.shape[-1]:
-        return
-    mats = nxt.packed_matrices()
-    if mats is not None:
-        _lowbit.addr_matrix_readahead(mats, threads)
-
-
-class SharedInput:
-    """Sibling layers that their parent calls one after another on the same input: an attention's
-    q, k and v projections, an MLP's gate and up.  On the eager path (Linear.forward), with every
-    sibling repacked, the first call multiplies the input by all of them in one gemm_multi (one
-    activation quantization, one thread-pool job instead of three) and keeps the others' outputs;
-    a sibling's own call then takes its output if it comes with that very tensor (the same object,
-    and for a tensor that tracks versions, unmodified since), and is computed on its own
-    otherwise.  The kept input and outputs are released as soon as every sibling has taken its."""
-
-    def __init__(self, layers):
-        self.layers = tuple(layers)
-        self._x, self._version, self._outs = None, None, {}
-
-    def packed_matrices(self):
-        """Every sibling's PackedMatrix, or None unless all are repacked."""
-        mats = tuple(m._packed_matrix() for m in self.layers)
-        return None if any(m is None for m in mats) else mats
-
-    def output(self, layer: "Linear", x: torch.Tensor) -> torch.Tensor:
-        outs = self._outs
-        if self._x is x and layer in outs and self._version == version_of(x):
-            y = outs.pop(layer)
-            if not outs:
-                self._x = None
-            return y
-        mats = self.packed_matrices()
-        if mats is None:
-            return gemm_packed_cpu(x, (layer._packed_matrix(),))[0]
-        ys = gemm_packed_cpu(x, mats)
-        read_ahead_next(self, x)
-        self._x, self._version = x, version_of(x)
-        self._outs = {m: y for m, y in zip(self.layers, ys) if m is not layer}
-        return ys[self.layers.index(layer)]
 
 
 def unpack_bitnet_codes(packed: torch.Tensor) -> torch.Tensor:

@@ -31,8 +31,9 @@ def quantize_(model: nn.Module, format: str | None = None, head: str | None = No
     - with `head` ("q8_0", "f16", ...), the output embedding (`get_output_embeddings()`, else
       a module named "lm_head") is converted to that format too, whatever `skip` says: it is
       the largest matrix a decode step reads;
-    - with `repack`, every converted layer also holds pylowbit's repacked copy for eager inference
-      (Linear.repack: faster, twice the memory);
+    - with `repack`, every converted layer holds its weight in pylowbit's repacked layout in place
+      of the GGUF bytes (Linear.repack: faster, the same memory; state_dict still saves the GGUF
+      bytes);
     - with `fuse` (the default), transformers' Llama-family RMSNorms become pylowbit.torch.RMSNorm
       (one liblowbit call each on the eager path, same parameter), and the sibling projections a
       module calls on one input (q/k/v, gate/up) share a SharedInput (Linear.siblings): once they

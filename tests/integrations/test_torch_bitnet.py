@@ -151,10 +151,14 @@ def test_quantize_plain_linears_with_skip():
         pt.quantize_(model, format="nope")
 
 
-def test_converted_layers_memory_is_packed_bytes(packed_dir):
-    model = pt.quantize_(load(packed_dir))
-    for m in model.modules():
-        if isinstance(m, pt.Linear):
-            held = sum(t.numel() * t.element_size() for t in m.buffers(recurse=False))
-            packed = m.in_features * m.out_features // 4  # 2 bits a weight
-            assert held <= 1.1 * packed, (held, packed)
+@pytest.mark.parametrize("repack", [False, True])
+def test_converted_layers_memory_is_packed_bytes(packed_dir, repack):
+    # repacked: the layout in place of the GGUF bytes, borrowed by the matrix (C owns nothing)
+    model = pt.quantize_(load(packed_dir), repack=repack)
+    layers = [m for m in model.modules() if isinstance(m, pt.Linear)]
+    assert layers and all((m.packed is not None) == repack for m in layers)
+    for m in layers:
+        held = sum(t.numel() * t.element_size() for t in m.buffers(recurse=False))
+        held += sum(p.nbytes for p in (m.packed_matrices() or ()))
+        packed = m.in_features * m.out_features // 4  # 2 bits a weight
+        assert held <= 1.1 * packed, (held, packed)

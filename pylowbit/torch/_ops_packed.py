@@ -1,0 +1,125 @@
+"""The ops on pylowbit's repacked layout (`Linear.repack()`: the layer's one copy of its weight).
+
+- `gemm_packed(x, packed, type_id, rows, cols) -> y`: `gemm` on the packed bytes instead of the GGUF
+  bytes (the same results bit for bit).  `packed` is a 1-D uint8 tensor that
+  `_lowbit.PackedMatrix(..., out=)` wrote (`pack_into`): a 64-byte header (type, shape, layout),
+  then the codes and scales; `_lowbit.packed_nbytes` bytes at a 64-byte aligned address.  The
+  CPU kernel wraps those bytes for the call (`lowbit_matrix_wrap`), no copy.
+- `unpack(packed, type_id, rows, cols) -> w`: the GGUF bytes back (`lowbit_matrix_unpack`).
+
+Both have fake implementations (shapes only), so they run under torch.compile and torch.export;
+gemm_packed's backward is the input's gradient through the dequantized transpose, as gemm's.
+The packed layout depends on the CPU (its ISA variant): these bytes are for this process, never a
+file (a Linear's state_dict holds the GGUF bytes).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from pylowbit import _lowbit
+from pylowbit.core import format_info
+from pylowbit.torch._ops import _addr_input, _check_float_input, _matrix_bytes, kernel_threads, lib
+
+lib.define("gemm_packed(Tensor x, Tensor packed, int type_id, int rows, int cols) -> Tensor")
+lib.define("unpack(Tensor packed, int type_id, int rows, int cols) -> Tensor")
+
+
+@functools.lru_cache(maxsize=1024)
+def packed_nbytes(type_id: int, rows: int, cols: int) -> int:
+    """Bytes of the packed copy of a rows x cols matrix of type_id on this CPU (0: not repacked)."""
+    _matrix_bytes(type_id, rows, cols)  # known type, whole blocks
+    return _lowbit.packed_nbytes(type_id, rows, cols)
+
+
+def _check_packed(p: torch.Tensor, type_id: int, rows: int, cols: int, cpu: bool) -> None:
+    need = packed_nbytes(type_id, rows, cols)
+    if need == 0:
+        raise ValueError(f"pylowbit: {format_info(type_id).name} is not repacked (use gemm on its "
+                         f"GGUF bytes)")
+    if p.dtype != torch.uint8 or p.dim() != 1:
+        raise TypeError(f"pylowbit: packed weights must be a 1-D uint8 tensor, got {p.dtype} of "
+                        f"shape {tuple(p.shape)}")
+    if cpu and p.device.type != "cpu":
+        raise ValueError(f"pylowbit: packed weights are on {p.device}; pylowbit's kernels run on the CPU")
+    if not p.is_contiguous():
+        raise ValueError("pylowbit: packed weights must be contiguous")
+    if p.numel() != need:
+        raise ValueError(f"pylowbit: the packed copy of a {format_info(type_id).name} matrix of shape "
+                         f"({rows}, {cols}) takes {need} bytes on this CPU, got {p.numel()}")
+
+
+def _gemm_packed_check(x, p, type_id, rows, cols, cpu):
+    _check_float_input(x, "x", cpu)
+    _check_packed(p, type_id, rows, cols, cpu)
+    if x.device != p.device:
+        raise ValueError(f"pylowbit: x is on {x.device}, the packed weights on {p.device}; "
+                         f"pylowbit's kernels run on the CPU (meta tensors: shapes only)")
+    if x.dim() < 1 or x.shape[-1] != cols:
+        raise ValueError(f"pylowbit: x has shape {tuple(x.shape)}, its last axis must be the "
+                         f"matrix's {cols} columns")
+
+
+def gemm_packed_bytes_cpu(x, p, type_id, rows, cols):
+    """The CPU kernel of pylowbit::gemm_packed."""
+    _gemm_packed_check(x, p, type_id, rows, cols, True)
+    xc, code = _addr_input(x)
+    y = torch.empty(x.shape[:-1] + (rows,), dtype=xc.dtype)
+    _lowbit.addr_packed_gemm(type_id, p.data_ptr(), p.numel(), rows, cols, xc.data_ptr(),
+                             x.shape[:-1].numel(), y.data_ptr(), kernel_threads(), code)
+    return y if y.dtype == x.dtype else y.to(x.dtype)
+
+
+def _gemm_packed_fake(x, p, type_id, rows, cols):
+    _gemm_packed_check(x, p, type_id, rows, cols, False)
+    return x.new_empty(x.shape[:-1] + (rows,))
+
+
+def _gemm_packed_setup_context(ctx, inputs, output):
+    _, p, type_id, rows, cols = inputs
+    ctx.save_for_backward(p)
+    ctx.mat = (type_id, rows, cols)
+
+
+def _gemm_packed_backward(ctx, grad):
+    # grad . W through the GGUF bytes and a dequantized temporary, for this call only
+    (p,) = ctx.saved_tensors
+    w = torch.ops.pylowbit.unpack(p, *ctx.mat)
+    dense = torch.ops.pylowbit.dequantize(w, *ctx.mat)
+    gx = (grad.to(torch.float32) @ dense).to(grad.dtype) if ctx.needs_input_grad[0] else None
+    return gx, None, None, None, None
+
+
+def unpack_cpu(p, type_id, rows, cols):
+    """The CPU kernel of pylowbit::unpack."""
+    _check_packed(p, type_id, rows, cols, True)
+    out = torch.empty(_matrix_bytes(type_id, rows, cols), dtype=torch.uint8)
+    _lowbit.addr_packed_unpack(type_id, p.data_ptr(), p.numel(), rows, cols, out.data_ptr(),
+                               out.numel(), kernel_threads())
+    return out
+
+
+def _unpack_fake(p, type_id, rows, cols):
+    _check_packed(p, type_id, rows, cols, False)
+    return p.new_empty((_matrix_bytes(type_id, rows, cols),), dtype=torch.uint8)
+
+
+def empty_aligned(nbytes: int) -> torch.Tensor:
+    """A new uint8 CPU tensor of nbytes at a PACKED_ALIGN-aligned address (torch's CPU allocator
+    aligns to 64 bytes already; otherwise a view into a slightly larger tensor)."""
+    t = torch.empty(nbytes, dtype=torch.uint8)
+    align = _lowbit.PACKED_ALIGN
+    if t.data_ptr() % align:
+        t = torch.empty(nbytes + align, dtype=torch.uint8)
+        skip = -t.data_ptr() % align
+        t = t[skip:skip + nbytes]
+    return t
+
+
+lib.impl("gemm_packed", gemm_packed_bytes_cpu, "CPU")
+lib.impl("unpack", unpack_cpu, "CPU")
+torch.library.register_fake("pylowbit::gemm_packed", _gemm_packed_fake, lib=lib)
+torch.library.register_fake("pylowbit::unpack", _unpack_fake, lib=lib)
+torch.library.register_autograd("pylowbit::gemm_packed", _gemm_packed_backward,
+                                setup_context=_gemm_packed_setup_context, lib=lib)
