@@ -2,7 +2,7 @@
 # that hold their own tensors (pylowbit.torch) and pass raw data addresses and sizes.  Each checks
 # the sizes it is given against the format's, releases the GIL and calls the same liblowbit entry
 # point as its numpy twin above.  The caller vouches that each address spans the bytes named.
-from libc.string cimport memset
+from libc.string cimport memcmp, memset
 
 
 cdef int _addr_check(uintptr_t p, str what) except -1:
@@ -230,28 +230,53 @@ cdef lowbit_matrix *_addr_wrap(uintptr_t p, int64_t nbytes, int type_id, int64_t
     return m
 
 
+# The matrices wrapped at each (address, size) so far: a compiled graph multiplies the same layers
+# every call, and wrapping plans the kernels anew (a walk of the kernel list).  An entry is used
+# only while the caller's live tensor spans those bytes and their header is the one wrapped (the
+# same type, shape and layout: the same geometry over the same address, whatever the tensor).
+cdef dict _wrapped = {}
+
+
+cdef const lowbit_matrix *_addr_matrix(uintptr_t p, int64_t nbytes, int type_id, int64_t rows,
+                                       int64_t cols, str what) except NULL:
+    cdef object entry = _wrapped.get((p, nbytes)) if p % LOWBIT_PACKED_ALIGN == 0 and nbytes >= 64 else None
+    cdef PackedMatrix pm
+    cdef const char *h
+    if entry is not None:
+        pm = <PackedMatrix>entry[0]
+        h = entry[1]
+        if memcmp(<const void *>p, h, 64) == 0 and pm.type_id == type_id and pm.rows == rows \
+                and pm.cols == cols:
+            return pm.m
+    cdef lowbit_matrix *m = _addr_wrap(p, nbytes, type_id, rows, cols, what)
+    pm = PackedMatrix(_WRAP, -1, 0, 0)
+    pm.m = m  # borrowing raw memory: used only as above
+    pm.type_id, pm.rows, pm.cols = type_id, rows, cols
+    if len(_wrapped) >= 4096:
+        _wrapped.clear()
+    _wrapped[(p, nbytes)] = (pm, (<const char *>p)[:64])
+    return m
+
+
 def addr_packed_gemm(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows, int64_t cols,
                      uintptr_t x, int64_t batch, uintptr_t y, int threads=0, int dtype=ADDR_F32):
-    """addr_gemm's twin on packed bytes (PackedMatrix(..., out=) wrote them): wrapped for the call,
-    not copied."""
+    """addr_gemm's twin on packed bytes (PackedMatrix(..., out=) wrote them): wrapped (once for
+    each address, size and header), not copied."""
     if batch < 0:
         raise ValueError(f"addr_packed_gemm: negative batch {batch}")
     if dtype != ADDR_F32 and dtype != ADDR_BF16:
         raise ValueError(f"addr_packed_gemm: unknown dtype code {dtype}")
-    cdef lowbit_matrix *m = _addr_wrap(w, w_nbytes, type_id, rows, cols, "gemm_packed")
+    cdef const lowbit_matrix *m = _addr_matrix(w, w_nbytes, type_id, rows, cols, "gemm_packed")
     if batch == 0:
-        lowbit_matrix_free(m)
         return
+    if x == 0 or y == 0:
+        raise ValueError("addr_packed_gemm: null address")
     cdef const float *xf = <const float *>x
     cdef float *yf = <float *>y
     cdef float *tmp = NULL
-    if x == 0 or y == 0:
-        lowbit_matrix_free(m)
-        raise ValueError("addr_packed_gemm: null address")
     if dtype == ADDR_BF16:
         tmp = <float *>malloc(<size_t>(batch * (cols + rows)) * sizeof(float))
         if tmp == NULL:
-            lowbit_matrix_free(m)
             raise MemoryError("addr_packed_gemm")
         bf16_to_f32(<const uint16_t *>x, tmp, batch * cols)
         xf, yf = tmp, tmp + batch * cols
@@ -262,7 +287,6 @@ def addr_packed_gemm(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows, i
             if st == LOWBIT_OK:
                 f32_to_bf16(yf, <uint16_t *>y, batch * rows)
             free(tmp)
-        lowbit_matrix_free(m)
     check(st, "gemm_packed")
 
 
@@ -270,12 +294,10 @@ def addr_packed_unpack(int type_id, uintptr_t w, int64_t w_nbytes, int64_t rows,
                        uintptr_t out, int64_t out_nbytes, int threads=0):
     """The file bytes (out_nbytes of them, at out) of the packed bytes at w (PackedMatrix.unpack's
     twin)."""
-    cdef lowbit_matrix *m = _addr_wrap(w, w_nbytes, type_id, rows, cols, "unpack")
+    cdef const lowbit_matrix *m = _addr_matrix(w, w_nbytes, type_id, rows, cols, "unpack")
     if out == 0:
-        lowbit_matrix_free(m)
         raise ValueError("addr_packed_unpack: null address")
     cdef int st
     with nogil:
         st = lowbit_matrix_unpack(m, <void *>out, out_nbytes, threads)
-        lowbit_matrix_free(m)
     check(st, "unpack")

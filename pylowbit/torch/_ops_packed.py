@@ -4,7 +4,8 @@
   bytes (the same results bit for bit).  `packed` is a 1-D uint8 tensor that
   `_lowbit.PackedMatrix(..., out=)` wrote (`pack_into`): a 64-byte header (type, shape, layout),
   then the codes and scales; `_lowbit.packed_nbytes` bytes at a 64-byte aligned address.  The
-  CPU kernel wraps those bytes for the call (`lowbit_matrix_wrap`), no copy.
+  CPU kernel wraps those bytes (`lowbit_matrix_wrap`; no copy, and once per address while the
+  header there stays the same).
 - `unpack(packed, type_id, rows, cols) -> w`: the GGUF bytes back (`lowbit_matrix_unpack`).
 
 Both have fake implementations (shapes only), so they run under torch.compile and torch.export;

@@ -29,6 +29,11 @@ def test_logits_equal_pylowbit_decoder(fmt):
     assert all(type(m) is not torch.nn.Linear for m in model.modules())
     assert model._pylowbit_holds_threads  # every linear is pylowbit's: quantize_'s "auto" holds
     assert sum(isinstance(m, pt.Linear) for m in model.modules()) == 7 * model.config.num_hidden_layers + 1
+    # repack (load_gguf's default): one copy a layer, the packed bytes in place of the file's
+    for m in model.modules():
+        if isinstance(m, pt.Linear) and m.format == fmt:
+            assert m.weight.numel() == 0 and m.repacked_nbytes > 0
+            assert not any(p.nbytes for p in m.packed_matrices())
     with torch.no_grad():
         got = model(torch.tensor([tokens])).logits[0].numpy()
     for i in range(len(tokens)):  # the decoder one token at a time, with its cache

@@ -231,3 +231,22 @@ def test_bad_packed_input():
         _lowbit.PackedMatrix(w.numpy(), tid, 64, 512, out=np.zeros(n, np.float32))
     with pytest.raises(ValueError, match="multiple of 64"):
         _lowbit.PackedMatrix(w.numpy(), tid, 64, 512, out=shifted.numpy())
+
+
+def test_gemm_packed_follows_the_bytes_at_an_address():
+    """The op keeps what it wrapped at each address (no kernel plan a call); other bytes at that
+    address, of the same or another header, are read as they are."""
+    a, b = (_layer("tq2_0", out_f=64, in_f=512, seed=s, bias=False).repack() for s in (1, 2))
+    c = _layer("tq2_0", out_f=63, in_f=512, seed=3, bias=False).repack()
+    assert c.packed.numel() == a.packed.numel()
+    x = torch.randn(2, 512)
+    want_a, want_b, want_c = a(x), b(x), c(x)
+    buf = empty_aligned(a.packed.numel())
+    tid = a.type_id
+    for src, shape, want in [(a, (64, 512), want_a), (b, (64, 512), want_b), (c, (63, 512), want_c),
+                             (a, (64, 512), want_a)]:
+        buf.copy_(src.packed)
+        assert torch.equal(OPS.gemm_packed(x, buf, tid, *shape), want)
+        assert torch.equal(OPS.unpack(buf, tid, *shape), src.file_bytes())
+    with pytest.raises(ValueError, match=r"expected type \d+ \(63, 512\)"):
+        OPS.gemm_packed(x, buf, tid, 63, 512)
