@@ -220,6 +220,9 @@ cdef lowbit_matrix *_addr_wrap(uintptr_t p, int64_t nbytes, int type_id, int64_t
         if st == LOWBIT_EINVAL:
             raise ValueError(f"{what}: the bytes do not hold a matrix packed by this process "
                              f"(no valid header)")
+        if st == LOWBIT_ESIZE:
+            raise ValueError(f"{what}: the packed bytes ({nbytes}) are short of the matrix their "
+                             f"header describes")
         check(st, what)
     if lowbit_matrix_type(m) != type_id or lowbit_matrix_rows(m) != rows \
             or lowbit_matrix_cols(m) != cols:

@@ -170,10 +170,11 @@ static void pack_group_any(void *ctx, int64_t rg) {
         pack_group(ctx, rg);
 }
 
-/* A matrix of rows x cols of `type` described, its layout chosen and planned, its I2_S tail read
- * from w (NULL: none yet); *rb its file row bytes.  NULL and *status on failure. */
-static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t cols, int64_t *rb,
-                                 int *status) {
+/* A matrix of rows x cols of `type` described, its layout chosen (and its kernels planned if
+ * `plan`), its I2_S tail read from w (NULL: none yet); *rb its file row bytes.  NULL and *status
+ * on failure. */
+static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t cols, int plan,
+                                 int64_t *rb, int *status) {
     *status = LOWBIT_EINVAL;
     if (rows < 0 || cols < 0) return NULL;
     if (!lowbit_type_known(type) || type == LOWBIT_TYPE_Q8_K) {
@@ -202,7 +203,7 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
         m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
     } else {
         lowbit_matrix_set_layout(m, choose_layout(m));
-        lowbit_plan_packed(m);
+        if (plan) lowbit_plan_packed(m);
         m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
     }
     *status = LOWBIT_OK;
@@ -223,7 +224,7 @@ lowbit_matrix *lowbit_matrix_pack(int type, const void *w, int64_t rows, int64_t
     int st_local;
     if (!status) status = &st_local;
     int64_t rb;
-    lowbit_matrix *m = w ? new_matrix(type, w, rows, cols, &rb, status) : NULL;
+    lowbit_matrix *m = w ? new_matrix(type, w, rows, cols, 1, &rb, status) : NULL;
     if (!w) *status = LOWBIT_EINVAL;
     if (!m || !m->packed) return m; /* the file layout, borrowed */
     /* 64-byte alignment: a 4-row chunk tile (128 bytes) never straddles a cache line.  Huge pages
@@ -265,7 +266,7 @@ static int layout_of(const lowbit_matrix *m) {
 int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
     int st;
     int64_t rb;
-    lowbit_matrix *m = new_matrix(type, NULL, rows, cols, &rb, &st);
+    lowbit_matrix *m = new_matrix(type, NULL, rows, cols, 0, &rb, &st); /* sizes only */
     if (!m) return st;
     const int64_t n = m->packed ? LOWBIT_PACKED_HEADER + m->nbytes + 64 : 0;
     free(m);
@@ -286,7 +287,7 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     *status = LOWBIT_EINVAL;
     if (!w || !dst || dst_bytes < 0 || (uintptr_t)dst % LOWBIT_PACKED_ALIGN) return NULL;
     int64_t rb;
-    lowbit_matrix *m = new_matrix(type, w, rows, cols, &rb, status);
+    lowbit_matrix *m = new_matrix(type, w, rows, cols, 1, &rb, status);
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
         /* a type that is not repacked; an empty matrix or a buffer too small */

@@ -206,8 +206,10 @@ def test_bad_packed_input():
     shifted.copy_(p)
     with pytest.raises(ValueError, match="multiple of 64"):
         OPS.gemm_packed(x, shifted, tid, 64, 512)
-    with pytest.raises(ValueError, match=f"takes {n} bytes"):
+    with pytest.raises(ValueError, match=r"\(%d\) are short of the matrix" % (n - 1)):
         OPS.gemm_packed(x, p[:-1], tid, 64, 512)
+    with pytest.raises(ValueError, match=f"takes {n} bytes"):  # traced: the size, from the shape
+        OPS.gemm_packed(x.to("meta"), p[:-1].to("meta"), tid, 64, 512)
     with pytest.raises(TypeError, match="uint8"):
         OPS.gemm_packed(x, p.view(torch.int8), tid, 64, 512)
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
@@ -250,3 +252,22 @@ def test_gemm_packed_follows_the_bytes_at_an_address():
         assert torch.equal(OPS.unpack(buf, tid, *shape), src.file_bytes())
     with pytest.raises(ValueError, match=r"expected type \d+ \(63, 512\)"):
         OPS.gemm_packed(x, buf, tid, 63, 512)
+
+
+@pytest.mark.parametrize("fmt", ["tq1_0", "i2_s"])
+def test_bytes_packed_under_another_variant_still_run(fmt, isa):
+    """The layout is the variant's at packing time; the header carries it, so the bytes run (and
+    unpack) under any variant, with the same results."""
+    layer = _layer(fmt, out_f=48, in_f=1280)
+    x = torch.randn(2, 1280)
+    want, gguf = layer(x), layer.weight.clone()
+    for packed_under in lb.isa_supported():
+        isa(packed_under)
+        layer.repack()
+        for run_under in lb.isa_supported():
+            isa(run_under)
+            with torch.no_grad():
+                assert torch.equal(layer(x), want), (packed_under, run_under)
+                y = OPS.gemm_packed(x, layer.packed, layer.type_id, 48, 1280) + layer.bias
+            assert torch.equal(y, want) and torch.equal(layer.file_bytes(), gguf)
+        layer.repack(False)
