@@ -107,9 +107,11 @@ AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const 
         __m512i R[4];
         for (int i = 0; i < 4; i++) {
             const int64_t o = Q1B * b + Q1QS;
+            /* the lane index of an insert must be a constant for clang, not only after unrolling */
             __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, i) + o)));
-            for (int l = 1; l < 4; l++)
-                x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, 4 * l + i) + o)), l);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, 4 + i) + o)), 1);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, 8 + i) + o)), 2);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rowp(p, rb, rb3, 12 + i) + o)), 3);
             R[i] = x;
         }
         const __m512i t0 = _mm512_unpacklo_epi32(R[0], R[1]), t1 = _mm512_unpackhi_epi32(R[0], R[1]);
