@@ -70,13 +70,23 @@ unsigned lowbit_isa_compiled(void) {
     return m;
 }
 
-static int g_intel, g_vbmi; /* an Intel core; AVX512_VBMI usable (the list's `needs`) */
+static int g_intel, g_amd, g_vbmi; /* an Intel core; an AMD one; AVX512_VBMI usable (the list's `needs`) */
 
 static int cpu_vendor_intel(void) {
 #ifdef LOWBIT_X86
     unsigned r[4];
     lowbit_cpuid(0, 0, r);
     return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+#else
+    return 0;
+#endif
+}
+
+static int cpu_vendor_amd(void) {
+#ifdef LOWBIT_X86
+    unsigned r[4];
+    lowbit_cpuid(0, 0, r);
+    return r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u; /* "Auth" "enti" "cAMD" */
 #else
     return 0;
 #endif
@@ -164,7 +174,8 @@ static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
 
 /* Whether this CPU has what `needs` asks beyond the ISA (LOWBIT_NEEDS_*) */
 static int needs_met(int needs) {
-    return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
+    return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_AMD) || g_amd) &&
+           (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
 }
 
 /* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
@@ -172,7 +183,7 @@ static int needs_met(int needs) {
 static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
     /* a preferred entry runs on any vendor, never without an instruction set it needs */
     if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&
-        needs_met(lowbit_kernel_list[g_prefer].needs & ~LOWBIT_NEEDS_INTEL))
+        needs_met(lowbit_kernel_list[g_prefer].needs & ~(LOWBIT_NEEDS_INTEL | LOWBIT_NEEDS_AMD)))
         for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
             if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
@@ -257,6 +268,7 @@ static void init_once(void) {
     if (!(lowbit_isa_compiled() & (1u << LOWBIT_ISA_AVXVNNI_EMULATED)))
         g_supported &= ~(1u << LOWBIT_ISA_AVXVNNI_EMULATED);
     g_intel = cpu_vendor_intel();
+    g_amd = cpu_vendor_amd();
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
@@ -320,7 +332,8 @@ int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
     static const char *const NEEDS_NAMES[] = {[LOWBIT_NEEDS_ANY] = "", [LOWBIT_NEEDS_INTEL] = "intel",
                                               [LOWBIT_NEEDS_VBMI] = "vbmi",
                                               [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi",
-                                              [LOWBIT_NEEDS_ASKED] = "asked"};
+                                              [LOWBIT_NEEDS_ASKED] = "asked",
+                                              [LOWBIT_NEEDS_AMD] = "amd"};
     if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
     const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
     *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,

@@ -38,8 +38,10 @@ static inline vec16 load_bf16(const uint16_t *p) {
 
 #include "float_gemv-inl.h"
 
-/* The Intel twins' software prefetch distance (float_gemv-inl.h) */
+/* The software prefetch distances of the Intel and the AMD twins (float_gemv-inl.h): the four
+ * rows' short runs stream at about half the read bandwidth on hardware prefetch alone */
 #define LOWBIT_PF_FLOAT_INTEL 16384
+#define LOWBIT_PF_FLOAT_AMD 32768
 
 DEFINE_GEMV(gemv_f32_avx2, float, load_f32, to_f32)
 DEFINE_GEMV(gemv_f16_avx2, uint16_t, load_f16, _cvtsh_ss)
@@ -47,3 +49,6 @@ DEFINE_GEMV(gemv_bf16_avx2, uint16_t, load_bf16, lowbit_bf16_to_fp32)
 DEFINE_GEMV_PF(gemv_f32_avx2_l2pf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_INTEL)
 DEFINE_GEMV_PF(gemv_f16_avx2_l2pf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_INTEL)
 DEFINE_GEMV_PF(gemv_bf16_avx2_l2pf, uint16_t, load_bf16, lowbit_bf16_to_fp32, LOWBIT_PF_FLOAT_INTEL)
+DEFINE_GEMV_PF(gemv_f32_avx2_amdpf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_AMD)
+DEFINE_GEMV_PF(gemv_f16_avx2_amdpf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_AMD)
+DEFINE_GEMV_PF(gemv_bf16_avx2_amdpf, uint16_t, load_bf16, lowbit_bf16_to_fp32, LOWBIT_PF_FLOAT_AMD)
