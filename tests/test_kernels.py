@@ -297,10 +297,22 @@ def base3_dense(fmt, variant):
 def rows16_layout(fmt, variant):
     """Whether `variant` packs `fmt` in the rows16 layout (PYLOWBIT_ROWS16 unset): on avx512vnni,
     Q2_0 (group 32) and the group-128 formats with one scale a group, PQ2_0 and PTQ1_0 (where it is
-    not dense base-3)."""
+    not dense base-3); on AMD cores also the group-256 ones, TQ2_0 and TQ1_0 (the same)."""
     if variant != "avx512vnni":
         return False
-    return fmt in ("q2_0", "pq2_0") or (fmt == "ptq1_0" and not base3_dense(fmt, variant))
+    if fmt in ("tq2_0", "tq1_0") and not amd_cpu():
+        return False
+    return fmt in ("q2_0", "pq2_0", "tq2_0") or (
+        fmt in ("ptq1_0", "tq1_0") and not base3_dense(fmt, variant))
+
+
+def amd_cpu():
+    """An AMD x86 core (the kernel list's AMD tuning), read from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("vendor_id") and "AuthenticAMD" in line for line in f)
+    except OSError:
+        return False
 
 
 def base3_units(fmt, cols):

@@ -147,7 +147,8 @@ typedef union {
 
 /* What an entry needs of the CPU beyond its ISA (a bit set): INTEL, a tuning for Intel cores (a
  * kernel whose best software prefetch differs there: the Intel twin, suffixed _l2pf, is listed
- * first); AMD, the same for AMD cores (suffixed _amdpf); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
+ * first); AMD, a tuning for AMD cores (a prefetch twin suffixed _amdpf, or the kernel of a layout
+ * that pays only there); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
  * condition: the kernel of a packed layout that the variant's CPUs read slower than the layout
  * they would get otherwise, so pack.c takes that layout only where it is asked for (PYLOWBIT_*);
  * a matrix packed so runs on it (tested like any entry, for the machines where it may win). */

@@ -27,7 +27,7 @@ static const char *LAYOUT_NAME[] = {"chosen", "canonical", "base-3", "rows16", "
 static int has_layout(int type, int L) {
     if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
-        return type == LOWBIT_TYPE_Q2_0 || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
+        return type != LOWBIT_TYPE_I2_S;
     return 1;
 }
 static void set_layout(int L) {
@@ -188,6 +188,7 @@ static void test_errors(void) {
     int64_t n;
     const int64_t rows = 8, cols = 256;
     uint8_t *w = random_file(LOWBIT_TYPE_TQ2_0, rows, cols, 0, &n);
+    set_layout(CANONICAL); /* the sizes below are the 2-bit row groups' */
     const int64_t need = lowbit_matrix_packed_nbytes(LOWBIT_TYPE_TQ2_0, rows, cols);
     void *base;
     uint8_t *dst = aligned_bytes(need + 64, &base);
@@ -247,6 +248,7 @@ static void test_errors(void) {
     memcpy(dst + 8, &q8, 4);
     CHECK(!lowbit_matrix_wrap(dst, need, &st) && st == LOWBIT_EINVAL, "wrap Q8_0: %d", st);
     free(back), free(w), free(base);
+    set_layout(CHOSEN);
 }
 
 int main(void) {

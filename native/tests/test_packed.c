@@ -72,14 +72,25 @@ static int cpu_vbmi(void) {
 #endif
 }
 
+/* An AMD core: the kernel list's AMD entries (the group-256 rows16 GEMVs) apply */
+static int cpu_amd(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    __cpuid(0, a, b, c, d);
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
+#else
+    return 0;
+#endif
+}
+
 /* The packed layouts a type is tested in: the canonical 2-bit one, dense base-3 (TQ1_0, PTQ1_0)
- * and rows16 (Q2_0, PQ2_0, PTQ1_0: the formats with rows16 kernels), each forced by
+ * and rows16 (all but I2_S: the formats with rows16 kernels), each forced by
  * PYLOWBIT_BASE3 / PYLOWBIT_ROWS16. */
 enum { CANONICAL, BASE3, ROWS16, BASE3F, N_LAYOUTS };
 static int has_layout(int type, int L) {
     if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
-        return type == LOWBIT_TYPE_Q2_0 || type == LOWBIT_TYPE_PQ2_0 || type == LOWBIT_TYPE_PTQ1_0;
+        return type != LOWBIT_TYPE_I2_S;
     return 1;
 }
 static void set_layout(int L) {
@@ -430,7 +441,9 @@ int main(void) {
                     int want = L;
                     if (L < 0)
                         want = avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
-                               : avx512 && has_layout(type, ROWS16)            ? ROWS16
+                               : avx512 && has_layout(type, ROWS16) &&
+                                         (lowbit_type_block_size(type) != 256 || cpu_amd())
+                                   ? ROWS16
                                                                                : CANONICAL;
                     CHECK(m && m->base3 == (want == BASE3 || want == BASE3F) &&
                               m->base3f == (want == BASE3F) && m->rows16 == (want == ROWS16),

@@ -1,5 +1,6 @@
 /* AVX-512 VNNI kernels of the rows16 layout (packed.h: 2-bit codes in 16-row sets, a lane a
- * row): the group-128 GEMV (one scale block a group: PQ2_0), bit-exact with lowbit_packed_gemv_ref,
+ * row): the GEMVs of groups of one scale block (128: PQ2_0, PTQ1_0; 256: TQ2_0, TQ1_0, listed
+ * for AMD cores only), bit-exact with lowbit_packed_gemv_ref,
  * and the GEMM of any rows16 matrix, which decodes a task's rows into the canonical layout and
  * runs the canonical AVX-512 GEMM on them.  The group-32 GEMV (Q2_0) shares the transposing
  * kernel's integer and float steps: packed32_avx512vnni.c.
@@ -60,92 +61,106 @@ AI __m512i group_sum(const int NA, __m512i P[4][2]) {
     return sum;
 }
 
-/* Row sets R[0..NS); lim[2s], lim[2s + 1]: the rows of set s to write; PF the prefetch distance,
- * a constant in each instance */
-AI void sets16(const int NS, const int PF, const lowbit_matrix *m, const int64_t R[2],
+/* Row sets R[0..NS); lim[2s], lim[2s + 1]: the rows of set s to write; TPG the chunks of a group
+ * of one scale block (1: PQ2_0 / PTQ1_0, 2: TQ2_0 / TQ1_0); PF the prefetch distance; all
+ * constants in each instance. */
+AI void sets16(const int TPG, const int NS, const int PF, const lowbit_matrix *m, const int64_t R[2],
                const int64_t lim[4], const lowbit_act *a, float *y) {
-    const int64_t ng = m->nchunks;
+    const int64_t nch = m->nchunks;
     const int NA = NA_OF(NS);
     const uint8_t *t[2];
     __m512 acc[2];
     __m512i P[2][4][2];
     for (int s = 0; s < NS; s++) {
-        t[s] = m->codes + R[s] * ng * 512;
+        t[s] = m->codes + R[s] * nch * 512;
         acc[s] = _mm512_setzero_ps();
     }
-    for (int64_t g = 0; g < ng; g++) {
+    for (int64_t g = 0; g * TPG < nch; g++) {
         for (int s = 0; s < NS; s++)
             for (int k = 0; k < 4; k++)
                 for (int i = 0; i < NA; i++) P[s][k][i] = _mm512_setzero_si512();
-        chunk16(NS, PF, t, a->q + 128 * g, P);
-        for (int s = 0; s < NS; s++) {
-            acc[s] = sets16_float_step(m, R[s], a, g, group_sum(NA, P[s]), acc[s]);
-            t[s] += 512;
+        for (int c = 0; c < TPG; c++) {
+            chunk16(NS, PF, t, a->q + 128 * (TPG * g + c), P);
+            for (int s = 0; s < NS; s++) t[s] += 512;
         }
+        for (int s = 0; s < NS; s++)
+            acc[s] = sets16_float_step(m, R[s], a, g, group_sum(NA, P[s]), acc[s]);
     }
     for (int s = 0; s < NS; s++) sets16_store(m, R[s], acc[s], lim[2 * s], lim[2 * s + 1], y);
 }
 
-/* sets16 with NS and the prefetch distance as constants, each instance a function of its own (as
- * the base-3 kernels' instances: docs/PERFORMANCE.md, "the base-3 instances as functions") */
+/* sets16 with TPG, NS and the prefetch distance as constants, each instance a function of its own
+ * (as the base-3 kernels' instances: docs/PERFORMANCE.md, "the base-3 instances as functions") */
 typedef void sets16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
                        const lowbit_act *a, float *y);
-#define SETS16_INSTANCE(ns, PF)                                                                    \
-    static __attribute__((noinline)) void sets16_##ns##_##PF(                                      \
+#define SETS16_INSTANCE(tpg, ns, PF)                                                               \
+    static __attribute__((noinline)) void sets16_##tpg##_##ns##_##PF(                              \
         const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4], const lowbit_act *a,    \
         float *y) {                                                                                \
-        sets16(ns, PF, m, R, lim, a, y);                                                           \
+        sets16(tpg, ns, PF, m, R, lim, a, y);                                                      \
     }
-SETS16_INSTANCE(1, 0)
-SETS16_INSTANCE(2, 0)
-SETS16_INSTANCE(1, LOWBIT_PF_ROWS16_INTEL)
-SETS16_INSTANCE(2, LOWBIT_PF_ROWS16_INTEL)
+#define SETS16_INSTANCES(tpg)                                                                      \
+    SETS16_INSTANCE(tpg, 1, 0)                                                                     \
+    SETS16_INSTANCE(tpg, 2, 0)                                                                     \
+    SETS16_INSTANCE(tpg, 1, LOWBIT_PF_ROWS16_INTEL)                                                \
+    SETS16_INSTANCE(tpg, 2, LOWBIT_PF_ROWS16_INTEL)
+SETS16_INSTANCES(1)
+#undef SETS16_INSTANCES
+SETS16_INSTANCE(2, 1, 0)
+SETS16_INSTANCE(2, 2, 0)
 #undef SETS16_INSTANCE
 
-/* The group-128 instances of one call, a set (one) and two sets (two) at a time: the ctx of the
- * walks' steps and range (sets16-inl.h) */
+/* The instances of one call, a set (one) and two sets (two) at a time: the ctx of the walks'
+ * steps and range (sets16-inl.h) */
 typedef struct {
     sets16_fn *one, *two;
-} g128_call;
+} sets16_call;
 
-static inline void g128_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+static inline void call_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
                             const int64_t lim[4], const lowbit_act *a, float *y) {
-    ((const g128_call *)ctx)->one(m, R, lim, a, y);
+    ((const sets16_call *)ctx)->one(m, R, lim, a, y);
 }
 
-static inline void g128_two(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
+static inline void call_two(const void *ctx, const lowbit_matrix *m, const int64_t R[2],
                             const int64_t lim[4], const lowbit_act *a, float *y) {
-    ((const g128_call *)ctx)->two(m, R, lim, a, y);
+    ((const sets16_call *)ctx)->two(m, R, lim, a, y);
 }
 
-static void g128_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t r1,
+static void call_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t r1,
                       const lowbit_act *a, float *y) {
-    sets16_range(g128_one, ctx, m, r0, r1, a, y);
+    sets16_range(call_one, ctx, m, r0, r1, a, y);
 }
 
-/* The entries at each prefetch distance: _l2pf for Intel cores (kernel_list.inc) */
-void rows16_gemv128_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                              float *y) {
-    const g128_call C = {sets16_1_0, NULL};
-    g128_rows(&C, m, r0, r1, a, y);
+/* The group-128 entries, alone and paired, at each prefetch distance: _l2pf for Intel cores
+ * (kernel_list.inc) */
+#define ROWS16_ENTRIES(SUFFIX, PF)                                                                 \
+    void rows16_gemv128_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,         \
+                                           const lowbit_act *a, float *y) {                        \
+        const sets16_call C = {sets16_1_1_##PF, NULL};                                             \
+        call_rows(&C, m, r0, r1, a, y);                                                            \
+    }                                                                                              \
+    void rows16_gemv_pair128_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t a0, int64_t a1,    \
+                                                int64_t b0, int64_t b1, const lowbit_act *a,       \
+                                                float *y) {                                        \
+        const sets16_call C = {sets16_1_1_##PF, sets16_1_2_##PF};                                  \
+        sets16_pair(call_two, call_rows, &C, m, a0, a1, b0, b1, a, y);                             \
+    }
+ROWS16_ENTRIES(, 0)
+ROWS16_ENTRIES(_l2pf, LOWBIT_PF_ROWS16_INTEL)
+#undef ROWS16_ENTRIES
+
+/* The group-256 entries: on AMD cores only, where they read a token faster than the 8-row kernels
+ * of the canonical layout (docs/PERFORMANCE.md) */
+void rows16_gemv256_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               float *y) {
+    const sets16_call C = {sets16_2_1_0, NULL};
+    call_rows(&C, m, r0, r1, a, y);
 }
 
-void rows16_gemv_pair128_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
-                                   int64_t b1, const lowbit_act *a, float *y) {
-    const g128_call C = {sets16_1_0, sets16_2_0};
-    sets16_pair(g128_two, g128_rows, &C, m, a0, a1, b0, b1, a, y);
-}
-
-void rows16_gemv128_avx512vnni_l2pf(const lowbit_matrix *m, int64_t r0, int64_t r1,
-                                    const lowbit_act *a, float *y) {
-    const g128_call C = {sets16_1_LOWBIT_PF_ROWS16_INTEL, NULL};
-    g128_rows(&C, m, r0, r1, a, y);
-}
-
-void rows16_gemv_pair128_avx512vnni_l2pf(const lowbit_matrix *m, int64_t a0, int64_t a1,
-                                         int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
-    const g128_call C = {sets16_1_LOWBIT_PF_ROWS16_INTEL, sets16_2_LOWBIT_PF_ROWS16_INTEL};
-    sets16_pair(g128_two, g128_rows, &C, m, a0, a1, b0, b1, a, y);
+void rows16_gemv_pair256_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                    int64_t b1, const lowbit_act *a, float *y) {
+    const sets16_call C = {sets16_2_1_0, sets16_2_2_0};
+    sets16_pair(call_two, call_rows, &C, m, a0, a1, b0, b1, a, y);
 }
 
 /* ---- the GEMM ---------------------------------------------------------------------------------- */
