@@ -72,22 +72,16 @@ unsigned lowbit_isa_compiled(void) {
 
 static int g_intel, g_amd, g_vbmi; /* an Intel core; an AMD one; AVX512_VBMI usable (the list's `needs`) */
 
-static int cpu_vendor_intel(void) {
+/* Whether CPUID leaf 0 names this vendor (its 12 characters: EBX, EDX, ECX) */
+static int cpu_vendor_is(const char *name) {
 #ifdef LOWBIT_X86
     unsigned r[4];
+    char v[12];
     lowbit_cpuid(0, 0, r);
-    return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+    memcpy(v, &r[1], 4), memcpy(v + 4, &r[3], 4), memcpy(v + 8, &r[2], 4);
+    return !memcmp(v, name, 12);
 #else
-    return 0;
-#endif
-}
-
-static int cpu_vendor_amd(void) {
-#ifdef LOWBIT_X86
-    unsigned r[4];
-    lowbit_cpuid(0, 0, r);
-    return r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u; /* "Auth" "enti" "cAMD" */
-#else
+    (void)name;
     return 0;
 #endif
 }
@@ -267,8 +261,8 @@ static void init_once(void) {
      * callers walk the supported list to run every variant */
     if (!(lowbit_isa_compiled() & (1u << LOWBIT_ISA_AVXVNNI_EMULATED)))
         g_supported &= ~(1u << LOWBIT_ISA_AVXVNNI_EMULATED);
-    g_intel = cpu_vendor_intel();
-    g_amd = cpu_vendor_amd();
+    g_intel = cpu_vendor_is("GenuineIntel");
+    g_amd = cpu_vendor_is("AuthenticAMD");
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
