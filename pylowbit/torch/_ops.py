@@ -198,13 +198,17 @@ def _gemm_setup_context(ctx, inputs, output):
     ctx.mat = (type_id, rows, cols)
 
 
-def _gemm_backward(ctx, grad):
-    # Weights are frozen: only the input's gradient, grad . W, through a dequantized temporary
-    # that lives for this call only.
-    (w,) = ctx.saved_tensors
+def input_grad(ctx, grad, w):
+    """The gemm ops' backward: weights are frozen, so only the input's gradient, grad . W, through
+    a dequantized temporary of the GGUF bytes w that lives for this call only."""
     dense = torch.ops.pylowbit.dequantize(w, *ctx.mat)
     gx = (grad.to(torch.float32) @ dense).to(grad.dtype) if ctx.needs_input_grad[0] else None
     return gx, None, None, None, None
+
+
+def _gemm_backward(ctx, grad):
+    (w,) = ctx.saved_tensors
+    return input_grad(ctx, grad, w)
 
 
 # ---- dequantize -----------------------------------------------------------------------------

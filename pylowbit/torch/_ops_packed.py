@@ -21,7 +21,8 @@ import torch
 
 from pylowbit import _lowbit
 from pylowbit.core import format_info
-from pylowbit.torch._ops import _addr_input, _check_float_input, _matrix_bytes, kernel_threads, lib
+from pylowbit.torch._ops import (_addr_input, _check_float_input, _gemm_setup_context, _matrix_bytes,
+                                 input_grad, kernel_threads, lib)
 
 lib.define("gemm_packed(Tensor x, Tensor packed, int type_id, int rows, int cols) -> Tensor")
 lib.define("unpack(Tensor packed, int type_id, int rows, int cols) -> Tensor")
@@ -86,19 +87,9 @@ def _gemm_packed_fake(x, p, type_id, rows, cols):
     return x.new_empty(x.shape[:-1] + (rows,))
 
 
-def _gemm_packed_setup_context(ctx, inputs, output):
-    _, p, type_id, rows, cols = inputs
-    ctx.save_for_backward(p)
-    ctx.mat = (type_id, rows, cols)
-
-
 def _gemm_packed_backward(ctx, grad):
-    # grad . W through the GGUF bytes and a dequantized temporary, for this call only
-    (p,) = ctx.saved_tensors
-    w = torch.ops.pylowbit.unpack(p, *ctx.mat)
-    dense = torch.ops.pylowbit.dequantize(w, *ctx.mat)
-    gx = (grad.to(torch.float32) @ dense).to(grad.dtype) if ctx.needs_input_grad[0] else None
-    return gx, None, None, None, None
+    (p,) = ctx.saved_tensors  # (saved as gemm's: the weight operand and its shape)
+    return input_grad(ctx, grad, torch.ops.pylowbit.unpack(p, *ctx.mat))
 
 
 def unpack_cpu(p, type_id, rows, cols):
@@ -132,4 +123,4 @@ lib.impl("unpack", unpack_cpu, "CPU")
 torch.library.register_fake("pylowbit::gemm_packed", _gemm_packed_fake, lib=lib)
 torch.library.register_fake("pylowbit::unpack", _unpack_fake, lib=lib)
 torch.library.register_autograd("pylowbit::gemm_packed", _gemm_packed_backward,
-                                setup_context=_gemm_packed_setup_context, lib=lib)
+                                setup_context=_gemm_setup_context, lib=lib)
