@@ -112,6 +112,12 @@ def set_threads(int n):
         raise ValueError(f"threads must be between 1 and 256, got {n}")
 
 
+def pool_keep_awake(bint on):
+    """Hold (True) or release (False) the thread pool's idle workers awake between calls
+    (lowbit_pool_keep_awake); holds nest.  Returns the holds left."""
+    return lowbit_pool_keep_awake(1 if on else 0)
+
+
 I2S_ACT_SCALES = ("bitnet", "pow2")
 
 

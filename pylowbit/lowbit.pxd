@@ -110,6 +110,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
 
     int lowbit_get_threads()
     int lowbit_set_threads(int threads)
+    int lowbit_pool_keep_awake(int on)
     int lowbit_set_i2s_act_scale(int mode)
     const char *lowbit_threads_origin()
     int lowbit_threads_for_topology(const char *sys_root, const char *allowed_cpus, char *why, size_t why_len)

@@ -23,7 +23,9 @@
  *    gaps between GEMVs are shorter than the spin, and with PYLOWBIT_SPIN_US=0 (an oversubscribed
  *    machine) a wake per hint would double the wake-ups.
  * PYLOWBIT_SPIN_US sets the spin time (default 50; 0 sleeps at once).  50 covers the gaps between
- * the GEMVs of a layer (docs/PERFORMANCE.md#thread-pool). */
+ * the GEMVs of a layer (docs/PERFORMANCE.md#thread-pool).  A host whose gaps are longer (a Python
+ * model's layers between pylowbit's products) keeps the workers spinning, and reading ahead, for
+ * as long as it holds lowbit_pool_keep_awake: they still yield the core to any runnable thread. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +72,7 @@ static struct {
 
 static _Atomic int g_default_threads = 0;
 static int g_spin_us = -1;
+static _Atomic int g_keep_awake = 0; /* lowbit_pool_keep_awake's holds */
 
 static int spin_us(void) {
     if (g_spin_us < 0) {
@@ -167,7 +170,7 @@ static void worker_main(void *arg) {
                 }
                 if ((++n & 63) == 0) {
                     t = lowbit_now_us() - t0;
-                    if (t >= limit) break;
+                    if (t >= limit && !atomic_load_explicit(&g_keep_awake, memory_order_relaxed)) break;
                     if (t >= PAUSE_US) lowbit_yield();
                 }
                 lowbit_cpu_relax();
@@ -175,9 +178,11 @@ static void worker_main(void *arg) {
             if (gen == seen) {
                 lowbit_mutex_lock(&P.lock);
                 atomic_fetch_add(&P.sleepers, 1);
-                while ((gen = atomic_load(&P.generation)) == seen) lowbit_cond_wait(&P.wake, &P.lock);
+                while ((gen = atomic_load(&P.generation)) == seen && !atomic_load(&g_keep_awake))
+                    lowbit_cond_wait(&P.wake, &P.lock);
                 atomic_fetch_sub(&P.sleepers, 1);
                 lowbit_mutex_unlock(&P.lock);
+                if (gen == seen) continue; /* woken to stay awake: spin again */
             }
         }
         seen = gen;
@@ -185,6 +190,23 @@ static void worker_main(void *arg) {
         int nslots = atomic_load(&P.nslots);
         if (own < nslots) run_tasks(gen, own, nslots);
     }
+}
+
+int lowbit_pool_keep_awake(int on) {
+    if (!on) {
+        int v = atomic_load(&g_keep_awake);
+        while (v > 0 && !atomic_compare_exchange_weak(&g_keep_awake, &v, v - 1)) {
+        }
+        return v > 0 ? v - 1 : 0;
+    }
+    /* seq_cst: a worker about to sleep either sees the hold or is counted in `sleepers` */
+    const int v = atomic_fetch_add(&g_keep_awake, 1);
+    if (v == 0 && atomic_load(&P.sleepers) > 0) {
+        lowbit_mutex_lock(&P.lock);
+        lowbit_cond_broadcast(&P.wake);
+        lowbit_mutex_unlock(&P.lock);
+    }
+    return v + 1;
 }
 
 /* The default thread count and how it was chosen, settled once (first use) unless set. */

@@ -95,6 +95,44 @@ static void test_large_packed_matrix(void) {
     free(y1);
 }
 
+static void pause_ms(int ms) {
+#if defined(_WIN32)
+    Sleep((DWORD)ms);
+#else
+    usleep((useconds_t)ms * 1000);
+#endif
+}
+
+/* Holds nest and never go below zero; jobs stay correct whether a worker is asleep, spinning under
+ * a hold, or woken by one (a hold taken while it sleeps). */
+static void test_keep_awake(void) {
+    CHECK(lowbit_pool_keep_awake(0) == 0, "release without a hold");
+    CHECK(lowbit_pool_keep_awake(1) == 1 && lowbit_pool_keep_awake(1) == 2, "nested holds");
+    CHECK(lowbit_pool_keep_awake(0) == 1 && lowbit_pool_keep_awake(0) == 0, "released");
+    const int64_t rows = 256, cols = 1024;
+    lowbit_block_tq2_0 *w = malloc((size_t)(rows * cols / 256) * sizeof *w);
+    float *x = malloc(cols * sizeof *x), *y0 = malloc(rows * sizeof *y0), *y1 = malloc(rows * sizeof *y1);
+    for (int64_t b = 0; b < rows * cols / 256; b++) {
+        for (int i = 0; i < 64; i++) w[b].qs[i] = (uint8_t)rnd64();
+        w[b].d = 0x3c00;
+    }
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rnd64() % 201) - 100) / 64.0f;
+    CHECK(lowbit_gemv(LOWBIT_TYPE_TQ2_0, w, rows, cols, x, y0, 2) == LOWBIT_OK, "gemv");
+    for (int k = 0; k < 6; k++) {
+        pause_ms(5); /* past the spin: asleep unless held */
+        if (k == 2) lowbit_pool_keep_awake(1); /* wakes the sleepers */
+        if (k == 4) lowbit_pool_keep_awake(0);
+        memset(y1, 0, rows * sizeof *y1);
+        CHECK(lowbit_gemv(LOWBIT_TYPE_TQ2_0, w, rows, cols, x, y1, 2) == LOWBIT_OK, "gemv %d", k);
+        CHECK(memcmp(y0, y1, rows * sizeof *y0) == 0, "job %d after a pause differs", k);
+    }
+    CHECK(lowbit_pool_keep_awake(0) == 0, "holds left");
+    free(w);
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 int main(void) {
     printf("liblowbit %s; thread default and Linux-only fallbacks%s\n", lowbit_version(),
 #ifdef LOWBIT_PORTABLE
@@ -107,5 +145,6 @@ int main(void) {
     test_rule_without_a_tree();
     test_isa_fallback();
     test_large_packed_matrix();
+    test_keep_awake();
     return report();
 }

@@ -46,6 +46,9 @@ def hold_torch_threads(model: torch.nn.Module) -> None:
     pool runs one thread and pylowbit's kernels the count torch had: the two pools then never
     compete for the cores (torch's OpenMP workers busy-wait after each parallel op, also the small
     ones generate() runs between steps, and would take the cores pylowbit's GEMVs need).
+    Meanwhile pylowbit's idle workers stay awake between its calls (_lowbit.pool_keep_awake:
+    torch's ops between two products outlast their spin, and a sleeping worker neither reads
+    the next weights ahead nor starts a product at once).
     Restored when the call ends, by an exception too; nested calls keep the outer count.
     Nothing changes under torch.compile."""
     if getattr(model, "_pylowbit_holds_threads", False):
@@ -57,11 +60,13 @@ def hold_torch_threads(model: torch.nn.Module) -> None:
         before = torch.get_num_threads()
         _held.append((_held[-1][0] if _held else before, before))
         torch.set_num_threads(1)
+        _lowbit.pool_keep_awake(True)
 
     def give_back(*_):
         if torch.compiler.is_compiling() or not _held:
             return
         torch.set_num_threads(_held.pop()[1])
+        _lowbit.pool_keep_awake(False)
 
     model.register_forward_pre_hook(take)
     model.register_forward_hook(give_back, always_call=True)

@@ -6,6 +6,7 @@ import torch
 from transformers.models.bitnet.modeling_bitnet import BitNetRMSNorm
 
 import pylowbit.torch as pt
+from pylowbit import _lowbit
 from test_torch_bitnet import load, packed_dir, reference_logits  # noqa: F401 (fixture)
 
 
@@ -122,26 +123,34 @@ def test_read_ahead_learns_the_call_order():
                                                   ("i2_s", "follow", False), (None, "hold", True)])
 def test_converted_model_holds_torch_threads(packed_dir, head, threads, holds):  # noqa: F811
     """threads="hold" (and "auto" once no float nn.Linear is left): inside the model's forward,
-    torch runs one intra-op thread and pylowbit's kernels the count torch had; restored after,
-    and after an exception too."""
+    torch runs one intra-op thread and pylowbit's kernels the count torch had, and pylowbit's
+    idle workers are held awake; restored after, and after an exception too."""
     model = pt.quantize_(load(packed_dir), head=head, threads=threads)
     inside = []
     layer = model.model.layers[0].mlp.down_proj
-    layer.register_forward_pre_hook(lambda m, a: inside.append((torch.get_num_threads(), pt.kernel_threads())))
+
+    def awake_holds():
+        n = _lowbit.pool_keep_awake(True) - 1
+        _lowbit.pool_keep_awake(False)
+        return n
+
+    layer.register_forward_pre_hook(
+        lambda m, a: inside.append((torch.get_num_threads(), pt.kernel_threads(), awake_holds() > 0)))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         with torch.no_grad():
             model(torch.tensor([[1, 2, 3]]))
-        assert torch.get_num_threads() == 2
-        assert inside[-1] == ((1, 2) if holds else (2, 2))
+        assert torch.get_num_threads() == 2 and awake_holds() == 0
+        assert inside[-1] == ((1, 2, True) if holds else (2, 2, False))
         with pytest.raises(IndexError), torch.no_grad():
             model(torch.tensor([[10 ** 6]]))  # out of the vocabulary: the embedding raises
-        assert torch.get_num_threads() == 2 and pt.kernel_threads() == 2
+        assert torch.get_num_threads() == 2 and pt.kernel_threads() == 2 and awake_holds() == 0
         inside.clear()  # generate() holds too, its forwards inside keep the outer count
         with torch.no_grad():
             model.generate(torch.tensor([[1, 2]]), max_new_tokens=2, do_sample=False)
-        assert set(inside) == ({(1, 2)} if holds else {(2, 2)}) and torch.get_num_threads() == 2
+        assert set(inside) == ({(1, 2, True)} if holds else {(2, 2, False)})
+        assert torch.get_num_threads() == 2 and awake_holds() == 0
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="threads='some'"):

@@ -335,6 +335,12 @@ LOWBIT_API int lowbit_kernel_prefer(int i);
  * once, efficiency cores of a hybrid CPU left out, within the CPU affinity mask). */
 LOWBIT_API int lowbit_get_threads(void);
 LOWBIT_API int lowbit_set_threads(int threads);
+/* lowbit_pool_keep_awake(1) keeps the pool's idle threads spinning (and reading ahead, see
+ * lowbit_matrix_readahead) instead of sleeping after PYLOWBIT_SPIN_US, until as many
+ * lowbit_pool_keep_awake(0) calls: for a host that runs its own work for longer between calls
+ * (a Python model's layers).  A spinning thread yields its core to any runnable thread.  Returns
+ * the holds left after the call. */
+LOWBIT_API int lowbit_pool_keep_awake(int on);
 /* How the default was chosen, in words (valid until the next lowbit_set_threads). */
 LOWBIT_API const char *lowbit_threads_origin(void);
 /* The default the topology rule gives for a Linux sysfs tree at sys_root ("/sys"; NULL: none) and
