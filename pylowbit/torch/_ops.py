@@ -173,20 +173,27 @@ def gemm_packed_cpu(x, mats):
     """x . m^T for each weight m of `mats` (a sequence of _lowbit.PackedMatrix sharing x's columns,
     Linear.repack), in one call (one activation quantization, one thread-pool job): a list of
     outputs.  Eager inference only, never traced (the op itself takes the GGUF bytes).  Runs once
-    per layer and token: kept to the fewest torch calls."""
+    per layer and token: kept to the fewest Python and torch calls."""
     shape = x.shape
     code = ADDR_DTYPES.get(x.dtype)
     if code is None or not x.is_cpu or not x.is_contiguous():
         _check_float_input(x, "x", True)  # raises, or float16: through float32 below
-    cols = mats[0].cols
+    m = mats[0]
+    cols = m.cols
     if not shape or shape[-1] != cols:
         raise ValueError(f"pylowbit: x has shape {tuple(shape)}, its last axis must be the "
                          f"matrix's {cols} columns")
     xc = x if code is not None else x.to(torch.float32)
     n = x.numel() // cols if cols else shape[:-1].numel()
-    ys = [torch.empty(n, m.rows, dtype=xc.dtype) for m in mats]  # (a 2-D shape allocates fastest)
-    _lowbit.addr_matrix_gemm_multi(tuple(mats), xc.data_ptr(), n, tuple([y.data_ptr() for y in ys]),
-                                   code or 0, kernel_threads())
+    threads = _threads or (_held[-1][0] if _held else torch.get_num_threads())
+    if len(mats) == 1:  # (a 2-D shape allocates fastest)
+        y = torch.empty(n, m.rows, dtype=xc.dtype)
+        _lowbit.addr_matrix_gemm_multi(mats, xc.data_ptr(), n, (y.data_ptr(),), code or 0, threads)
+        ys = [y]
+    else:
+        ys = [torch.empty(n, m.rows, dtype=xc.dtype) for m in mats]
+        _lowbit.addr_matrix_gemm_multi(tuple(mats), xc.data_ptr(), n, tuple([y.data_ptr() for y in ys]),
+                                       code or 0, threads)
     if len(shape) != 2:
         ys = [y.view(*shape[:-1], y.shape[1]) for y in ys]
     return ys if xc is x else [y.to(x.dtype) for y in ys]

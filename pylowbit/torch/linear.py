@@ -20,7 +20,7 @@ from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
 # (importing _ops registers torch.ops.pylowbit)
 from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu, gemm_packed_cpu, kernel_threads
 from pylowbit.torch._ops_packed import empty_aligned, packed_nbytes
-from pylowbit.torch.shared import SharedInput, read_ahead_next, version_of
+from pylowbit.torch.shared import READ_AHEAD_LINKS, SharedInput, read_ahead_next, version_of
 
 log = logging.getLogger("pylowbit.torch")
 
@@ -82,7 +82,8 @@ class Linear(nn.Module):
         else:
             y = torch.ops.pylowbit.gemm(x, self.weight, self.type_id, self.out_features,
                                         self.in_features)
-        return y if self.bias is None else y + self.bias.to(y.dtype)
+        bias = self._buffers["bias"]
+        return y if bias is None else y + bias.to(y.dtype)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -187,6 +188,8 @@ class Linear(nn.Module):
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
         state = dict(state)
         state["_packed"] = None
+        for k in READ_AHEAD_LINKS:  # weak references to this object and its successor
+            state.pop(k, None)
         return state
 
     # The format travels with the bytes: loading a state_dict of another format or shape fails.

@@ -17,6 +17,8 @@ def version_of(t: torch.Tensor):
 
 
 _last_multiply = None  # weakref to the Linear / SharedInput whose repacked multiply ran last
+# the attributes read_ahead_next keeps on a Linear / SharedInput: not copied or pickled
+READ_AHEAD_LINKS = ("_weakself", "_next_multiply")
 
 
 def read_ahead_next(owner, x: torch.Tensor) -> None:
@@ -24,16 +26,23 @@ def read_ahead_next(owner, x: torch.Tensor) -> None:
     one-vector multiply: note `owner` as what followed the previous one, and ask the pool's idle
     threads to start reading the first weights of what followed `owner` last time
     (lowbit_matrix_readahead), while torch runs the ops in between (norms, rotary, attention).  A
-    wrong guess costs some bandwidth, never a result."""
+    wrong guess costs some bandwidth, never a result.  Runs once per layer and token."""
     global _last_multiply
-    prev = _last_multiply() if _last_multiply is not None else None
-    if prev is not None and prev is not owner:
-        prev.__dict__["_next_multiply"] = weakref.ref(owner)  # a plain attribute, not a submodule
-    _last_multiply = weakref.ref(owner)
-    ref = owner.__dict__.get("_next_multiply")
+    d = owner.__dict__
+    me = d.get("_weakself")
+    if me is None:
+        me = d["_weakself"] = weakref.ref(owner)
+    if _last_multiply is not me:
+        prev = _last_multiply() if _last_multiply is not None else None
+        if prev is not None:
+            prev.__dict__["_next_multiply"] = me  # a plain attribute, not a submodule
+        _last_multiply = me
+    ref = d.get("_next_multiply")
     nxt = ref() if ref is not None else None
+    if nxt is None or x.numel() != x.shape[-1]:
+        return
     threads = kernel_threads()
-    if nxt is None or threads < 2 or x.numel() != x.shape[-1]:
+    if threads < 2:
         return
     mats = nxt.packed_matrices()
     if mats is not None:
@@ -52,6 +61,11 @@ class SharedInput:
     def __init__(self, layers):
         self.layers = tuple(layers)
         self._x, self._version, self._outs = None, None, {}
+
+    def __getstate__(self):  # (deepcopy, pickle) the links and kept outputs are per-object caches
+        state = {k: v for k, v in self.__dict__.items() if k not in READ_AHEAD_LINKS}
+        state.update(_x=None, _version=None, _outs={})
+        return state
 
     def packed_matrices(self):
         """Every sibling's PackedMatrix, or None unless all are repacked."""

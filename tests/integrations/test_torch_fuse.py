@@ -1,6 +1,9 @@
 """quantize_'s eager fusions: transformers' RMSNorms as one pylowbit call (pt.RMSNorm), sibling
 projections (q/k/v, gate/up) in one multiply (pt.SharedInput), bf16 converted in C.  Each must give
 what the unfused path gives."""
+import copy
+import pickle
+
 import pytest
 import torch
 from transformers.models.bitnet.modeling_bitnet import BitNetRMSNorm
@@ -117,6 +120,14 @@ def test_read_ahead_learns_the_call_order():
     assert a.__dict__["_next_multiply"]() is b and b.__dict__["_next_multiply"]() is a
     assert "_next_multiply" not in dict(a.named_modules())  # a plain attribute, not a submodule
     assert list(a.state_dict()) == list(b.state_dict())
+    # the links are weak references to these very objects: a copy or a pickle starts without them
+    pair = torch.nn.Sequential(a, b)
+    for c in (copy.deepcopy(pair), pickle.loads(pickle.dumps(pair))):
+        assert not any(k in m.__dict__ for m in c for k in ("_next_multiply", "_weakself"))
+        with torch.no_grad():
+            assert torch.equal(c[0](x), want[0]) and torch.equal(c[1](x), want[1])
+        assert c[0].__dict__["_weakself"]() is c[0]
+    assert a.__dict__["_next_multiply"]() is b
 
 
 @pytest.mark.parametrize("head, threads, holds", [("i2_s", "auto", True), (None, "auto", False),
