@@ -104,10 +104,21 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
         if (LOWBIT_PF_Q8) /* the 32 rows are one run of memory, prefetched as Q8_0's */
             for (const char *lim = (const char *)p + 32 * o + 32 * 18 + LOWBIT_PF_Q8; pf < lim; pf += 64)
                 _mm_prefetch(pf, _MM_HINT_T0);
+        /* one running row pointer (the row offsets as invariants would be 32 spilled registers) */
         __m256i R[16];
-        for (int i = 0; i < 16; i++)
-            R[i] = _mm256_loadu2_m128i((const __m128i *)(p + (16 + i) * rb + o + AT(q1_0, qs)),
-                                       (const __m128i *)(p + i * rb + o + AT(q1_0, qs)));
+        uint64_t dl[4] = {0, 0, 0, 0}, dh[4] = {0, 0, 0, 0}; /* dw[v]'s halves, see below */
+        const uint8_t *pr = p + o;
+        const int64_t r16 = 16 * rb;
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            R[i] = _mm256_loadu2_m128i((const __m128i *)(pr + r16 + AT(q1_0, qs)),
+                                       (const __m128i *)(pr + AT(q1_0, qs)));
+            const int v = 2 * (i / 8) + i % 2, k = (i % 8) / 2;
+            dl[v] |= (uint64_t)ld16(pr + AT(q1_0, d)) << (16 * k);
+            dh[v] |= (uint64_t)ld16(pr + r16 + AT(q1_0, d)) << (16 * k);
+            pr += rb;
+            __asm__("" : "+r"(pr));
+        }
         /* each round moves (register r, byte j) to (2 (r % 8) + j / 8, 2 (j % 8) + r / 8): a
          * rotation of the 8-bit index (r, j); 4 rounds make register k byte k of rows 0.. 15 */
         for (int round = 0; round < 3; round++) {
@@ -118,17 +129,11 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             }
             for (int i = 0; i < 16; i++) R[i] = T[i];
         }
-        __m256 dw[4];
-        for (int v = 0; v < 4; v++) {
-            uint64_t lo = 0, hi = 0;
-            for (int i = 0; i < 4; i++) {
-                const int64_t r = 8 * (v / 2) + 2 * i + v % 2;
-                lo |= (uint64_t)ld16(p + r * rb + o + AT(q1_0, d)) << (16 * i);
-                hi |= (uint64_t)ld16(p + (16 + r) * rb + o + AT(q1_0, d)) << (16 * i);
-            }
-            dw[v] = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
-        }
+        __m256 dw[4]; /* the rows' scales in acc's order: row i's is dw[2 (i / 8 % 2) + i % 2] lane
+                       * 4 (i / 16) + (i % 8) / 2 */
+        for (int v = 0; v < 4; v++) dw[v] = _mm256_cvtph_ps(_mm_set_epi64x((long long)dh[v], (long long)dl[v]));
         const uint8_t *tb = tab + 32 * 32 * b;
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             /* the last round for this group's 4 bytes: 2 g, 2 g + 1 (and + 8) hold them */
             const __m256i X[4] = {_mm256_unpacklo_epi8(R[2 * g], R[2 * g + 8]),
