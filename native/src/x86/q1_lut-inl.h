@@ -106,7 +106,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
                 _mm_prefetch(pf, _MM_HINT_T0);
         /* one running row pointer (the row offsets as invariants would be 32 spilled registers) */
         __m256i R[16];
-        uint64_t dl[4] = {0, 0, 0, 0}, dh[4] = {0, 0, 0, 0}; /* dw[v]'s halves, see below */
+        uint16_t dh16[32]; /* the rows' fp16 scales in acc's order (dw[v] lane k: dh16[8 v + k]) */
         const uint8_t *pr = p + o;
         const int64_t r16 = 16 * rb;
 #pragma GCC unroll 16
@@ -114,8 +114,8 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             R[i] = _mm256_loadu2_m128i((const __m128i *)(pr + r16 + AT(q1_0, qs)),
                                        (const __m128i *)(pr + AT(q1_0, qs)));
             const int v = 2 * (i / 8) + i % 2, k = (i % 8) / 2;
-            dl[v] |= (uint64_t)ld16(pr + AT(q1_0, d)) << (16 * k);
-            dh[v] |= (uint64_t)ld16(pr + r16 + AT(q1_0, d)) << (16 * k);
+            dh16[8 * v + k] = ld16(pr + AT(q1_0, d));
+            dh16[8 * v + 4 + k] = ld16(pr + r16 + AT(q1_0, d));
             pr += rb;
             __asm__("" : "+r"(pr));
         }
@@ -131,8 +131,9 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
         }
         __m256 dw[4]; /* the rows' scales in acc's order: row i's is dw[2 (i / 8 % 2) + i % 2] lane
                        * 4 (i / 16) + (i % 8) / 2 */
-        for (int v = 0; v < 4; v++) dw[v] = _mm256_cvtph_ps(_mm_set_epi64x((long long)dh[v], (long long)dl[v]));
+        for (int v = 0; v < 4; v++) dw[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh16 + 8 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
+        __m256 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             /* the last round for this group's 4 bytes: 2 g, 2 g + 1 (and + 8) hold them */
@@ -157,11 +158,12 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             const __m256i V[4] = {_mm256_madd_epi16(W0, ev), _mm256_madd_epi16(W0, od),
                                   _mm256_madd_epi16(W1, ev), _mm256_madd_epi16(W1, od)};
             const __m256 da = _mm256_set1_ps(a->d[4 * b + g]);
-            for (int v = 0; v < 4; v++) {
-                const __m256 sc = _mm256_mul_ps(dw[v], da);
-                acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), sc));
-            }
+            for (int v = 0; v < 4; v++) P[g][v] = _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), _mm256_mul_ps(dw[v], da));
         }
+        /* the adds in the spec's order, once a block: acc lives in memory (registers are short)
+         * and a chain of store-forwarded adds per group would be the critical path */
+        for (int v = 0; v < 4; v++)
+            acc[v] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
     }
 }
 
