@@ -7,7 +7,9 @@
  * stay below 256.  Per group: isum + 4064 = lo + 32 hi (vpmaddubsw of the interleaved byte sums,
  * exact in int16), then the reference float step, so results stay bit-identical.
  * The 32 rows' code bytes are transposed in registers (4 rounds of byte unpacks: each 128-bit
- * lane is a 16 x 16 byte transpose of 16 rows, rows 16.. 31 in the high lanes). */
+ * lane is a 16 x 16 byte transpose of 16 rows, rows 16.. 31 in the high lanes).  The shuffle
+ * ports (transpose, lookups, table broadcasts) and the vector load/store port are the limits;
+ * tables of 16 bytes (broadcast on load) keep n = 2560's 20 KB in L1, twice that does not. */
 #ifndef LOWBIT_Q1_LUT_INL_H
 #define LOWBIT_Q1_LUT_INL_H
 #include <stdatomic.h>
@@ -29,7 +31,8 @@ static void q1_lut_build(const lowbit_act *a, uint8_t *tab) {
     for (int64_t m = 0; m < nq; m++) {
         const int8_t *q = a->q + 4 * m;
         __m256i v = bias;
-        for (int t = 0; t < 4; t++) v = _mm256_add_epi16(v, _mm256_sign_epi16(_mm256_set1_epi16(q[t]), S[t]));
+        for (int t = 0; t < 4; t++)
+            v = _mm256_add_epi16(v, _mm256_sign_epi16(_mm256_set1_epi16(q[t]), S[t]));
         /* int16 lanes lo | hi << 8; per 128-bit lane h: lo of x = 8h.. 8h+7, then their hi */
         const __m256i lh = _mm256_or_si256(_mm256_and_si256(v, m5),
                                            _mm256_slli_epi16(_mm256_srli_epi16(v, 5), 8));
@@ -102,11 +105,12 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
     for (int64_t b = 0; b < nb; b++) {
         const int64_t o = (int64_t)sizeof(lowbit_block_q1_0) * b;
         if (LOWBIT_PF_Q8) /* the 32 rows are one run of memory, prefetched as Q8_0's */
-            for (const char *lim = (const char *)p + 32 * o + 32 * 18 + LOWBIT_PF_Q8; pf < lim; pf += 64)
+            for (const char *lim = (const char *)p + 32 * (o + 18) + LOWBIT_PF_Q8; pf < lim; pf += 64)
                 _mm_prefetch(pf, _MM_HINT_T0);
         /* one running row pointer (the row offsets as invariants would be 32 spilled registers) */
         __m256i R[16];
-        uint16_t dh16[32]; /* the rows' fp16 scales in acc's order (dw[v] lane k: dh16[8 v + k]) */
+        uint16_t dh16[32]; /* the rows' fp16 scales in acc's order: dw[v] lane k is dh16[8 v + k]
+                            * (gcc gathers them with vpinsrw: cheaper here than GPR shifts) */
         const uint8_t *pr = p + o;
         const int64_t r16 = 16 * rb;
 #pragma GCC unroll 16
@@ -129,9 +133,9 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             }
             for (int i = 0; i < 16; i++) R[i] = T[i];
         }
-        __m256 dw[4]; /* the rows' scales in acc's order: row i's is dw[2 (i / 8 % 2) + i % 2] lane
-                       * 4 (i / 16) + (i % 8) / 2 */
-        for (int v = 0; v < 4; v++) dw[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh16 + 8 * v)));
+        __m256 dw[4]; /* row i's scale is dw[2 (i / 8 % 2) + i % 2] lane 4 (i / 16) + (i % 8) / 2 */
+        for (int v = 0; v < 4; v++)
+            dw[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh16 + 8 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
         __m256 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
 #pragma GCC unroll 4
@@ -153,17 +157,22 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
                 B = _mm256_add_epi8(B, _mm256_shuffle_epi8(Q1_TAB(48), xh));
 #undef Q1_TAB
             }
-            const __m256i W0 = _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_unpacklo_epi8(A, B), w132), bias);
-            const __m256i W1 = _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_unpackhi_epi8(A, B), w132), bias);
+            /* isum = lo + 32 hi - 8 * 508 (int16, rows in byte order), then even / odd rows to int32 */
+            const __m256i W0 =
+                _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_unpacklo_epi8(A, B), w132), bias);
+            const __m256i W1 =
+                _mm256_sub_epi16(_mm256_maddubs_epi16(_mm256_unpackhi_epi8(A, B), w132), bias);
             const __m256i V[4] = {_mm256_madd_epi16(W0, ev), _mm256_madd_epi16(W0, od),
                                   _mm256_madd_epi16(W1, ev), _mm256_madd_epi16(W1, od)};
             const __m256 da = _mm256_set1_ps(a->d[4 * b + g]);
-            for (int v = 0; v < 4; v++) P[g][v] = _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), _mm256_mul_ps(dw[v], da));
+            for (int v = 0; v < 4; v++) /* the reference's (float) isum * (dw * da) */
+                P[g][v] = _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), _mm256_mul_ps(dw[v], da));
         }
         /* the adds in the spec's order, once a block: acc lives in memory (registers are short)
          * and a chain of store-forwarded adds per group would be the critical path */
         for (int v = 0; v < 4; v++)
-            acc[v] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
+            acc[v] = _mm256_add_ps(
+                _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
     }
 }
 
@@ -183,7 +192,8 @@ static void q1_gemv_lut(const void *w, int64_t rb, int64_t r0, int64_t r1, const
         }
         const int64_t t = r + 32 <= r1 ? r : r1 - 32;
         __m256 acc[4];
-        q1_lut_tile((const uint8_t *)w + t * rb, rb, a->n / 128, (const uint8_t *)c->q + a->n, a, acc);
+        q1_lut_tile((const uint8_t *)w + t * rb, rb, a->n / 128, (const uint8_t *)c->q + a->n, a,
+                    acc);
         float v[4][8], out[32];
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(v[i], acc[i]);
         for (int i = 0; i < 4; i++)
