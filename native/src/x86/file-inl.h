@@ -287,8 +287,8 @@ static void q8_gemv_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, con
 }
 
 /* Every format's file-layout GEMV and GEMM, one pair per slot of kernel_table.h's list (F is the
- * slot): gemv_file / gemm_file, but Q8_0's GEMV and Q1_0's GEMM, the 8-row kernels above, and Q1_0's GEMV,
- * q1_lut-inl.h's. */
+ * slot): gemv_file / gemm_file, but Q8_0's GEMV and Q1_0's GEMM (the 8-row kernels above) and
+ * Q1_0's GEMV (q1_lut-inl.h). */
 #define DEFINE_FILE(K, T, name)                                                                    \
     void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
                          const lowbit_act *a, float *y) {                                          \
