@@ -406,6 +406,48 @@ static void test_degenerate(void) {
           "K-quant: partial blocks and wrong activation groups refused");
 }
 
+/* ---- Q1_0 GEMV, float scales: bit-identical to the scalar reference ---------------------------
+ * The x86 table-lookup GEMV works on 32-row tiles (the last one overlapping, short tails on the
+ * 8-row kernel) over 64-row tasks: row counts around those, long rows (its tables outlive a call:
+ * the same and changed activations back to back), random weight and activation scales, and
+ * activations at the code limits (every code +-127, one sign, alternating groups). */
+static void test_q1_gemv(void) {
+    static const int ROWS[] = {12, 31, 32, 33, 45, 64, 77, 100, 130};
+    static const int COLS[] = {128, 256, 2560, 6912};
+    const wtype *t = NULL;
+    for (int ti = 0; ti < NWTYPES; ti++)
+        if (WTYPES[ti].type == LOWBIT_TYPE_Q1_0) t = &WTYPES[ti];
+    for (int ci = 0; ci < (int)(sizeof COLS / sizeof COLS[0]); ci++) {
+        const int64_t cols = COLS[ci], ng = cols / 32;
+        uint8_t *w = make_weights(t, 130, cols, 0);
+        int8_t *q = (int8_t *)malloc((size_t)cols);
+        float *d = (float *)malloc((size_t)ng * sizeof(float));
+        int32_t *s = (int32_t *)malloc((size_t)ng * sizeof(int32_t));
+        for (int mode = 0; mode < 4; mode++) { /* random, all +-127, all 127, all -127 by group */
+            for (int64_t g = 0; g < ng; g++) {
+                int32_t sum = 0;
+                for (int64_t j = 0; j < 32; j++) {
+                    int v = mode == 0 ? rndi(-127, 127)
+                          : mode == 1 ? (rnd64() & 1 ? 127 : -127)
+                          : mode == 2 ? 127
+                                      : (g % 2 ? 127 : -127);
+                    q[g * 32 + j] = (int8_t)v;
+                    sum += v;
+                }
+                d[g] = ldexpf(rndf(1.0f, 2.0f), rndi(-12, -4));
+                s[g] = sum;
+            }
+            const lowbit_act a = {q, d, s, cols, 32};
+            for (int ri = 0; ri < (int)(sizeof ROWS / sizeof ROWS[0]); ri++)
+                case_exact(t, w, ROWS[ri], cols, 1, &a, 1 + ri % 2);
+        }
+        free(w);
+        free(q);
+        free(d);
+        free(s);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 int main(void) {
@@ -414,6 +456,7 @@ int main(void) {
     test_codecs();
     test_float_weights();
     test_exact();
+    test_q1_gemv();
     test_float();
     printf("float mode: worst |y - ref| / sum|w||x| = %.3g (tolerance 1e-6)\n", g_worst_ratio);
     return report();

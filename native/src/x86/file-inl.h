@@ -228,6 +228,8 @@ static void q1_gemm_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, con
     }
 }
 
+#include "q1_lut-inl.h"
+
 /* Q8_0, file layout: 8 rows at a time, so a block's 8 int32 sums come out of one transpose-reduce
  * (hsum_8x8) and the spec's float steps run once per block for 8 rows.  The 8 rows are one
  * contiguous run of memory read as 8 streams side by side; it is prefetched as one run,
@@ -285,14 +287,15 @@ static void q8_gemv_8rows(const void *w, int64_t rb, int64_t r0, int64_t r1, con
 }
 
 /* Every format's file-layout GEMV and GEMM, one pair per slot of kernel_table.h's list (F is the
- * slot): gemv_file / gemm_file, but Q8_0's GEMV and Q1_0's GEMV and GEMM, the 8-row kernels above. */
+ * slot): gemv_file / gemm_file, but Q8_0's GEMV and Q1_0's GEMM (the 8-row kernels above) and
+ * Q1_0's GEMV (q1_lut-inl.h). */
 #define DEFINE_FILE(K, T, name)                                                                    \
     void KN(gemv_##name)(const void *w, int64_t rb, int64_t r0, int64_t r1,                        \
                          const lowbit_act *a, float *y) {                                          \
         if ((int)K == F_Q8)                                                                        \
             q8_gemv_8rows(w, rb, r0, r1, a, y);                                                    \
         else if ((int)K == F_Q1)                                                                   \
-            q1_gemv_8rows(w, rb, r0, r1, a, y);                                                    \
+            q1_gemv_lut(w, rb, r0, r1, a, y);                                                      \
         else                                                                                       \
             gemv_file(K, w, rb, r0, r1, a, y);                                                     \
     }                                                                                              \
