@@ -40,11 +40,13 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pr = p + (int64_t)sizeof(lowbit_block_q1_0) * b;
         uint8x16_t R[16];
-        uint16_t dh[16];
+        uint64_t dh[4] = {0}; /* fp16 scales of rows 4 j.. 4 j + 3 (GPRs: lane inserts spill) */
         /* one running row pointer (16 row offsets as invariants would be spilled) */
         for (int i = 0; i < 16; i++) {
+            uint16_t h;
             R[i] = vld1q_u8(pr + AT(q1_0, qs));
-            memcpy(&dh[i], pr + AT(q1_0, d), 2);
+            memcpy(&h, pr + AT(q1_0, d), 2);
+            dh[i / 4] |= (uint64_t)h << (16 * (i % 4));
             pr += rb;
             __asm__("" : "+r"(pr));
         }
@@ -60,9 +62,10 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
         }
         float32x4_t dw[4]; /* rows 4 j.. 4 j + 3 */
         for (int j = 0; j < 4; j++)
-            dw[j] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(dh + 4 * j)));
+            dw[j] = vcvt_f32_f16(vreinterpret_f16_u16(vcreate_u16(dh[j])));
         const uint8_t *tb = tab + 32 * 32 * b;
-        for (int g = 0; g < 4; g++) {
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) { /* unrolled: R stays in registers */
             uint8x16_t A = vdupq_n_u8(0), B = A;
             for (int k = 0; k < 4; k++) { /* code byte 4 g + k: quads 2 (4 g + k), + 1 */
                 const uint8_t *t = tb + 64 * (4 * g + k);
