@@ -407,12 +407,12 @@ static void test_degenerate(void) {
 }
 
 /* ---- Q1_0 GEMV, float scales: bit-identical to the scalar reference ---------------------------
- * The x86 table-lookup GEMV works on 32-row tiles (the last one overlapping, short tails on the
- * 8-row kernel) over 64-row tasks: row counts around those, long rows (its tables outlive a call:
- * the same and changed activations back to back), random weight and activation scales, and
- * activations at the code limits (every code +-127, one sign, alternating groups). */
+ * The table-lookup GEMVs work on 32-row (x86) or 16-row (Arm) tiles, the last one overlapping,
+ * short tails on another kernel, over 64-row tasks: row counts around those, long rows (the tables
+ * outlive a call: the same and changed activations back to back), random weight and activation
+ * scales, and activations at the code limits (every code +-127, one sign, alternating groups). */
 static void test_q1_gemv(void) {
-    static const int ROWS[] = {12, 31, 32, 33, 45, 64, 77, 100, 130};
+    static const int ROWS[] = {12, 16, 20, 31, 32, 33, 45, 64, 77, 100, 130};
     static const int COLS[] = {128, 256, 2560, 6912};
     const wtype *t = NULL;
     for (int ti = 0; ti < NWTYPES; ti++)

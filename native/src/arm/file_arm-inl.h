@@ -174,10 +174,16 @@ AI void rows_kernel_mmla(const int f, const void *w, int64_t row_bytes, int64_t 
         rows_kernel_mmla(F, w, row_bytes, r0, r1, a, batch, y, ldy);                               \
     }
 #else
+#include "q1_lut_arm-inl.h"
+
+/* Q1_0's GEMV is the table lookup (q1_lut_arm-inl.h), every other one rows_kernel */
 #define DEFINE_KERNELS(name, F)                                                                    \
     void VARIANT(gemv_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
                                           const lowbit_act *a, float *y) {                         \
-        rows_kernel(F, w, row_bytes, r0, r1, a, 1, y, 0, r0);                                      \
+        if (F == F_Q1_0)                                                                           \
+            q1_gemv_lut(w, row_bytes, r0, r1, a, y);                                               \
+        else                                                                                       \
+            rows_kernel(F, w, row_bytes, r0, r1, a, 1, y, 0, r0);                                  \
     }                                                                                              \
     void VARIANT(gemm_##name)(const void *w, int64_t row_bytes, int64_t r0, int64_t r1, \
                                           const lowbit_act *a, int64_t batch, float *y,            \

@@ -12,11 +12,9 @@
  * tables of 16 bytes (broadcast on load) keep n = 2560's 20 KB in L1, twice that does not. */
 #ifndef LOWBIT_Q1_LUT_INL_H
 #define LOWBIT_Q1_LUT_INL_H
-#include <stdatomic.h>
+#include "../q1_lut_cache.h"
 
-#define Q1_LUT_BIAS 508 /* max |T_m| = 4 * 127 */
-
-/* The tables of every quad, 32 bytes a quad (lo halves of x = 0..15, then hi halves), into tab */
+/* The tables of every quad in q1_lut_cache.h's layout, into tab */
 static void q1_lut_build(const lowbit_act *a, uint8_t *tab) {
     const int64_t nq = a->n / 4;
     const __m256i m5 = _mm256_set1_epi16(31), bias = _mm256_set1_epi16(Q1_LUT_BIAS);
@@ -39,58 +37,6 @@ static void q1_lut_build(const lowbit_act *a, uint8_t *tab) {
         const __m256i pk = _mm256_shuffle_epi8(lh, split);
         _mm256_storeu_si256((__m256i *)(tab + 32 * m), _mm256_permute4x64_epi64(pk, 0xd8));
     }
-}
-
-/* The tables outlive the call: the job layer calls a GEMV for every 64 rows, and one build costs
- * about as much as the lookups of 64 rows.  A few caches of (codes, tables) are kept in global
- * slots; a call takes one out (exclusively: atomic exchange), uses it when its codes are the
- * activation's (memcmp: exact whatever the caller did to the buffer), else rebuilds it, and puts
- * it back.  Threads of one job end up with one cache each. */
-typedef struct {
-    int64_t n, cap; /* codes of the tables; room for cap codes */
-    int8_t *q;      /* n codes, then the 8 n bytes of tables */
-} q1_lut_cache;
-#define Q1_LUT_SLOTS 4
-static _Atomic(q1_lut_cache *) q1_lut_slots[Q1_LUT_SLOTS];
-
-static void q1_lut_put(q1_lut_cache *c) {
-    for (int i = 0; i < Q1_LUT_SLOTS; i++) {
-        q1_lut_cache *none = NULL;
-        if (atomic_compare_exchange_strong(&q1_lut_slots[i], &none, c)) return;
-    }
-    free(c->q);
-    free(c);
-}
-
-/* A cache holding a's tables (taken out of the slots: q1_lut_put it back), NULL: no memory */
-static q1_lut_cache *q1_lut_take(const lowbit_act *a) {
-    const int64_t n = a->n;
-    q1_lut_cache *spare = NULL;
-    for (int i = 0; i < Q1_LUT_SLOTS; i++) {
-        q1_lut_cache *c = atomic_exchange(&q1_lut_slots[i], NULL);
-        if (!c) continue;
-        if (c->n == n && memcmp(c->q, a->q, (size_t)n) == 0) {
-            if (spare) q1_lut_put(spare);
-            return c;
-        }
-        if (spare) q1_lut_put(c);
-        else spare = c;
-    }
-    q1_lut_cache *c = spare ? spare : (q1_lut_cache *)calloc(1, sizeof(q1_lut_cache));
-    if (!c) return NULL;
-    if (c->cap < n) {
-        int8_t *q = (int8_t *)malloc((size_t)(9 * n));
-        if (!q) {
-            q1_lut_put(c);
-            return NULL;
-        }
-        free(c->q);
-        c->q = q, c->cap = n;
-    }
-    memcpy(c->q, a->q, (size_t)n);
-    c->n = n;
-    q1_lut_build(a, (uint8_t *)c->q + n);
-    return c;
 }
 
 /* acc[v] lane e (128-bit lane h = e / 4, i = e % 4) accumulates row 16 h + 8 (v / 2) + 2 i + v % 2
@@ -180,7 +126,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
  * fewer go to the 8-row kernel, as does all of a call under 32 rows or without table memory. */
 static void q1_gemv_lut(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
-    q1_lut_cache *c = r1 >= 32 && r1 - r0 >= 12 ? q1_lut_take(a) : NULL;
+    q1_lut_cache *c = r1 >= 32 && r1 - r0 >= 12 ? q1_lut_take(a, q1_lut_build) : NULL;
     if (!c) {
         q1_gemv_8rows(w, rb, r0, r1, a, y);
         return;
@@ -192,7 +138,7 @@ static void q1_gemv_lut(const void *w, int64_t rb, int64_t r0, int64_t r1, const
         }
         const int64_t t = r + 32 <= r1 ? r : r1 - 32;
         __m256 acc[4];
-        q1_lut_tile((const uint8_t *)w + t * rb, rb, a->n / 128, (const uint8_t *)c->q + a->n, a,
+        q1_lut_tile((const uint8_t *)w + t * rb, rb, a->n / 128, q1_lut_tables(c), a,
                     acc);
         float v[4][8], out[32];
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(v[i], acc[i]);
