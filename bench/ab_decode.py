@@ -29,7 +29,11 @@ import sys, time
 from pathlib import Path
 from pylowbit.model import load_model
 from pylowbit.benchmark import read_bandwidth, probe_buffer, bytes_per_token
-path, threads = Path(sys.argv[1]), int(sys.argv[2])
+import pylowbit._lowbit as ext
+path, threads, copy = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).resolve()
+if Path(ext.__file__).resolve().parent != copy:  # else both processes would run one build
+    sys.exit(f"ab_decode: pylowbit._lowbit loaded from {ext.__file__}, not from the copy in {copy} "
+             "(an editable install's import hook wins over PYTHONPATH: `pip install .` instead)")
 buf = probe_buffer(512 << 20)
 m = load_model(path, ctx=128, threads=threads)
 m.forward([5])
@@ -98,7 +102,8 @@ def main() -> int:
         for k, lib in enumerate(args.libs):
             root = package_with(lib, Path(tmp) / str(k))
             procs.append(subprocess.Popen(
-                [sys.executable, "-c", SERVE, str(args.model), str(args.threads)], cwd=tmp, text=True,
+                [sys.executable, "-c", SERVE, str(args.model), str(args.threads), str(root / "pylowbit")],
+                cwd=tmp, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env=dict(os.environ, PYTHONPATH=str(root), **({"PYLOWBIT_ISA": isas[k]} if isas else {}))))
         per_token = 0
