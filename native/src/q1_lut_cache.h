@@ -20,9 +20,9 @@
 /* writes the 32 n / 4 bytes of a's tables to tab */
 typedef void (*q1_lut_builder)(const lowbit_act *a, uint8_t *tab);
 
-/* The tables outlive the call: the job layer calls a GEMV for every 64 rows, and one build costs
- * about as much as the lookups of 64 rows.  A few caches of (codes, tables) are kept in global
- * slots (one set per kernel file); a call takes one out (exclusively: atomic exchange), uses it
+/* The tables outlive the call: the job layer calls a GEMV for every 64 rows, and every call of
+ * one product would build the same tables (docs/PERFORMANCE.md#q1-lut).  A few caches of (codes,
+ * tables) are kept in global slots (one set per kernel file); a call takes one out (exclusively: atomic exchange), uses it
  * when its codes are the activation's (memcmp: exact whatever the caller did to the buffer), else
  * rebuilds it, and puts it back.  Threads of one job end up with one cache each. */
 typedef struct {

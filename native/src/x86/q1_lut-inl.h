@@ -7,9 +7,9 @@
  * stay below 256.  Per group: isum + 4064 = lo + 32 hi (vpmaddubsw of the interleaved byte sums,
  * exact in int16), then the reference float step, so results stay bit-identical.
  * The 32 rows' code bytes are transposed in registers (4 rounds of byte unpacks: each 128-bit
- * lane is a 16 x 16 byte transpose of 16 rows, rows 16.. 31 in the high lanes).  The shuffle
- * ports (transpose, lookups, table broadcasts) and the vector load/store port are the limits;
- * tables of 16 bytes (broadcast on load) keep n = 2560's 20 KB in L1, twice that does not. */
+ * lane is a 16 x 16 byte transpose of 16 rows, rows 16.. 31 in the high lanes).  Tables are
+ * stored 16 bytes a half and broadcast on load, half the cache room of pre-broadcast ones
+ * (docs/PERFORMANCE.md#q1-lut). */
 #ifndef LOWBIT_Q1_LUT_INL_H
 #define LOWBIT_Q1_LUT_INL_H
 #include "../q1_lut_cache.h"
