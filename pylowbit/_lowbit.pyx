@@ -7,6 +7,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uintptr_t
 from libc.stdlib cimport malloc, free
+from cpython.buffer cimport PyBUF_FORMAT
 
 from pylowbit.lowbit cimport *
 

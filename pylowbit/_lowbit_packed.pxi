@@ -16,14 +16,59 @@ def packed_nbytes(int type_id, int64_t rows, int64_t cols):
     return n
 
 
+cdef char *_BYTE_FORMAT = b"B"  # the buffer format of unsigned bytes
+
+
+cdef class WeightMemory:
+    """nbytes (> 0) from liblowbit's allocator of packed matrices (lowbit_weights_alloc: aligned
+    to PACKED_ALIGN; on Linux in huge pages, shared slabs), as a writable byte buffer; given back
+    when the last array or tensor made over it goes."""
+    cdef void *ptr
+    cdef size_t n
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __cinit__(self, int64_t nbytes):
+        self.ptr = NULL
+        if nbytes <= 0:
+            raise ValueError(f"WeightMemory: the size must be positive, got {nbytes}")
+        self.ptr = lowbit_weights_alloc(<size_t>nbytes)
+        if self.ptr == NULL:
+            raise MemoryError(f"WeightMemory: cannot allocate {nbytes} bytes")
+        self.n = <size_t>nbytes
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            lowbit_weights_free(self.ptr, self.n)
+
+    def __getbuffer__(self, Py_buffer *buf, int flags):
+        self.shape[0] = <Py_ssize_t>self.n
+        self.strides[0] = 1
+        buf.buf = self.ptr
+        buf.obj = self
+        buf.len = <Py_ssize_t>self.n
+        buf.readonly = 0
+        buf.itemsize = 1
+        buf.format = _BYTE_FORMAT if flags & PyBUF_FORMAT else NULL
+        buf.ndim = 1
+        buf.shape = self.shape
+        buf.strides = self.strides
+        buf.suboffsets = NULL
+        buf.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *buf):
+        pass
+
+
 def empty_packed(int64_t nbytes):
-    """A new uint8 numpy array of nbytes at a PACKED_ALIGN-aligned address (a view into a slightly
-    larger array), as PackedMatrix's `out` needs."""
+    """A new uint8 numpy array of nbytes at a PACKED_ALIGN-aligned address, as PackedMatrix's `out`
+    needs: memory of WeightMemory (huge pages where the system grants them, as the library's own
+    packed copies), kept alive by the array."""
     if nbytes < 0:
         raise ValueError(f"empty_packed: negative size {nbytes}")
-    raw = np.empty(nbytes + LOWBIT_PACKED_ALIGN, dtype=np.uint8)
-    cdef int64_t skip = (-<int64_t>raw.ctypes.data) % LOWBIT_PACKED_ALIGN
-    return raw[skip:skip + nbytes]
+    if nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(WeightMemory(nbytes), dtype=np.uint8)
 
 
 PACKED_ALIGN = LOWBIT_PACKED_ALIGN

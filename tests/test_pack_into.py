@@ -1,5 +1,8 @@
 """The packed copy in a caller's buffer (PackedMatrix(..., out=), PackedMatrix.wrap, unpack):
 the file bytes back byte for byte, the same products as the packed copy of its own, clear errors."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -113,3 +116,50 @@ def test_bad_buffers():
         m.unpack(np.empty(7, np.uint8))
     with pytest.raises(ValueError, match="short of"):  # of what the header describes
         _lowbit.PackedMatrix.wrap(big[:n - 1])
+
+
+def _thp_eligible(address: int) -> bool | None:
+    """THPeligible of the mapping holding address (/proc/self/smaps), None where there is none."""
+    try:
+        smaps = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in smaps:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "THPeligible:":
+            return line.split()[1] == "1"
+    return None
+
+
+def test_empty_packed_is_weight_memory():
+    """empty_packed hands out the library's memory for packed matrices (lowbit_weights_alloc):
+    aligned, writable, alive as long as any view of it, and on Linux in the huge-page slabs
+    wherever the kernel allows them at all (THP not "never")."""
+    for n in (1, 100, 64 << 10, (3 << 20) + 5):
+        a = _lowbit.empty_packed(n)
+        assert a.dtype == np.uint8 and a.shape == (n,) and a.flags.writeable
+        assert a.ctypes.data % _lowbit.PACKED_ALIGN == 0
+    assert _lowbit.empty_packed(0).shape == (0,)
+    with pytest.raises(ValueError, match="negative"):
+        _lowbit.empty_packed(-1)
+    with pytest.raises(ValueError, match="positive"):
+        _lowbit.WeightMemory(0)
+    # a view outlives the array it came from: the memory stays its own
+    a = _lowbit.empty_packed(5 << 20)
+    a[:] = np.arange(a.size, dtype=np.uint64).astype(np.uint8)
+    tail = a[-4096:]
+    del a
+    others = [_lowbit.empty_packed(5 << 20) for _ in range(3)]
+    for o in others:
+        o[:] = 0xEE
+    np.testing.assert_array_equal(tail, (np.arange((5 << 20) - 4096, 5 << 20) % 256).astype(np.uint8))
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    if sys.platform.startswith("linux") and os.path.exists(thp):
+        allowed = "[never]" not in open(thp).read()
+        big = _lowbit.empty_packed(8 << 20)
+        big[:] = 1
+        assert _thp_eligible(big.ctypes.data) is allowed

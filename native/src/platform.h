@@ -37,11 +37,7 @@
  * Freed with lowbit_free_pages(p, n), given the same n: the size decides how it was obtained. */
 void *lowbit_alloc_pages(size_t n);
 void lowbit_free_pages(void *p, size_t n);
-/* The same, for a packed matrix (weight_slabs.c): on Linux, from 64 KB on, carved out of shared
- * 2 MB-aligned huge-page slabs, so that matrices of any size stream from huge pages.  Freed with
- * lowbit_weights_free(p, n), given the same n. */
-void *lowbit_weights_alloc(size_t n);
-void lowbit_weights_free(void *p, size_t n);
+/* lowbit_weights_alloc / _free, the same for a packed matrix: lowbit.h, weight_slabs.c */
 
 /* ---- CPU count and time ------------------------------------------------------------------- */
 

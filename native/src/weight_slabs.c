@@ -76,6 +76,7 @@ static slab *slab_new(size_t need) {
 }
 
 void *lowbit_weights_alloc(size_t n) {
+    if (n == 0) return NULL;
     if (n < WEIGHTS_MIN) return lowbit_alloc_pages(n);
     lowbit_once_run(&g_fork_once, register_atfork);
     const size_t need = round_up(n + REDZONE, 64);
@@ -127,7 +128,7 @@ void lowbit_weights_free(void *p, size_t n) {
 
 #else
 
-void *lowbit_weights_alloc(size_t n) { return lowbit_alloc_pages(n); }
+void *lowbit_weights_alloc(size_t n) { return n ? lowbit_alloc_pages(n) : NULL; }
 void lowbit_weights_free(void *p, size_t n) { lowbit_free_pages(p, n); }
 
 #endif

@@ -9,7 +9,9 @@
  *   results     the borrowed matrix (and a wrap of a copy of its bytes) multiplies exactly as
  *               lowbit_matrix_pack's own copy does;
  *   errors      misaligned, short or foreign buffers, types that are not repacked: a status,
- *               never a crash.
+ *               never a crash;
+ *   memory      lowbit_weights_alloc's buffers: aligned, disjoint, a matrix packed into one
+ *               multiplies as its own copy does.
  * Prints "N passed, N failed"; exit status 1 on failure. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,10 +253,44 @@ static void test_errors(void) {
     set_layout(CHOSEN);
 }
 
+/* Buffers of every size class (below the slabs' 64 KB, in a slab, larger than a slab) stay
+ * aligned and apart, keep what was written while the others come and go, and take a matrix. */
+static void test_weights_alloc(void) {
+    static const size_t SIZES[] = {1, 100, 65535, 65536, (size_t)3 << 20, (size_t)300 << 20};
+    enum { N = sizeof SIZES / sizeof SIZES[0] };
+    uint8_t *p[N];
+    CHECK(lowbit_weights_alloc(0) == NULL, "0 bytes");
+    lowbit_weights_free(NULL, 10); /* a no-op */
+    for (int i = 0; i < N; i++) {
+        p[i] = (uint8_t *)lowbit_weights_alloc(SIZES[i]);
+        CHECK(p[i] && (uintptr_t)p[i] % LOWBIT_PACKED_ALIGN == 0, "%zu bytes: %p", SIZES[i], (void *)p[i]);
+        if (p[i]) memset(p[i], 0x40 + i, SIZES[i]);
+    }
+    for (int i = 0; i < N; i += 2) lowbit_weights_free(p[i], SIZES[i]), p[i] = NULL;
+    for (int i = 1; i < N; i += 2) {
+        int kept = p[i] != NULL;
+        for (size_t j = 0; kept && j < SIZES[i]; j += 4093) kept = p[i][j] == 0x40 + i;
+        CHECK(kept && p[i][SIZES[i] - 1] == 0x40 + i, "%zu bytes kept", SIZES[i]);
+        lowbit_weights_free(p[i], SIZES[i]);
+    }
+    int64_t n;
+    const int64_t rows = 64, cols = 4096, need = lowbit_matrix_packed_nbytes(LOWBIT_TYPE_TQ2_0, rows, cols);
+    uint8_t *w = random_file(LOWBIT_TYPE_TQ2_0, rows, cols, 0, &n);
+    void *dst = lowbit_weights_alloc((size_t)need);
+    int st;
+    lowbit_matrix *m = lowbit_matrix_pack_into(LOWBIT_TYPE_TQ2_0, w, rows, cols, dst, need, 1, &st);
+    lowbit_matrix *own = lowbit_matrix_pack(LOWBIT_TYPE_TQ2_0, w, rows, cols, 1, &st);
+    CHECK(m && own && same_products(m, own, rows, cols), "pack_into weights memory");
+    lowbit_matrix_free(m), lowbit_matrix_free(own);
+    lowbit_weights_free(dst, (size_t)need);
+    free(w);
+}
+
 int main(void) {
     g_rng = 2027;
     printf("liblowbit %s; pack_into / wrap / unpack\n", lowbit_version());
     test_errors();
+    test_weights_alloc();
     static const int ROWS[] = {1, 3, 5, 17, 33};
     const unsigned usable = lowbit_isa_compiled() & lowbit_isa_supported();
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {

@@ -107,15 +107,11 @@ def _unpack_fake(p, type_id, rows, cols):
 
 
 def empty_aligned(nbytes: int) -> torch.Tensor:
-    """A new uint8 CPU tensor of nbytes at a PACKED_ALIGN-aligned address (torch's CPU allocator
-    aligns to 64 bytes already; otherwise a view into a slightly larger tensor)."""
-    t = torch.empty(nbytes, dtype=torch.uint8)
-    align = _lowbit.PACKED_ALIGN
-    if t.data_ptr() % align:
-        t = torch.empty(nbytes + align, dtype=torch.uint8)
-        skip = -t.data_ptr() % align
-        t = t[skip:skip + nbytes]
-    return t
+    """A new uint8 CPU tensor of nbytes for a packed copy: liblowbit's memory for packed matrices
+    (_lowbit.empty_packed: aligned, and in huge pages where the system grants them, as the
+    decoder's own; torch's allocator gives 4 KB pages, which a layer streamed from memory pays
+    for), kept alive by the tensor."""
+    return torch.from_numpy(_lowbit.empty_packed(nbytes))
 
 
 lib.impl("gemm_packed", gemm_packed_bytes_cpu, "CPU")

@@ -3,6 +3,8 @@ place of the GGUF bytes): its memory, state_dict round trips, torch.ops.pylowbit
 unpack (opcheck, compile, export, autograd) and bad input."""
 import copy
 import io
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -71,6 +73,28 @@ def test_quantize_repack_holds_the_packed_bytes():
     with torch.no_grad():
         assert torch.equal(model(x), want)
 
+
+
+def test_repacked_bytes_are_weight_memory():
+    """A repacked layer's bytes are liblowbit's memory for packed matrices (empty_packed: huge
+    pages on Linux where the kernel allows them, as the decoder's own; torch's allocator gives
+    4 KB pages), and a view of them outlives the layer."""
+    from test_pack_into import _thp_eligible
+    layer = _layer("i2_s", out_f=4096, in_f=2560, bias=False).repack()
+    x = torch.randn(1, 2560)
+    with torch.no_grad():
+        want = layer(x)
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    if sys.platform.startswith("linux") and os.path.exists(thp):
+        assert _thp_eligible(layer.packed.data_ptr()) is ("[never]" not in open(thp).read())
+    view, copy_of = layer.packed[-4096:], layer.packed[-4096:].clone()
+    del layer
+    junk = [empty_aligned(8 << 20).fill_(0xEE) for _ in range(3)]
+    assert torch.equal(view, copy_of) and len(junk) == 3
+    assert empty_aligned(0).numel() == 0 and empty_aligned(100).data_ptr() % _lowbit.PACKED_ALIGN == 0
+    again = _layer("i2_s", out_f=4096, in_f=2560, bias=False).repack()
+    with torch.no_grad():
+        assert torch.equal(again(x), want)
 
 @pytest.mark.parametrize("fmt", REPACKED + ["q8_0"])
 def test_state_dict_round_trips_bit_exact(fmt):

@@ -152,7 +152,8 @@ LOWBIT_API int64_t lowbit_matrix_nbytes(const lowbit_matrix *m); /* bytes owned 
  * which must outlive it: lowbit_matrix_free leaves dst alone, lowbit_matrix_nbytes gives 0.  The
  * file buffer w may be released afterwards.  LOWBIT_EINVAL for a null or misaligned dst,
  * LOWBIT_ESIZE for a dst too small or an empty matrix, LOWBIT_ETYPE for a type that is not
- * repacked (lowbit_matrix_pack borrows those as they are).  Huge pages are the caller's to ask.
+ * repacked (lowbit_matrix_pack borrows those as they are).  lowbit_weights_alloc gives a dst in
+ * huge pages where the system grants them, as lowbit_matrix_pack's own copies are.
  *
  * lowbit_matrix_wrap: a matrix over `nbytes` bytes that lowbit_matrix_pack_into wrote in this
  * process (or a copy of them), borrowing them, without packing again: the header says the type,
@@ -176,6 +177,15 @@ LOWBIT_API lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64
 LOWBIT_API lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status);
 LOWBIT_API int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes,
                                     int threads);
+/* Memory for a packed copy the caller owns (lowbit_matrix_pack_into's dst), the allocator of
+ * lowbit_matrix_pack's own copies: nbytes (> 0) at a LOWBIT_PACKED_ALIGN-aligned address; on
+ * Linux, from 64 KB on, carved out of shared 2 MB-aligned slabs with the transparent-huge-page
+ * hint, so that copies packed one after another stream from huge pages (in 4 KB pages a stream
+ * takes a TLB miss, and the hardware prefetcher stops, every 4 KB).  NULL when out of memory.
+ * Freed with lowbit_weights_free(p, nbytes), given the same nbytes.  (Added in 0.1: new
+ * functions, same ABI version.) */
+LOWBIT_API void *lowbit_weights_alloc(size_t nbytes);
+LOWBIT_API void lowbit_weights_free(void *p, size_t nbytes);
 LOWBIT_API int lowbit_matrix_is_packed(const lowbit_matrix *m);
 LOWBIT_API int lowbit_matrix_type(const lowbit_matrix *m);
 LOWBIT_API int64_t lowbit_matrix_rows(const lowbit_matrix *m);
