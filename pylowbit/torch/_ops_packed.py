@@ -16,6 +16,7 @@ file (a Linear's state_dict holds the GGUF bytes).
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 
@@ -111,7 +112,17 @@ def empty_aligned(nbytes: int) -> torch.Tensor:
     (_lowbit.empty_packed: aligned, and in huge pages where the system grants them, as the
     decoder's own; torch's allocator gives 4 KB pages, which a layer streamed from memory pays
     for), kept alive by the tensor."""
-    return torch.from_numpy(_lowbit.empty_packed(nbytes))
+    t = torch.from_numpy(_lowbit.empty_packed(nbytes))
+    _weight_memory[id(t)] = t
+    return t
+
+
+_weight_memory = weakref.WeakValueDictionary()  # id -> a live tensor empty_aligned made
+
+
+def in_weight_memory(t: torch.Tensor) -> bool:
+    """Whether t is a tensor empty_aligned made (not a view or copy of one)."""
+    return _weight_memory.get(id(t)) is t
 
 
 lib.impl("gemm_packed", gemm_packed_bytes_cpu, "CPU")

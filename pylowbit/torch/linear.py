@@ -19,7 +19,7 @@ from pylowbit import _lowbit
 from pylowbit.core import DECODE_ONLY, format_info, quantize, tensor_nbytes
 # (importing _ops registers torch.ops.pylowbit)
 from pylowbit.torch._ops import WEIGHT_TYPE_IDS, gemm_cpu, gemm_packed_cpu, kernel_threads
-from pylowbit.torch._ops_packed import empty_aligned, packed_nbytes
+from pylowbit.torch._ops_packed import empty_aligned, in_weight_memory, packed_nbytes
 from pylowbit.torch.shared import READ_AHEAD_LINKS, SharedInput, read_ahead_next, version_of
 
 log = logging.getLogger("pylowbit.torch")
@@ -27,6 +27,7 @@ log = logging.getLogger("pylowbit.torch")
 # Formats whose codes are -1, 0, +1 times one scale: from_linear ternarizes a float weight for them
 # as BitNet b1.58 trains it (absmean) before packing, so the packing itself is lossless.
 TERNARY = frozenset({"tq1_0", "tq2_0", "i2_s", "ptq1_0"})
+HUGE_PAGE = 2 << 20  # bytes of an x86 / Linux transparent huge page
 VALUES_PER_BYTE = 4  # transformers' BitNet packing: four 2-bit codes a byte, along the output rows
 
 
@@ -115,6 +116,9 @@ class Linear(nn.Module):
         rows, cols = self.out_features, self.in_features
         n = packed_nbytes(self.type_id, rows, cols)
         if n == 0:  # not repacked: the eager path's matrix borrows the GGUF bytes
+            if w.numel() >= HUGE_PAGE and not in_weight_memory(w):
+                # streamed every token: moved once into the library's huge-page memory
+                w = self.weight = empty_aligned(w.numel()).copy_(w)
             m = _lowbit.PackedMatrix(w.numpy(), self.type_id, rows, cols, kernel_threads())
             self._packed = (m, w, w.data_ptr(), version_of(w))
             return self

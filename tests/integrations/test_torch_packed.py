@@ -95,6 +95,17 @@ def test_repacked_bytes_are_weight_memory():
     again = _layer("i2_s", out_f=4096, in_f=2560, bias=False).repack()
     with torch.no_grad():
         assert torch.equal(again(x), want)
+    # a format that is not repacked: its GGUF bytes, read in place, move there once
+    q8 = _layer("q8_0", out_f=1024, in_f=2560, bias=False)
+    with torch.no_grad():
+        want = q8(x)
+        before = q8.weight.clone()
+        q8.repack()
+        where = q8.weight.data_ptr()
+        assert torch.equal(q8.weight, before) and torch.equal(q8(x), want)
+        assert q8.repack().weight.data_ptr() == where and torch.equal(q8(x), want)
+    if sys.platform.startswith("linux") and os.path.exists(thp):
+        assert _thp_eligible(where) is ("[never]" not in open(thp).read())
 
 @pytest.mark.parametrize("fmt", REPACKED + ["q8_0"])
 def test_state_dict_round_trips_bit_exact(fmt):
