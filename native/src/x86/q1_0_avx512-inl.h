@@ -148,8 +148,9 @@ AI const uint8_t *q1_tile(const void *w, int64_t rb, int64_t r, int64_t r1) {
     return (const uint8_t *)w + (r + 16 <= r1 ? r : r1 - 16) * rb;
 }
 
-void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                          float *y) {
+/* the GEMV of q1_rows16, the lookup GEMV's fallback (under 64 rows, a short last tile) */
+static void q1_gemv_16rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
     const int64_t nb = a->n / 128;
     int8_t stack[LOWBIT_Q1_STACK];
     __m512i T[8];
@@ -169,6 +170,13 @@ void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
         memcpy(y + r - r0, out + (r - t), sizeof(float) * (size_t)(16 - (r - t)));
     }
     if (buf != stack) free(buf);
+}
+
+#include "q1_lut512-inl.h"
+
+void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                   float *y) {
+    q1_gemv_lut512(w, rb, r0, r1, a, y);
 }
 
 /* Columns outermost, 4 at a time (their activations stay in L1 while the rows stream by). */
