@@ -9,11 +9,12 @@
  *
  * Rows of the file layout read side by side need a horizontal sum per row and group (8 dwords
  * to 1), which costs more shuffles than the dot products themselves; here a lane is a row from
- * the start instead (q1_rows16 below), so no sum crosses lanes.
+ * the start instead (q1_rows16 below), so no sum crosses lanes.  The GEMV of 64 rows or more is
+ * the table lookup of q1_lut512-inl.h, with q1_rows16 for what it leaves; the GEMM is q1_rows16's.
  *
  * The body of q1_0_avx512vnni.c and q1_0_avx512vbmi.c, which differ in how a quad's codes come
- * out of the bits (q1_codes: Q1_VBMI 0, a mask and a masked move; 1, one vpermb lookup); KQ(name)
- * is the kernel's name in each. */
+ * out of the bits (q1_codes: Q1_VBMI 0, a mask and a masked move; 1, one vpermb lookup) and in the
+ * lookup GEMV's lookups (vpshufb / vpermb); KQ(name) is the kernel's name in each. */
 #ifndef LOWBIT_Q1_0_AVX512_INL_H
 #define LOWBIT_Q1_0_AVX512_INL_H
 #include <immintrin.h>
