@@ -407,19 +407,19 @@ static void test_degenerate(void) {
 }
 
 /* ---- Q1_0 GEMV, float scales: bit-identical to the scalar reference ---------------------------
- * The table-lookup GEMVs work on 32-row (x86) or 16-row (Arm) tiles, the last one overlapping,
- * short tails on another kernel, over 64-row tasks: row counts around those, long rows (the tables
- * outlive a call: the same and changed activations back to back), random weight and activation
+ * The table-lookup GEMVs work on 64-row (AVX-512), 32-row (AVX2) or 16-row (Arm) tiles, the last
+ * one overlapping, short tails on another kernel, over 64-row tasks: row counts around those, long
+ * rows (the tables outlive a call: the same and changed activations back to back), random weight and activation
  * scales, and activations at the code limits (every code +-127, one sign, alternating groups). */
 static void test_q1_gemv(void) {
-    static const int ROWS[] = {12, 16, 20, 31, 32, 33, 45, 64, 77, 100, 130};
+    static const int ROWS[] = {12, 16, 20, 31, 32, 33, 45, 63, 64, 65, 77, 100, 130, 200};
     static const int COLS[] = {128, 256, 2560, 6912};
     const wtype *t = NULL;
     for (int ti = 0; ti < NWTYPES; ti++)
         if (WTYPES[ti].type == LOWBIT_TYPE_Q1_0) t = &WTYPES[ti];
     for (int ci = 0; ci < (int)(sizeof COLS / sizeof COLS[0]); ci++) {
         const int64_t cols = COLS[ci], ng = cols / 32;
-        uint8_t *w = make_weights(t, 130, cols, 0);
+        uint8_t *w = make_weights(t, 200, cols, 0);
         int8_t *q = (int8_t *)malloc((size_t)cols);
         float *d = (float *)malloc((size_t)ng * sizeof(float));
         int32_t *s = (int32_t *)malloc((size_t)ng * sizeof(int32_t));

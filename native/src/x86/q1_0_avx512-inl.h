@@ -9,11 +9,12 @@
  *
  * Rows of the file layout read side by side need a horizontal sum per row and group (8 dwords
  * to 1), which costs more shuffles than the dot products themselves; here a lane is a row from
- * the start instead (q1_rows16 below), so no sum crosses lanes.
+ * the start instead (q1_rows16 below), so no sum crosses lanes.  The GEMV of 64 rows or more is
+ * the table lookup of q1_lut512-inl.h, with q1_rows16 for what it leaves; the GEMM is q1_rows16's.
  *
  * The body of q1_0_avx512vnni.c and q1_0_avx512vbmi.c, which differ in how a quad's codes come
- * out of the bits (q1_codes: Q1_VBMI 0, a mask and a masked move; 1, one vpermb lookup); KQ(name)
- * is the kernel's name in each. */
+ * out of the bits (q1_codes: Q1_VBMI 0, a mask and a masked move; 1, one vpermb lookup) and in the
+ * lookup GEMV's lookups (vpshufb / vpermb); KQ(name) is the kernel's name in each. */
 #ifndef LOWBIT_Q1_0_AVX512_INL_H
 #define LOWBIT_Q1_0_AVX512_INL_H
 #include <immintrin.h>
@@ -148,8 +149,9 @@ AI const uint8_t *q1_tile(const void *w, int64_t rb, int64_t r, int64_t r1) {
     return (const uint8_t *)w + (r + 16 <= r1 ? r : r1 - 16) * rb;
 }
 
-void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                          float *y) {
+/* the GEMV of q1_rows16, the lookup GEMV's fallback (under 64 rows, a short last tile) */
+static void q1_gemv_16rows(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                           float *y) {
     const int64_t nb = a->n / 128;
     int8_t stack[LOWBIT_Q1_STACK];
     __m512i T[8];
@@ -169,6 +171,13 @@ void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowb
         memcpy(y + r - r0, out + (r - t), sizeof(float) * (size_t)(16 - (r - t)));
     }
     if (buf != stack) free(buf);
+}
+
+#include "q1_lut512-inl.h"
+
+void KQ(gemv_q1_0)(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
+                   float *y) {
+    q1_gemv_lut512(w, rb, r0, r1, a, y);
 }
 
 /* Columns outermost, 4 at a time (their activations stay in L1 while the rows stream by). */
