@@ -44,13 +44,15 @@ def cpu_name() -> str:
 
 def time_interleaved(fns: dict, reps: int, warmup: int = 2) -> dict:
     """Median seconds per call of each fn, the fns called in turn (a shared machine's drift hits
-    them all alike)."""
+    them all alike), in reverse order every other round (A B C, C B A: what a call leaves in the
+    caches and the pool for the next one favours no fn)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, fn in fns.items():
+    order = list(fns.items())
+    for r in range(reps):
+        for k, fn in (order if r % 2 == 0 else order[::-1]):
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
