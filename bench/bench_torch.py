@@ -174,7 +174,9 @@ def pylowbit_bench_tg(threads: int, prompt: int) -> float | None:
     cmd = [sys.executable, "-m", "pylowbit.cli", "bench", "--type", "i2_s", "-t", str(threads), "-r", "1",
            "-p", str(prompt), "-n", "16", "--json"]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True).stdout
+        # (from this folder: in the repository root `-m pylowbit` would import the source tree)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True,
+                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout
         rows = json.loads(out)
     except (subprocess.SubprocessError, ValueError) as e:
         print(f"pylowbit bench failed: {e}", file=sys.stderr)
