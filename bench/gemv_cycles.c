@@ -15,7 +15,8 @@
  * The default 2048 x 2560 matrix (~1.3 MB packed) sits in L2 + L3.  COPIES > 1 (ISA "-" for the
  * default variant) packs that many copies of each matrix and cycles through them call by call:
  * the DRAM regime of the decode path once they total well over L3 (lscpu; the
- * cycle goes on across rounds).  ISA may be two
+ * cycle goes on across rounds; each copy has file bytes of its own, as a format read in place,
+ * Q8_0 or Q1_0, reads them).  ISA may be two
  * names, ISA_NEW,ISA_BASE: each library runs its own (two copies of one build at two paths give
  * one build's variants side by side; one path twice is one library, one variant).  With one
  * library, ISA may list up to 8 variants: each is a column, set before its matrices are packed
@@ -132,6 +133,7 @@ typedef struct {
     int l;
     const char *fmt;
     lowbit_matrix *m[64];
+    void *bytes[64]; /* each copy's file bytes: a format read in place borrows them */
     float *y;
     lowbit_act a;
     void *mem[4];
@@ -183,7 +185,8 @@ int main(int argc, char **argv) {
             /* each library quantizes the activations its own way for the type (group and rule) */
             use(&L[l]);
             const int64_t G = L[l].act_group(type);
-            void *data = malloc(L[l].tensor_bytes(type, rows * cols));
+            const int64_t nbytes = L[l].tensor_bytes(type, rows * cols);
+            void *data = malloc((size_t)nbytes);
             int8_t *q = malloc(cols);
             float *d = malloc(sizeof(float) * cols);
             int32_t *s = malloc(sizeof(int32_t) * cols);
@@ -199,7 +202,13 @@ int main(int argc, char **argv) {
             T->mem[0] = data, T->mem[1] = q, T->mem[2] = d, T->mem[3] = s;
             T->y = malloc(sizeof(float) * rows);
             for (int k = 0; k < copies; k++) {
-                T->m[k] = L[l].pack(type, data, rows, cols, 1, &st);
+                T->bytes[k] = k ? malloc((size_t)nbytes) : NULL;
+                if (k && !T->bytes[k]) {
+                    fprintf(stderr, "%s: no memory for copy %d\n", fmt, k);
+                    return 1;
+                }
+                if (k) memcpy(T->bytes[k], data, (size_t)nbytes);
+                T->m[k] = L[l].pack(type, k ? T->bytes[k] : data, rows, cols, 1, &st);
                 if (!T->m[k]) {
                     fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
                     return 1;
@@ -243,7 +252,7 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     for (int i = 0; i < ns; i++) {
-        for (int k = 0; k < copies; k++) L[S[i].l].matrix_free(S[i].m[k]);
+        for (int k = 0; k < copies; k++) L[S[i].l].matrix_free(S[i].m[k]), free(S[i].bytes[k]);
         free(S[i].y);
         for (int k = 0; k < 4; k++) free(S[i].mem[k]);
     }
