@@ -70,7 +70,9 @@ unsigned lowbit_isa_compiled(void) {
     return m;
 }
 
-static int g_intel, g_amd, g_vbmi; /* an Intel core; an AMD one; AVX512_VBMI usable (the list's `needs`) */
+/* an Intel core; an AMD one; an L1 data cache of 48 KB or more; AVX512_VBMI usable (the list's
+ * `needs`) */
+static int g_intel, g_amd, g_l1_48k, g_vbmi;
 
 /* Whether CPUID leaf 0 names this vendor (its 12 characters: EBX, EDX, ECX) */
 static int cpu_vendor_is(const char *name) {
@@ -82,6 +84,20 @@ static int cpu_vendor_is(const char *name) {
     return !memcmp(v, name, 12);
 #else
     (void)name;
+    return 0;
+#endif
+}
+
+/* The L1 data cache in KB, from AMD's extended leaf 0x80000005 (ECX bits 31-24); 0 where not
+ * reported there (Intel reports it elsewhere: no entry needs it on Intel) */
+static int amd_l1d_kb(void) {
+#ifdef LOWBIT_X86
+    unsigned r[4];
+    lowbit_cpuid(0x80000000u, 0, r);
+    if (r[0] < 0x80000005u) return 0;
+    lowbit_cpuid(0x80000005u, 0, r);
+    return (int)(r[2] >> 24);
+#else
     return 0;
 #endif
 }
@@ -169,15 +185,16 @@ static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
 /* Whether this CPU has what `needs` asks beyond the ISA (LOWBIT_NEEDS_*) */
 static int needs_met(int needs) {
     return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_AMD) || g_amd) &&
-           (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
+           (!(needs & LOWBIT_NEEDS_L1_48K) || g_l1_48k) && (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
 }
 
 /* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
  * (packed entries; NULL: not asked), whose needs this CPU meets; -1 if none. */
 static int select_entry(int isa, int type, int layout, int role, const lowbit_matrix *m) {
-    /* a preferred entry runs on any vendor, never without an instruction set it needs */
+    /* a preferred entry runs on any vendor and cache size, never without an instruction set it
+     * needs */
     if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&
-        needs_met(lowbit_kernel_list[g_prefer].needs & ~(LOWBIT_NEEDS_INTEL | LOWBIT_NEEDS_AMD)))
+        needs_met(lowbit_kernel_list[g_prefer].needs & ~LOWBIT_NEEDS_AMD_L1_48K & ~LOWBIT_NEEDS_INTEL))
         for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
             if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
@@ -263,6 +280,7 @@ static void init_once(void) {
         g_supported &= ~(1u << LOWBIT_ISA_AVXVNNI_EMULATED);
     g_intel = cpu_vendor_is("GenuineIntel");
     g_amd = cpu_vendor_is("AuthenticAMD");
+    g_l1_48k = g_amd && amd_l1d_kb() >= 48;
     unsigned usable = g_supported & lowbit_isa_compiled();
     for (int i = 0; i < LOWBIT_ISA_COUNT; i++)
         if (usable & (1u << i)) build_table(i, &g_tables[i]);
@@ -327,7 +345,8 @@ int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
                                               [LOWBIT_NEEDS_VBMI] = "vbmi",
                                               [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi",
                                               [LOWBIT_NEEDS_ASKED] = "asked",
-                                              [LOWBIT_NEEDS_AMD] = "amd"};
+                                              [LOWBIT_NEEDS_AMD] = "amd",
+                                              [LOWBIT_NEEDS_AMD_L1_48K] = "amd,l1-48k"};
     if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
     const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
     *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,

@@ -10,13 +10,13 @@
 static inline float to_f32(float v) { return v; }
 
 /* name(w, cols, r0, r1, x, y): y[r - r0] = W[r] . x for the weights of type T, 16 read by LOAD16,
- * one by TOF.  PF > 0: software prefetch into L2 PF bytes ahead.  Four rows are one contiguous
+ * one by TOF.  PF > 0: software prefetch PF bytes ahead, into the cache level of HINT.  Four rows are one contiguous
  * run of 4 cols elements read as four streams side by side; it is prefetched as one run in address
  * order, 64 elements (16 of each row) per step from PF bytes past the run's start, so each line
  * is asked for once and, for rows up to PF / 3 bytes long, before any of the four streams reads it
  * (a prefetch past the matrix's end is harmless).  The prefetch changes no arithmetic: every
  * variant stays bit-identical. */
-#define DEFINE_GEMV_PF(name, T, LOAD16, TOF, PF)                                                   \
+#define DEFINE_GEMV_PF_HINT(name, T, LOAD16, TOF, PF, HINT)                                         \
     void name(const T *w, int64_t cols, int64_t r0, int64_t r1, const float *x, float *y) {        \
         const int64_t c16 = cols & ~(int64_t)15;                                                   \
         int64_t r = r0;                                                                            \
@@ -29,7 +29,7 @@ static inline float to_f32(float v) { return v; }
             for (int64_t j = 0; j < c16; j += 16) {                                                \
                 if (PF)                                                                            \
                     for (int l = 0; l < 64 * (int)sizeof(T); l += 64)                              \
-                        _mm_prefetch(pf + 4 * j * (int64_t)sizeof(T) + l, _MM_HINT_T1);            \
+                        _mm_prefetch(pf + 4 * j * (int64_t)sizeof(T) + l, HINT);                   \
                 const vec16 xv = vec16_loadx(x + j);                                               \
                 for (int i = 0; i < 4; i++) a[i] = vec16_fmadd(LOAD16(row[i] + j), xv, a[i]);      \
             }                                                                                      \
@@ -49,6 +49,7 @@ static inline float to_f32(float v) { return v; }
             y[r - r0] = s;                                                                         \
         }                                                                                          \
     }
+#define DEFINE_GEMV_PF(name, T, LOAD16, TOF, PF) DEFINE_GEMV_PF_HINT(name, T, LOAD16, TOF, PF, _MM_HINT_T1)
 #define DEFINE_GEMV(name, T, LOAD16, TOF) DEFINE_GEMV_PF(name, T, LOAD16, TOF, 0)
 
 #endif /* LOWBIT_FLOAT_GEMV_INL_H */

@@ -27,7 +27,9 @@ static inline vec16 load_bf16(const uint16_t *p) { /* BF16: the upper half of a 
 #include "float_gemv-inl.h"
 
 /* The software prefetch distances of the Intel and the AMD twins (float_gemv-inl.h): the four
- * rows' short runs stream at about half the read bandwidth on hardware prefetch alone */
+ * rows' short runs stream at about half the read bandwidth on hardware prefetch alone.  The
+ * _l1pf twins (AMD cores with a 48 KB L1) prefetch as far into L1: there the lines come in time
+ * and stay until read, where into L2 the stream waited on L2 (docs/PERFORMANCE.md#zen5). */
 #define LOWBIT_PF_FLOAT_INTEL 16384
 #define LOWBIT_PF_FLOAT_AMD 32768
 
@@ -41,3 +43,8 @@ DEFINE_GEMV_PF(gemv_bf16_avx512_l2pf, uint16_t, load_bf16, lowbit_bf16_to_fp32,
 DEFINE_GEMV_PF(gemv_f32_avx512_amdpf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_AMD)
 DEFINE_GEMV_PF(gemv_f16_avx512_amdpf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_AMD)
 DEFINE_GEMV_PF(gemv_bf16_avx512_amdpf, uint16_t, load_bf16, lowbit_bf16_to_fp32, LOWBIT_PF_FLOAT_AMD)
+DEFINE_GEMV_PF_HINT(gemv_f32_avx512_l1pf, float, load_f32, to_f32, LOWBIT_PF_FLOAT_AMD, _MM_HINT_T0)
+DEFINE_GEMV_PF_HINT(gemv_f16_avx512_l1pf, uint16_t, load_f16, _cvtsh_ss, LOWBIT_PF_FLOAT_AMD,
+                    _MM_HINT_T0)
+DEFINE_GEMV_PF_HINT(gemv_bf16_avx512_l1pf, uint16_t, load_bf16, lowbit_bf16_to_fp32,
+                    LOWBIT_PF_FLOAT_AMD, _MM_HINT_T0)
