@@ -16,8 +16,11 @@ of a model far larger than L3: no weight is in cache when read); the "L3" rows r
 Not collected by pytest (no test functions): a script.
 """
 import argparse
+import atexit
 import ctypes
 import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -83,7 +86,15 @@ def main():
     isa_base, _, isa_new = (args.isa or "").partition(",")
     libs = [("new", Lib(args.lib, isa_new or isa_base or None))]
     if args.baseline:
-        libs.insert(0, ("base", Lib(args.baseline, isa_base or None)))
+        base = args.baseline
+        if os.path.realpath(base) == os.path.realpath(args.lib):
+            # one path loads one library (ctypes hands back its handle): a variant set in one
+            # would be the other's too, so the baseline runs from a copy
+            tmp = tempfile.mkdtemp()
+            atexit.register(shutil.rmtree, tmp, True)
+            base = os.path.join(tmp, "liblowbit-base.so")
+            shutil.copyfile(args.lib, base)
+        libs.insert(0, ("base", Lib(base, isa_base or None)))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((args.batch, cols), dtype=np.float32)
     print(f"{rows} x {cols}, batch {args.batch}; G MAC/s (1 thread: thread CPU time, more: wall)")
