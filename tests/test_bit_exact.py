@@ -50,7 +50,7 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             if packs:
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
                 # formats' dense units where the variant decodes them (rows in sets of 16 there and
-                # for Q2_0's rows16 layout on avx512vnni); fp16 scales
+                # for the rows16 layout, rows16_layout); fp16 scales
                 blk = lb.format_info(fmt).block_size
                 dense = base3_dense(fmt, variant)
                 sets = dense or rows16_layout(fmt, variant)  # rows in sets of 16

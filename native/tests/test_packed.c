@@ -421,16 +421,20 @@ int main(void) {
     set_env("PYLOWBIT_BASE3F", NULL);
     set_env("PYLOWBIT_ROWS16", NULL);
     { /* the layout each type gets: base-3 dense (rows16) only where asked for or the variant has
-       * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni) */
+       * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni, and the 256-bit x86
+       * variants for group 32 with 64-weight blocks, Q2_0) */
         for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
             if (!(usable & (1u << isa))) continue;
             lowbit_set_isa(isa);
             for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
                 const int type = TYPES[t];
                 /* unset: base-3 where the variant decodes it (avx512vnni with VBMI), else rows16
-                 * where it has a kernel for it (avx512vnni), never BASE3F (its kernels are all
-                 * ASKED); else each one where forced */
+                 * where it has a kernel for it, never BASE3F (its kernels are all ASKED); else
+                 * each one where forced */
                 const int avx512 = isa == LOWBIT_ISA_AVX512VNNI;
+                const int ymm = isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVXVNNI ||
+                                isa == LOWBIT_ISA_AVXVNNI_EMULATED;
+                const int q32 = lowbit_act_group(type) == 32 && lowbit_type_block_size(type) == 64;
                 int64_t nb;
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
                 int st;
@@ -441,8 +445,10 @@ int main(void) {
                     int want = L;
                     if (L < 0)
                         want = avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
-                               : avx512 && has_layout(type, ROWS16) &&
-                                         (lowbit_type_block_size(type) != 256 || cpu_amd())
+                               : has_layout(type, ROWS16) &&
+                                         ((avx512 && (lowbit_type_block_size(type) != 256 ||
+                                                      cpu_amd())) ||
+                                          (ymm && q32))
                                    ? ROWS16
                                                                                : CANONICAL;
                     CHECK(m && m->base3 == (want == BASE3 || want == BASE3F) &&
