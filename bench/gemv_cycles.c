@@ -202,13 +202,15 @@ int main(int argc, char **argv) {
             T->mem[0] = data, T->mem[1] = q, T->mem[2] = d, T->mem[3] = s;
             T->y = malloc(sizeof(float) * rows);
             for (int k = 0; k < copies; k++) {
-                T->bytes[k] = k ? malloc((size_t)nbytes) : NULL;
-                if (k && !T->bytes[k]) {
-                    fprintf(stderr, "%s: no memory for copy %d\n", fmt, k);
-                    return 1;
+                const void *src = data; /* copy 0 packs the quantized bytes themselves */
+                if (k) {
+                    if (!(T->bytes[k] = malloc((size_t)nbytes))) {
+                        fprintf(stderr, "%s: no memory for copy %d\n", fmt, k);
+                        return 1;
+                    }
+                    src = memcpy(T->bytes[k], data, (size_t)nbytes);
                 }
-                if (k) memcpy(T->bytes[k], data, (size_t)nbytes);
-                T->m[k] = L[l].pack(type, k ? T->bytes[k] : data, rows, cols, 1, &st);
+                T->m[k] = L[l].pack(type, src, rows, cols, 1, &st);
                 if (!T->m[k]) {
                     fprintf(stderr, "%s: pack %s failed (%d)\n", L[l].path, fmt, st);
                     return 1;

@@ -194,7 +194,8 @@ static int select_entry(int isa, int type, int layout, int role, const lowbit_ma
     /* a preferred entry runs on any vendor and cache size, never without an instruction set it
      * needs */
     if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&
-        needs_met(lowbit_kernel_list[g_prefer].needs & ~LOWBIT_NEEDS_AMD_L1_48K & ~LOWBIT_NEEDS_INTEL))
+        needs_met(lowbit_kernel_list[g_prefer].needs &
+                  ~(LOWBIT_NEEDS_INTEL | LOWBIT_NEEDS_AMD | LOWBIT_NEEDS_L1_48K)))
         for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
             if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)

@@ -149,8 +149,8 @@ typedef union {
  * kernel whose best software prefetch differs there: the Intel twin, suffixed _l2pf, is listed
  * first); AMD, a tuning for AMD cores (a prefetch twin suffixed _amdpf, or the kernel of a layout
  * that pays only there); L1_48K, an L1 data cache of 48 KB or more (AMD_L1_48K: an AMD core with
- * one, Zen 5: a twin suffixed _l1pf prefetches 32 KB ahead into L1, which a 32 KB L1 could not
- * hold); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
+ * one: a twin suffixed _l1pf prefetches into L1 as far ahead as the _amdpf one does into L2, a
+ * distance a smaller L1 could not hold); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
  * condition: the kernel of a packed layout that the variant's CPUs read slower than the layout
  * they would get otherwise, so pack.c takes that layout only where it is asked for (PYLOWBIT_*);
  * a matrix packed so runs on it (tested like any entry, for the machines where it may win). */

@@ -10,8 +10,8 @@
 static inline float to_f32(float v) { return v; }
 
 /* name(w, cols, r0, r1, x, y): y[r - r0] = W[r] . x for the weights of type T, 16 read by LOAD16,
- * one by TOF.  PF > 0: software prefetch PF bytes ahead, into the cache level of HINT.  Four rows are one contiguous
- * run of 4 cols elements read as four streams side by side; it is prefetched as one run in address
+ * one by TOF.  PF > 0: software prefetch PF bytes ahead, into the cache level of HINT.  Four rows
+ * are one contiguous run of 4 cols elements read as four streams side by side; it is prefetched as one run in address
  * order, 64 elements (16 of each row) per step from PF bytes past the run's start, so each line
  * is asked for once and, for rows up to PF / 3 bytes long, before any of the four streams reads it
  * (a prefetch past the matrix's end is harmless).  The prefetch changes no arithmetic: every

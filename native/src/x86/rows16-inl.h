@@ -9,8 +9,8 @@
  * operand packed_gemv32 builds by transposing 8 rows' tiles (packed32-inl.h), read here as it
  * lies, with the same planes: 0 and 1 of the byte, 2 and 3 of the byte shifted right by 4, planes
  * 1 and 3 masked in place (code x 4, shifted out of the int32 sum exactly), so that one shift per
- * vector serves both steps and vpmaddubsw's int16 lanes stay <= 8 x 2 x 12 x 128 = 24576 over
- * the 8 vectors of a chunk.  The float step is the spec's, per group in group order. */
+ * vector serves both steps and vpmaddubsw's int16 lanes cannot saturate over the 8 vectors of a
+ * chunk (two products a lane, codes at most 12, activations at most 128 in size).  The float step is the spec's, per group in group order. */
 #ifndef LOWBIT_ROWS16_INL_H
 #define LOWBIT_ROWS16_INL_H
 #include "packed_step-inl.h"
@@ -126,7 +126,7 @@ void KN(rows16_gemv32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const low
 /* ---- the GEMM ------------------------------------------------------------------------------ */
 
 /* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn): each half of a
- * set's chunk, X[j] = dword j of 8 rows, is an 8 x 8 dword transpose away from the 8 rows' 32-byte
+ * set's chunk, X[j] = dword j of 8 rows, is a dword transpose away from the 8 rows' 32-byte
  * chunks, which the canonical layout keeps whole. */
 static void KN(r16_decode)(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
                            uint16_t *sdst) {
