@@ -298,6 +298,18 @@ void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
  * codes dst[nrg][nchunks][4][32], scales sdst[nrg][nscales][4]. */
 typedef void (*lowbit_base3_decode_fn)(const lowbit_matrix *m, int64_t rg0, int64_t nrg,
                                        uint8_t *dst, uint16_t *sdst);
+/* A decode's scales from row set R (the dense base-3 and rows16 layouts): those of its row groups
+ * in [rg0, rg0 + nrg), into sdst as above */
+static inline void lowbit_set_scales_decoded(const lowbit_matrix *m, int64_t R, int64_t rg0,
+                                             int64_t nrg, uint16_t *sdst) {
+    for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {
+        const int64_t g = R * (LOWBIT_BASE3_ROWS / 4) + l / 4 - rg0;
+        if (g < 0 || g >= nrg) continue;
+        for (int64_t b = 0; b < m->nscales; b++)
+            sdst[(g * m->nscales + b) * 4 + l % 4] =
+                m->scales[lowbit_base3_scale_at(m, LOWBIT_BASE3_ROWS * R + l, b)];
+    }
+}
 void lowbit_base3_gemm_decoded(lowbit_base3_decode_fn decode,
                                void (*gemm)(const lowbit_matrix *, int64_t, int64_t,
                                             const lowbit_act *, int64_t, float *, int64_t),

@@ -186,13 +186,7 @@ static void b3_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t 
             if (p < np && uu % 4 == 3)
                 b3_put_chunk(X, R, rg0, nrg, nch, (5 * p + 4) * per + uu / 4, dst);
         }
-        for (int l = 0; l < 16; l++) {
-            const int64_t g = 4 * R + l / 4 - rg0;
-            if (g < 0 || g >= nrg) continue;
-            for (int64_t b = 0; b < m->nscales; b++)
-                sdst[(g * m->nscales + b) * 4 + l % 4] =
-                    m->scales[lowbit_base3_scale_at(m, 16 * R + l, b)];
-        }
+        lowbit_set_scales_decoded(m, R, rg0, nrg, sdst);
     }
 }
 

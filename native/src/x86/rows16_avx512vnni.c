@@ -206,12 +206,7 @@ static void r16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t
                     _mm512_storeu_si512(dst + (G * nch + c) * 128 + 64 * h, tile[g][h]);
             }
         }
-        for (int g = 0; g < 4; g++) {
-            const int64_t G = 4 * R + g - rg0;
-            if (G < 0 || G >= nrg) continue;
-            for (int64_t b = 0; b < m->nscales; b++)
-                memcpy(sdst + (G * m->nscales + b) * 4, m->scales + (R * m->nscales + b) * 16 + 4 * g, 8);
-        }
+        lowbit_set_scales_decoded(m, R, rg0, nrg, sdst);
     }
 }
 
