@@ -298,9 +298,9 @@ def rows16_layout(fmt, variant):
     """Whether `variant` packs `fmt` in the rows16 layout (PYLOWBIT_ROWS16 unset): on avx512vnni,
     Q2_0 (group 32) and the group-128 formats with one scale a group, PQ2_0 and PTQ1_0 (where it is
     not dense base-3); on AMD cores also the group-256 ones, TQ2_0 and TQ1_0 (the same); on the
-    256-bit x86 variants Q2_0."""
+    256-bit x86 variants every format but I2_S."""
     if variant in ("avx2", "avxvnni", "avxvnni_emulated"):
-        return fmt == "q2_0"
+        return fmt in ("q2_0", "pq2_0", "ptq1_0", "tq2_0", "tq1_0")
     if variant != "avx512vnni":
         return False
     if fmt in ("tq2_0", "tq1_0") and not amd_cpu():

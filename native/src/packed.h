@@ -69,7 +69,7 @@ static inline int lowbit_base3f_trit(uint8_t b, int k) {
     const int8_t v = (int8_t)s;
     return v > 42 ? 2 : v < -42 ? 0 : 1;
 }
-/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0; its
+/* The rows16 layout (2-bit matrices where the active variant has a GEMV for it: Q2_0, PQ2_0, TQ2_0; its
  * reference ref/rows16_packed.c): the canonical layout's 2-bit chunk bytes, rows in sets of
  * LOWBIT_BASE3_ROWS stored as the dense base-3 layout stores its units, so that one 64-byte vector holds 4 bytes of each of 16
  * rows and a kernel's lane is a row without a transpose:

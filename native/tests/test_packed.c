@@ -421,8 +421,8 @@ int main(void) {
     set_env("PYLOWBIT_BASE3F", NULL);
     set_env("PYLOWBIT_ROWS16", NULL);
     { /* the layout each type gets: base-3 dense (rows16) only where asked for or the variant has
-       * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni, and the 256-bit x86
-       * variants for group 32 with 64-weight blocks, Q2_0) */
+       * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni, the group-256 formats
+       * there on AMD cores only, and the 256-bit x86 variants) */
         for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
             if (!(usable & (1u << isa))) continue;
             lowbit_set_isa(isa);
@@ -434,7 +434,6 @@ int main(void) {
                 const int avx512 = isa == LOWBIT_ISA_AVX512VNNI;
                 const int ymm = isa == LOWBIT_ISA_AVX2 || isa == LOWBIT_ISA_AVXVNNI ||
                                 isa == LOWBIT_ISA_AVXVNNI_EMULATED;
-                const int q32 = lowbit_act_group(type) == 32 && lowbit_type_block_size(type) == 64;
                 int64_t nb;
                 uint8_t *w = random_weights(type, 4, 1280, &nb);
                 int st;
@@ -448,7 +447,7 @@ int main(void) {
                                : has_layout(type, ROWS16) &&
                                          ((avx512 && (lowbit_type_block_size(type) != 256 ||
                                                       cpu_amd())) ||
-                                          (ymm && q32))
+                                          ymm)
                                    ? ROWS16
                                                                                : CANONICAL;
                     CHECK(m && m->base3 == (want == BASE3 || want == BASE3F) &&

@@ -1,6 +1,7 @@
 /* The 256-bit kernels of the rows16 layout (packed.h: 2-bit codes in 16-row sets, a lane a row),
  * the body of rows16_avx2.c and rows16_avxvnni.c, which differ in the multiply-accumulate step
- * only (dot_step-inl.h): the group-32 GEMV (Q2_0), bit-exact with lowbit_packed_gemv_ref, and the
+ * only (dot_step-inl.h): the GEMVs of group 32 (Q2_0), of group 128 (PQ2_0, PTQ1_0) and of group
+ * 256 (TQ2_0, TQ1_0), bit-exact with lowbit_packed_gemv_ref, and the
  * GEMM of any rows16 matrix, which decodes a task's rows into the canonical layout and runs the
  * canonical 256-bit GEMM on them (as rows16_avx512vnni.c does).
  *
@@ -121,6 +122,54 @@ AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, c
 void KN(rows16_gemv32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                        float *y) {
     r16_rows(6, m, r0, r1, a, y);
+}
+
+/* Rows [r0, r1) of a matrix whose activation group is one scale block of TPG whole chunks (1:
+ * group 128, qk 128; 2: group 256, qk 256): a group's four planes summed per chunk, then one float
+ * step a group for 16 rows, where the 4-row tiles of the canonical layout reduce it across lanes. */
+AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                       const lowbit_act *a, float *y) {
+    const int64_t nch = m->nchunks;
+    if (r1 > m->rows) r1 = m->rows;
+    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
+        const uint8_t *p = m->codes + R * nch * 512;
+        const uint16_t *sc = m->scales + R * m->nscales * 16;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t g = 0; g * TPG < nch; g++) {
+            __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int c = 0; c < TPG; c++, p += 512) {
+                for (int l = 0; l < 8; l++)
+                    _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l),
+                                 _MM_HINT_T1);
+                __m256i isum[2][4];
+                r16_sums(4, p, a->q + (g * TPG + c) * 128, isum);
+                for (int h = 0; h < 2; h++)
+                    sum[h] = _mm256_add_epi32(
+                        _mm256_add_epi32(sum[h], _mm256_add_epi32(isum[h][0], isum[h][1])),
+                        _mm256_add_epi32(isum[h][2], isum[h][3]));
+            }
+            const __m256i off = _mm256_set1_epi32(a->s[g]);
+            const __m256 da = _mm256_set1_ps(a->d[g]);
+            for (int h = 0; h < 2; h++) acc[h] = group_acc8(acc[h], sum[h], off, r16_dw(sc, g, h), da);
+        }
+        float out[16];
+        _mm256_storeu_ps(out, acc[0]);
+        _mm256_storeu_ps(out + 8, acc[1]);
+        for (int l = 0; l < 16; l++)
+            if (R * 16 + l >= r0 && R * 16 + l < r1) y[R * 16 + l] = out[l];
+    }
+}
+
+/* Group 128, qk 128: PQ2_0, PTQ1_0 (kernel_list.inc: group128_qk128) */
+void KN(rows16_gemv128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
+    r16_group_rows(1, m, r0, r1, a, y);
+}
+
+/* Group 256 in whole groups: TQ2_0, TQ1_0 (kernel_list.inc: group256_whole) */
+void KN(rows16_gemv256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                        float *y) {
+    r16_group_rows(2, m, r0, r1, a, y);
 }
 
 /* ---- the GEMM ------------------------------------------------------------------------------ */

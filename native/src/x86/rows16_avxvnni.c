@@ -1,4 +1,4 @@
-/* AVX-VNNI kernels of the rows16 layout (group-32 GEMV, GEMM): rows16-inl.h with vpdpbusd as the
+/* AVX-VNNI kernels of the rows16 layout (GEMVs, GEMM): rows16-inl.h with vpdpbusd as the
  * multiply-accumulate step (LOWBIT_DOT: the avxvnni_emulated test build sets its own). */
 #ifndef LOWBIT_DOT
 #define LOWBIT_DOT LOWBIT_DOT_VNNI
