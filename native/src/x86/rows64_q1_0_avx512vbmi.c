@@ -23,8 +23,7 @@
 lowbit_gemm_sig gemm_q1_0_avx512vbmi;
 
 /* Software prefetch distance into L1 in the code run (the scales' run: an eighth of it); tiles
- * follow each other, so it runs on across them.  Without it the GEMV reads DRAM at half the
- * bandwidth (the hardware prefetchers alone fall behind); into L2 only, or farther, is slower. */
+ * follow each other, so it runs on across them (the hardware prefetchers alone fall behind) */
 #ifndef LOWBIT_PF_ROWS64
 #define LOWBIT_PF_ROWS64 16384
 #endif
