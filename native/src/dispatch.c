@@ -260,7 +260,7 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
     if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
         return 0;
-    if ((layout == LOWBIT_LAYOUT_ROWS64) != (type == LOWBIT_TYPE_Q1_0)) return 0;
+    if (!lowbit_type_rows64_fits(type, layout)) return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     lowbit_matrix_set_layout(m, layout);
     return 1;

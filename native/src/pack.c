@@ -348,7 +348,7 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
         !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        (h.type == LOWBIT_TYPE_Q1_0) != (L == LOWBIT_LAYOUT_ROWS64) || /* Q1_0: rows64 only */
+        !lowbit_type_rows64_fits(h.type, L) ||
         (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && L != LOWBIT_LAYOUT_ROWS64 &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
         return NULL;

@@ -134,6 +134,11 @@ struct lowbit_matrix {
 static inline int lowbit_type_base3(int type) {
     return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
 }
+/* 1 if a packed layout other than rows64 may hold `type`, or rows64 and it is Q1_0 (which has
+ * no other) */
+static inline int lowbit_type_rows64_fits(int type, int layout) {
+    return (layout == LOWBIT_LAYOUT_ROWS64) == (type == LOWBIT_TYPE_Q1_0);
+}
 
 /* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
  * (no rows, no data, no plan; packed = 0 for the borrowed file layout, the 2-bit row groups of 4
