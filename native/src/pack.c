@@ -135,6 +135,23 @@ static void pack_base3_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes
 }
 
 
+/* ---- the rows64 layout (Q1_0) --------------------------------------------------------------- */
+
+/* Tile T: every row's blocks as they lie in the file, each byte to its lane */
+static void pack_rows64_tile(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t T) {
+    for (int l = 0; l < LOWBIT_ROWS64; l++) {
+        const int64_t r = T * LOWBIT_ROWS64 + l;
+        if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
+        const lowbit_block_q1_0 *row = (const lowbit_block_q1_0 *)(w + r * row_bytes);
+        for (int64_t b = 0; b < m->nchunks; b++) {
+            uint16_t d;
+            memcpy(&d, &row[b].d, 2);
+            m->scales[lowbit_packed_scale_at(m, r, b)] = d;
+            for (int k = 0; k < 16; k++) m->codes[lowbit_rows64_code_at(m, r, b, k)] = row[b].qs[k];
+        }
+    }
+}
+
 /* ---- the layout choice ----------------------------------------------------------------------- */
 
 /* PYLOWBIT_<name>=0 / =1 forces a layout off / on (tests); -1: unset */
@@ -147,8 +164,15 @@ static int forced(const char *name) {
  * variant's chain has a GEMV for it, else BASE3F where it has one for that (the kernel list holds
  * a BASE3F GEMV only where it beats the 2-bit one); else rows16 where the chain has a GEMV for it,
  * else the 2-bit row groups of 4.  PYLOWBIT_BASE3 / PYLOWBIT_BASE3F / PYLOWBIT_ROWS16 =1 force
- * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1. */
+ * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1.  Q1_0: rows64
+ * where the chain has a GEMV for it (PYLOWBIT_ROWS64 forces it on or off), else FILE: not
+ * repacked. */
 static int choose_layout(const lowbit_matrix *m) {
+    if (m->type == LOWBIT_TYPE_Q1_0) {
+        const int f = forced("PYLOWBIT_ROWS64");
+        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS64))
+                   ? LOWBIT_LAYOUT_ROWS64 : LOWBIT_LAYOUT_FILE;
+    }
     if (lowbit_type_base3(m->type)) {
         const int f = forced("PYLOWBIT_BASE3"), ff = forced("PYLOWBIT_BASE3F");
         if (f == 1 || (f < 0 && ff < 1 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3)))
@@ -164,7 +188,9 @@ static int choose_layout(const lowbit_matrix *m) {
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
-    if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
+    if (P->m->rows64) /* rg: a tile */
+        pack_rows64_tile(P->m, P->w, P->row_bytes, rg);
+    else if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
         pack_base3_set(P->m, P->w, P->row_bytes, rg);
     else
         pack_group(ctx, rg);
@@ -199,10 +225,11 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
         memcpy(m->tail, (const uint8_t *)w + rows * *rb, sizeof m->tail);
         memcpy(&m->tensor_scale, m->tail, 4);
     }
-    if (!m->packed || rows == 0) {
+    const int layout = m->packed && rows ? choose_layout(m) : LOWBIT_LAYOUT_FILE;
+    if (layout == LOWBIT_LAYOUT_FILE) {
         m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
     } else {
-        lowbit_matrix_set_layout(m, choose_layout(m));
+        lowbit_matrix_set_layout(m, layout);
         if (plan) lowbit_plan_packed(m);
         m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
     }
@@ -213,8 +240,9 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
 /* Packs the file rows w into m's zeroed codes and scales */
 static void fill(lowbit_matrix *m, const void *w, int64_t rb, int threads) {
     const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
-    const int64_t n = sets ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
-                           : lowbit_packed_row_groups(m);
+    const int64_t n = m->rows64 ? (m->rows + LOWBIT_ROWS64 - 1) / LOWBIT_ROWS64
+                      : sets    ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
+                                : lowbit_packed_row_groups(m);
     pack_job P = {m, (const uint8_t *)w, rb};
     lowbit_parallel_for(n, pack_group_any, &P, threads);
 }
@@ -260,7 +288,7 @@ static const char MAGIC[8] = {'l', 'o', 'w', 'b', 'i', 't', 'P', '1'};
 
 static int layout_of(const lowbit_matrix *m) {
     return m->base3f ? LOWBIT_LAYOUT_BASE3F : m->base3 ? LOWBIT_LAYOUT_BASE3
-         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : LOWBIT_LAYOUT_PACKED;
+         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->rows64 ? LOWBIT_LAYOUT_ROWS64 : LOWBIT_LAYOUT_PACKED;
 }
 
 int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
@@ -290,8 +318,9 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     lowbit_matrix *m = new_matrix(type, w, rows, cols, 1, &rb, status);
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
-        /* a type that is not repacked; an empty matrix or a buffer too small */
-        *status = !lowbit_type_packs(type) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
+        /* a type that is not repacked (here: Q1_0 without a rows64 GEMV); an empty matrix or a
+         * buffer too small */
+        *status = !lowbit_type_packs(type) || (rows && cols && !m->packed) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
         free(m);
         return NULL;
     }
@@ -319,7 +348,8 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
         !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 &&
+        !lowbit_type_rows64_fits(h.type, L) ||
+        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && L != LOWBIT_LAYOUT_ROWS64 &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
         return NULL;
     lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
