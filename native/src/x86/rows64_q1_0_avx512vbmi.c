@@ -140,20 +140,24 @@ static void rows64_decode(const lowbit_matrix *m, int64_t T0, int64_t n, uint8_t
     }
 }
 
-/* The GEMM: a task's tiles decoded into the file layout, the file layout's GEMM on them (its
- * reference if that memory is not there) */
+/* The GEMM: a task's tiles decoded into the file layout one at a time (a tile's rows stay in L2
+ * for the GEMM that reads them back), the file layout's GEMM on them (its reference if that
+ * memory is not there) */
 void rows64_gemm_q1_0_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1,
                                  const lowbit_act *a, int64_t batch, float *y, int64_t ldy) {
     if (r1 > m->rows) r1 = m->rows;
     if (r1 <= r0) return;
-    const int64_t T0 = r0 / LOWBIT_ROWS64, base = T0 * LOWBIT_ROWS64, n = r1 - base;
     const int64_t rb = m->nchunks * (int64_t)sizeof(lowbit_block_q1_0);
-    uint8_t *rows = (uint8_t *)malloc((size_t)(n * rb));
+    uint8_t *rows = (uint8_t *)malloc((size_t)(LOWBIT_ROWS64 * rb));
     if (!rows) {
         lowbit_rows64_gemm_ref(m, r0, r1, a, batch, y, ldy);
         return;
     }
-    rows64_decode(m, T0, n, rows, rb);
-    gemm_q1_0_avx512vbmi(rows, rb, r0 - base, r1 - base, a, batch, y + base, ldy);
+    for (int64_t T = r0 / LOWBIT_ROWS64; T * LOWBIT_ROWS64 < r1; T++) {
+        const int64_t base = T * LOWBIT_ROWS64, lo = r0 > base ? r0 : base;
+        const int64_t hi = r1 < base + LOWBIT_ROWS64 ? r1 : base + LOWBIT_ROWS64;
+        rows64_decode(m, T, hi - base, rows, rb);
+        gemm_q1_0_avx512vbmi(rows, rb, lo - base, hi - base, a, batch, y + base, ldy);
+    }
     free(rows);
 }
