@@ -81,19 +81,23 @@ AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
  * shift), so P[k] sums 4^k times plane k's products; P[4] is plane 4 (group 4) at 84 times. */
 #define NA_OF(NS) (2 / (NS))
 
+/* Each set's base t[s] as an opaque register b[s]: the prefetches and loads then address it with
+ * a displacement, where gcc otherwise keeps an induction variable per address (more than there
+ * are registers: spilled, and moved back through vector ports). */
+AI void opaque_bases(const int NS, const uint8_t *const t[2], const uint8_t *b[2]) {
+    for (int s = 0; s < NS; s++) {
+        b[s] = t[s];
+        __asm__("" : "+r"(b[s]));
+    }
+}
+
 /* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in
  * the tail (no plane 4).  Fully unrolled, so that the accumulators stay in registers. */
 AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
                const int8_t *const q[5], const b3_tables *T, __m512i P[2][5][2]) {
     const int NA = NA_OF(NS);
-    /* Each set's base as an opaque register: the prefetches and loads then address it with a
-     * displacement, where gcc otherwise keeps an induction variable per address (more than there
-     * are registers: spilled, and moved back through vector ports). */
     const uint8_t *b[2];
-    for (int s = 0; s < NS; s++) {
-        b[s] = t[s];
-        __asm__("" : "+r"(b[s]));
-    }
+    opaque_bases(NS, t, b);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const int ac = j % NA;
@@ -179,11 +183,8 @@ AI void unit16_ahead(const int NS, const int X4, const uint8_t *const t[2],
                      const uint8_t *const nx[2], const int8_t *const q[5], const b3_tables *T,
                      const __m512i M[4], __m512i D[2][2], __m512i P[2][5][2]) {
     const int NA = NA_OF(NS);
-    const uint8_t *b[2]; /* opaque, as in unit16 */
-    for (int s = 0; s < NS; s++) {
-        b[s] = t[s];
-        __asm__("" : "+r"(b[s]));
-    }
+    const uint8_t *b[2];
+    opaque_bases(NS, t, b);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const int ac = j % NA;
