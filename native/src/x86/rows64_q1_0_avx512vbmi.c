@@ -189,9 +189,9 @@ void rows64_gemm_q1_0_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1,
     for (int64_t j = 0; j < batch; j += 4) {
         const int64_t nc = batch - j < 4 ? batch - j : 4;
         const lowbit_act *aq[4];
-        for (int jj = 0; jj < 4; jj++) aq[jj] = &a[j + (jj < nc ? jj : nc - 1)];
+        for (int jj = 0; jj < nc; jj++) aq[jj] = &a[j + jj];
         const int8_t *qp[4];
-        int8_t *buf = q1_quads_of(aq, 4, stack, qp);
+        int8_t *buf = q1_quads_of(aq, (int)nc, stack, qp);
         if (!buf) { /* no memory for the reordered codes */
             lowbit_rows64_gemm_ref(m, r0, r1, aq[0], nc, y + j * ldy, ldy);
             continue;
@@ -200,7 +200,14 @@ void rows64_gemm_q1_0_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1,
             const int64_t t0 = T0 * LOWBIT_ROWS64;
             for (int p = 0; p < 2; p++) {
                 __m512 acc[2][4];
-                rows64_pair(4, p, m->codes + t0 * nb * 16, m->scales + t0 * nb, nb, qp, aq, T, idx[p], acc);
+                const uint8_t *codes = m->codes + t0 * nb * 16;
+                const uint16_t *sc = m->scales + t0 * nb;
+                switch (nc) { /* the NC of a tail's width: no column computed twice */
+                case 1: rows64_pair(1, p, codes, sc, nb, qp, aq, T, idx[p], acc); break;
+                case 2: rows64_pair(2, p, codes, sc, nb, qp, aq, T, idx[p], acc); break;
+                case 3: rows64_pair(3, p, codes, sc, nb, qp, aq, T, idx[p], acc); break;
+                default: rows64_pair(4, p, codes, sc, nb, qp, aq, T, idx[p], acc); break;
+                }
                 for (int qq = 0; qq < 2; qq++)
                     for (int jj = 0; jj < nc; jj++) {
                         float out[16];
