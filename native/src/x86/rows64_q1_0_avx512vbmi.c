@@ -1,15 +1,13 @@
 /* AVX-512 VNNI + VBMI kernels of Q1_0's rows64 layout (packed.h: code bytes in 64-row tiles, a
- * byte lane a row), bit-exact with lowbit_rows64_gemv_ref: the GEMV by table lookup, and the GEMM,
- * which decodes a task's rows back to the file layout and runs the file layout's GEMM on them.
+ * byte lane a row), bit-exact with lowbit_rows64_gemv_ref: the GEMV by table lookup, the GEMM by
+ * q1_rows16's dot products on operands two rounds of unpacks make of the tile's bytes.
  *
  * The GEMV is the lookup of q1_lut512-inl.h without its loads, inserts and byte transposes: the
- * layout stores what those produce.  Vector k of a block is byte k of the tile's 64 rows; its low
- * and high nibbles (weights 8k..8k+3, 8k+4..8k+7) look up the quads' tables (q1_lut_cache.h: the
- * 5-bit halves of T_m + 508), four vpermb a byte (the tables hold 4 copies of their 16 bytes, so
- * the index bits 4 and 5 do not matter), byte adds over a group's 4 bytes (8 quads: below 256),
- * then isum = lo + 32 hi - 8 * 508 by vpdpbusd on the interleaved halves and the reference's
- * float step, acc += (float)isum * (dw * da), groups in order (-ffp-contract=off).  The lane
- * order of the layout (lowbit_rows64_row) makes the 4 output vectors rows 0..15, .., 48..63. */
+ * layout stores what those produce.  Vector k of a block is byte k of the tile's 64 rows, and 4
+ * of them are a group's input to the step both GEMVs share (q1_lut512_group-inl.h: table
+ * lookups, byte sums, isum by vpdpbusd, the reference's float step); groups in order
+ * (-ffp-contract=off).  The lane order of the layout (lowbit_rows64_row) makes its 4 output
+ * vectors rows 0..15, .., 48..63. */
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +17,7 @@
 #define AI static inline __attribute__((always_inline))
 #include "q1_lut_build-inl.h"
 #define Q1_VBMI 1
+#include "q1_lut512_group-inl.h"
 #include "q1_quads.h"
 
 /* Software prefetch distance into L1 in the code run (the scales' run: an eighth of it); tiles
@@ -30,8 +29,6 @@
 /* acc[v] lane i: row 16 v + i of the tile whose codes are p and scales sc (nb blocks) */
 AI void rows64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint8_t *tab,
                     const lowbit_act *a, __m512 acc[4]) {
-    const __m512i bias = _mm512_set1_epi32(-8 * Q1_LUT_BIAS);
-    const __m512i ev = _mm512_set1_epi32(0x2001), od = _mm512_set1_epi32(0x20010000);
     for (int v = 0; v < 4; v++) acc[v] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pb = p + 1024 * b, *tb = tab + 1024 * b;
@@ -48,28 +45,9 @@ AI void rows64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint
         __m512 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            __m512i A = _mm512_setzero_si512(), B = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const __m512i x = _mm512_loadu_si512(pb + 64 * (4 * g + k));
-                const __m512i xh = _mm512_srli_epi16(x, 4);
-                const uint8_t *t = tb + 64 * (4 * g + k); /* quads 2 (4 g + k), + 1 */
-#define Q1_TAB(off) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(t + (off))))
-                A = _mm512_add_epi8(A, _mm512_permutexvar_epi8(x, Q1_TAB(0)));
-                B = _mm512_add_epi8(B, _mm512_permutexvar_epi8(x, Q1_TAB(16)));
-                A = _mm512_add_epi8(A, _mm512_permutexvar_epi8(xh, Q1_TAB(32)));
-                B = _mm512_add_epi8(B, _mm512_permutexvar_epi8(xh, Q1_TAB(48)));
-#undef Q1_TAB
-            }
-            /* isum = lo + 32 hi - 8 * 508: vpdpbusd of the interleaved byte sums, one row a
-             * dword (even or odd row of each pair), the bias its start */
-            const __m512i U0 = _mm512_unpacklo_epi8(A, B), U1 = _mm512_unpackhi_epi8(A, B);
-            const __m512i V[4] = {_mm512_dpbusd_epi32(bias, U0, ev), _mm512_dpbusd_epi32(bias, U0, od),
-                                  _mm512_dpbusd_epi32(bias, U1, ev), _mm512_dpbusd_epi32(bias, U1, od)};
-            const __m512 da = _mm512_set1_ps(a->d[4 * b + g]);
-#pragma GCC unroll 4
-            for (int v = 0; v < 4; v++) /* the reference's (float) isum * (dw * da) */
-                P[g][v] = _mm512_mul_ps(_mm512_cvtepi32_ps(V[v]), _mm512_mul_ps(dw[v], da));
+            const __m512i X[4] = {_mm512_loadu_si512(pb + 64 * (4 * g)), _mm512_loadu_si512(pb + 64 * (4 * g + 1)),
+                                  _mm512_loadu_si512(pb + 64 * (4 * g + 2)), _mm512_loadu_si512(pb + 64 * (4 * g + 3))};
+            q1_lut512_group(X, tb + 256 * g, dw, a->d[4 * b + g], P[g]);
         }
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) /* the spec's order of adds */
