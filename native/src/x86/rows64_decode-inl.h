@@ -5,10 +5,10 @@
 #define LOWBIT_ROWS64_DECODE_INL_H
 #include <immintrin.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../internal.h"
+#include "../platform.h" /* lowbit_alloc_pages */
 
 #ifndef AI
 #define AI static inline __attribute__((always_inline))
@@ -16,14 +16,21 @@
 
 /* Rows [T0 * 64, T0 * 64 + n) back to file blocks in dst (rb bytes a row): for each ymm half s,
  * 4 rounds of byte unpacks take a block's vector k (byte k of lanes 32 s ..) to 128-bit lane h of
- * register i holding the 16 bytes of lane 32 s + 16 h + i (q1_lut-inl.h's transpose, inverted) */
+ * register i holding the 16 bytes of lane 32 s + 16 h + i (q1_lut-inl.h's transpose, inverted),
+ * stored straight into that lane's row */
 static void rows64_decode(const lowbit_matrix *m, int64_t T0, int64_t n, uint8_t *dst, int64_t rb) {
     const int64_t nb = m->nchunks;
     for (int64_t T = T0; (T - T0) * LOWBIT_ROWS64 < n; T++) {
         const int64_t t0 = T * LOWBIT_ROWS64, base = (T - T0) * LOWBIT_ROWS64;
+        const int64_t nl = n - base < LOWBIT_ROWS64 ? n - base : LOWBIT_ROWS64; /* rows to write */
+        int64_t off[LOWBIT_ROWS64]; /* lane e's row offset in dst, -1 past n */
+        for (int e = 0; e < LOWBIT_ROWS64; e++) {
+            const int l = lowbit_rows64_row(e);
+            off[e] = l < nl ? (base + l) * rb : -1;
+        }
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *pb = m->codes + (t0 * nb + b * LOWBIT_ROWS64) * 16;
-            uint8_t lanes[LOWBIT_ROWS64][16]; /* lanes[e]: the 16 code bytes of lane e */
+            uint8_t *blk = dst + b * (int64_t)sizeof(lowbit_block_q1_0);
             for (int s = 0; s < 2; s++) {
                 __m256i R[16];
                 for (int k = 0; k < 16; k++) R[k] = _mm256_loadu_si256((const __m256i *)(pb + 64 * k + 32 * s));
@@ -35,16 +42,20 @@ static void rows64_decode(const lowbit_matrix *m, int64_t T0, int64_t n, uint8_t
                     }
                     for (int i = 0; i < 16; i++) R[i] = U[i];
                 }
+#pragma GCC unroll 16
                 for (int i = 0; i < 16; i++) {
-                    _mm_storeu_si128((__m128i *)lanes[32 * s + i], _mm256_castsi256_si128(R[i]));
-                    _mm_storeu_si128((__m128i *)lanes[32 * s + 16 + i], _mm256_extracti128_si256(R[i], 1));
+                    const int64_t o0 = off[32 * s + i], o1 = off[32 * s + 16 + i];
+                    if (o0 >= 0)
+                        _mm_storeu_si128((__m128i *)(blk + o0 + offsetof(lowbit_block_q1_0, qs)),
+                                         _mm256_castsi256_si128(R[i]));
+                    if (o1 >= 0)
+                        _mm_storeu_si128((__m128i *)(blk + o1 + offsetof(lowbit_block_q1_0, qs)),
+                                         _mm256_extracti128_si256(R[i], 1));
                 }
             }
-            for (int l = 0; l < LOWBIT_ROWS64 && base + l < n; l++) {
-                uint8_t *blk = dst + (base + l) * rb + b * (int64_t)sizeof(lowbit_block_q1_0);
-                memcpy(blk + offsetof(lowbit_block_q1_0, d), m->scales + (t0 * nb + b * LOWBIT_ROWS64 + l), 2);
-                memcpy(blk + offsetof(lowbit_block_q1_0, qs), lanes[lowbit_rows64_lane(l)], 16);
-            }
+            const uint16_t *sc = m->scales + t0 * nb + b * LOWBIT_ROWS64;
+            uint8_t *d = dst + base * rb + b * (int64_t)sizeof(lowbit_block_q1_0) + offsetof(lowbit_block_q1_0, d);
+            for (int l = 0; l < nl; l++) memcpy(d + l * rb, sc + l, 2);
         }
     }
 }
@@ -57,7 +68,8 @@ AI void rows64_gemm_decoded(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
     if (r1 > m->rows) r1 = m->rows;
     if (r1 <= r0) return;
     const int64_t rb = m->nchunks * (int64_t)sizeof(lowbit_block_q1_0);
-    uint8_t *rows = (uint8_t *)malloc((size_t)(LOWBIT_ROWS64 * rb));
+    const size_t bytes = (size_t)(LOWBIT_ROWS64 * rb);
+    uint8_t *rows = (uint8_t *)lowbit_alloc_pages(bytes); /* 64-byte aligned */
     if (!rows) {
         lowbit_rows64_gemm_ref(m, r0, r1, a, batch, y, ldy);
         return;
@@ -68,6 +80,6 @@ AI void rows64_gemm_decoded(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
         rows64_decode(m, T, hi - base, rows, rb);
         gemm(rows, rb, lo - base, hi - base, a, batch, y + base, ldy);
     }
-    free(rows);
+    lowbit_free_pages(rows, bytes);
 }
 #endif /* LOWBIT_ROWS64_DECODE_INL_H */
