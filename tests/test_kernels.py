@@ -298,10 +298,12 @@ def base3_dense(fmt, variant):
 
 
 def rows64_layout(fmt, variant):
-    """Whether `variant` packs `fmt` in the rows64 layout (PYLOWBIT_ROWS64 unset): Q1_0 on every
-    x86 SIMD variant (avx512vnni without VBMI runs avx2's rows64 GEMV); elsewhere (scalar, Arm)
-    Q1_0 is not repacked."""
-    return fmt == "q1_0" and variant in ("avx2", "avxvnni", "avxvnni_emulated", "avx512vnni")
+    """Whether `variant` packs `fmt` in the rows64 layout (PYLOWBIT_ROWS64 unset): Q1_0 on the
+    256-bit x86 variants and on avx512vnni with VBMI (without it, the variant's own 512-bit GEMV of
+    the file layout comes before avx2's rows64 one); elsewhere (scalar, Arm) Q1_0 is not repacked."""
+    if variant == "avx512vnni":
+        return fmt == "q1_0" and vbmi_cpu()
+    return fmt == "q1_0" and variant in ("avx2", "avxvnni", "avxvnni_emulated")
 
 
 def rows16_layout(fmt, variant):

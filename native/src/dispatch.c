@@ -266,13 +266,31 @@ static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m)
     return 1;
 }
 
+/* Where entry i's variant stands in isa's fallback chain (0: isa itself) */
+static int chain_pos(int isa, int i) {
+    int c = 0;
+    while (c < CHAIN_MAX && FALLBACK[isa][c] >= 0 && FALLBACK[isa][c] != lowbit_kernel_list[i].isa) c++;
+    return c;
+}
+
 int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     ensure_init();
+    const int isa = lowbit_isa_active();
     lowbit_matrix in = *m;
     lowbit_matrix_set_layout(&in, layout);
-    const int i = select_entry(lowbit_isa_active(), in.type, layout, LOWBIT_ROLE_GEMV, &in);
-    return i >= 0 && lowbit_kernel_list[i].isa != LOWBIT_ISA_SCALAR &&
-           !(lowbit_kernel_list[i].needs & LOWBIT_NEEDS_ASKED);
+    const int i = select_entry(isa, in.type, layout, LOWBIT_ROLE_GEMV, &in);
+    if (i < 0 || lowbit_kernel_list[i].isa == LOWBIT_ISA_SCALAR ||
+        (lowbit_kernel_list[i].needs & LOWBIT_NEEDS_ASKED))
+        return 0;
+    /* not a layout whose GEMV only a variant further down the chain has, where the variant runs the
+     * matrix's own layout (the file's, or the 2-bit row groups) itself: an AVX-512 core keeps its
+     * 512-bit kernels rather than take a 256-bit one with a layout */
+    const int own_layout = layout == LOWBIT_LAYOUT_ROWS64 ? LOWBIT_LAYOUT_FILE : LOWBIT_LAYOUT_PACKED;
+    lowbit_matrix own = *m;
+    lowbit_matrix_set_layout(&own, LOWBIT_LAYOUT_PACKED);
+    const int j = select_entry(isa, own.type, own_layout, LOWBIT_ROLE_GEMV,
+                               own_layout == LOWBIT_LAYOUT_FILE ? NULL : &own);
+    return j < 0 || chain_pos(isa, i) <= chain_pos(isa, j);
 }
 
 static void init_once(void) {
