@@ -244,6 +244,7 @@ void lowbit_plan_packed(lowbit_matrix *m) {
     const int L = m->base3f   ? LOWBIT_LAYOUT_BASE3F
                   : m->base3  ? LOWBIT_LAYOUT_BASE3
                   : m->rows16 ? LOWBIT_LAYOUT_ROWS16
+                  : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS
                               : LOWBIT_LAYOUT_PACKED;
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!usable(isa)) continue;
@@ -255,10 +256,16 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 }
 
 /* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3 and
- * BASE3F: TQ1_0 / PTQ1_0 only, ROWS16), or 0. */
+ * BASE3F: TQ1_0 / PTQ1_0 only, ROWS16, Q8ROWS: Q8_0 only), or 0. */
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
     if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
         return 0;
+    if ((layout == LOWBIT_LAYOUT_Q8ROWS) != (type == LOWBIT_TYPE_Q8_0)) return 0;
+    if (layout == LOWBIT_LAYOUT_Q8ROWS) {
+        if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || cols <= 0) return 0;
+        lowbit_q8rows_describe(m);
+        return 1;
+    }
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     lowbit_matrix_set_layout(m, layout);
     return 1;
@@ -378,8 +385,9 @@ const char *lowbit_layout_name(int layout) {
                                         [LOWBIT_LAYOUT_PACKED] = "packed",
                                         [LOWBIT_LAYOUT_BASE3] = "base3",
                                         [LOWBIT_LAYOUT_ROWS16] = "rows16",
-                                        [LOWBIT_LAYOUT_BASE3F] = "base3f"};
-    return layout >= 0 && layout <= LOWBIT_LAYOUT_BASE3F ? NAMES[layout] : NULL;
+                                        [LOWBIT_LAYOUT_BASE3F] = "base3f",
+                                        [LOWBIT_LAYOUT_Q8ROWS] = "q8rows"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_Q8ROWS ? NAMES[layout] : NULL;
 }
 
 int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
@@ -389,7 +397,8 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
         return LOWBIT_EINVAL;
     if (!usable(isa)) return LOWBIT_EISA;
     if (layout != LOWBIT_LAYOUT_PACKED && layout != LOWBIT_LAYOUT_BASE3 &&
-        layout != LOWBIT_LAYOUT_ROWS16 && layout != LOWBIT_LAYOUT_BASE3F)
+        layout != LOWBIT_LAYOUT_ROWS16 && layout != LOWBIT_LAYOUT_BASE3F &&
+        layout != LOWBIT_LAYOUT_Q8ROWS)
         return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
     return describe_packed(type, layout, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;

@@ -164,7 +164,9 @@ static int choose_layout(const lowbit_matrix *m) {
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
-    if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
+    if (P->m->q8rows) /* rg: a row set (q8rows.c) */
+        lowbit_q8rows_pack_set(P->m, P->w, P->row_bytes, rg);
+    else if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
         pack_base3_set(P->m, P->w, P->row_bytes, rg);
     else
         pack_group(ctx, rg);
@@ -199,7 +201,11 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
         memcpy(m->tail, (const uint8_t *)w + rows * *rb, sizeof m->tail);
         memcpy(&m->tensor_scale, m->tail, 4);
     }
-    if (!m->packed || rows == 0) {
+    if (!m->packed && lowbit_q8rows_wanted(m)) { /* Q8_0 repacked where it pays (q8rows.c) */
+        lowbit_q8rows_describe(m);
+        if (plan) lowbit_plan_packed(m);
+        m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
+    } else if (!m->packed || rows == 0) {
         m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
     } else {
         lowbit_matrix_set_layout(m, choose_layout(m));
@@ -212,7 +218,7 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
 
 /* Packs the file rows w into m's zeroed codes and scales */
 static void fill(lowbit_matrix *m, const void *w, int64_t rb, int threads) {
-    const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
+    const int sets = m->base3 || m->rows16 || m->q8rows; /* rows in sets of LOWBIT_BASE3_ROWS */
     const int64_t n = sets ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
                            : lowbit_packed_row_groups(m);
     pack_job P = {m, (const uint8_t *)w, rb};
@@ -260,7 +266,8 @@ static const char MAGIC[8] = {'l', 'o', 'w', 'b', 'i', 't', 'P', '1'};
 
 static int layout_of(const lowbit_matrix *m) {
     return m->base3f ? LOWBIT_LAYOUT_BASE3F : m->base3 ? LOWBIT_LAYOUT_BASE3
-         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : LOWBIT_LAYOUT_PACKED;
+         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS
+         : LOWBIT_LAYOUT_PACKED;
 }
 
 int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
@@ -290,8 +297,9 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     lowbit_matrix *m = new_matrix(type, w, rows, cols, 1, &rb, status);
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
-        /* a type that is not repacked; an empty matrix or a buffer too small */
-        *status = !lowbit_type_packs(type) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
+        /* a type that is not repacked (Q8_0: not here); an empty matrix or a buffer too small */
+        const int q8_empty = type == LOWBIT_TYPE_Q8_0 && (m->packed || !rows || !cols);
+        *status = !lowbit_type_packs(type) && !q8_empty ? LOWBIT_ETYPE : LOWBIT_ESIZE;
         free(m);
         return NULL;
     }
@@ -315,11 +323,12 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (!packed || nbytes < LOWBIT_PACKED_HEADER || (uintptr_t)packed % LOWBIT_PACKED_ALIGN)
         return NULL;
     memcpy(&h, packed, sizeof h);
-    const int L = h.layout;
+    const int L = h.layout, q8 = h.type == LOWBIT_TYPE_Q8_0 && L == LOWBIT_LAYOUT_Q8ROWS;
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
-        !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
+        (!lowbit_type_packs(h.type) && !q8) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 &&
+        (L == LOWBIT_LAYOUT_Q8ROWS && !q8) ||
+        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && !q8 &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
         return NULL;
     lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
@@ -327,8 +336,8 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-    if (lowbit_matrix_describe(h.type, h.cols, m) != LOWBIT_OK || !m->packed ||
-        lowbit_row_bytes(h.type, h.cols) < 0) {
+    if (lowbit_matrix_describe(h.type, h.cols, m) == LOWBIT_OK && q8) lowbit_q8rows_describe(m);
+    if (!m->packed || lowbit_row_bytes(h.type, h.cols) < 0) {
         free(m);
         return NULL;
     }

@@ -80,6 +80,17 @@ static inline int lowbit_base3f_trit(uint8_t b, int k) {
  *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
  *
  * lowbit_packed_code_at / lowbit_packed_scale_at below place a byte in either 2-bit layout. */
+/* The q8rows layout (Q8_0 where the active variant has a GEMV for it; its reference
+ * ref/q8rows_packed.c, its packer and row reader q8rows.c): the file's bytes in row sets of
+ * LOWBIT_BASE3_ROWS (padded with zero rows), so that one 64-byte vector holds 4 codes of each of
+ * 16 rows, a lane a row:
+ *
+ *   codes[R][b][j][l][4]  row set R, 32-weight block b, codes 4j..4j+3 (j = 0..7) of block b of
+ *                         row 16R + l, each stored as w ^ 0x80 = w + 128 (0..255: vpdpbusd's
+ *                         unsigned operand, so the activation quad is the signed one).
+ *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
+ *
+ * lowbit_q8rows_code_at / lowbit_q8rows_scale_at below place a byte. */
 /* lowbit_matrix_pack_into's buffer starts with a header of this many bytes (pack.c: the type,
  * shape and layout lowbit_matrix_wrap reads back), then the codes and scales, then 64 bytes of
  * slack: the codes stay LOWBIT_PACKED_ALIGN-aligned. */
@@ -90,6 +101,7 @@ struct lowbit_matrix {
     int base3;            /* packed in the dense base-3 geometry (above), not the 2-bit one */
     int base3f;           /* base3 with BASE3F bytes (above) */
     int rows16;           /* the 2-bit codes in the rows16 layout (above), not row groups of 4 */
+    int q8rows;           /* Q8_0 in the q8rows layout (above) */
     int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
     int64_t qk;           /* scale block of the format (0 for I2_S) */
@@ -143,18 +155,20 @@ static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
     m->base3 = layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F;
     m->base3f = layout == LOWBIT_LAYOUT_BASE3F;
     m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
+    m->q8rows = layout == LOWBIT_LAYOUT_Q8ROWS;
     m->nunits = m->base3 ? lowbit_base3_units(m->cols, m->group) : 0;
 }
 
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
+    if (m->q8rows) return m->cols * LOWBIT_PACK_ROWS;
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
 }
 
 /* Bytes of codes and of scales of a packed matrix of m->rows rows in its layout: whole row
  * groups of 4 (row sets of 16 for the dense base-3 and rows16 layouts), padding rows included. */
 static inline int64_t lowbit_packed_row_groups(const lowbit_matrix *m) {
-    if (m->base3 || m->rows16)
+    if (m->base3 || m->rows16 || m->q8rows)
         return (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS);
     return (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
 }
@@ -176,6 +190,26 @@ static inline size_t lowbit_packed_code_at(const lowbit_matrix *m, int64_t r, in
 static inline size_t lowbit_packed_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
     const int64_t n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
     return (size_t)((r / n * m->nscales + b) * n + r % n);
+}
+
+/* The shape fields of a Q8_0 matrix described by lowbit_matrix_describe (cols > 0) for the q8rows
+ * layout: packed, a scale a 32-weight block */
+static inline void lowbit_q8rows_describe(lowbit_matrix *m) {
+    m->packed = 1;
+    m->qk = 32;
+    m->nchunks = 0;
+    m->nscales = m->cols / 32;
+    lowbit_matrix_set_layout(m, LOWBIT_LAYOUT_Q8ROWS);
+}
+/* Offset in m->codes of code p (0..31) of block b of row r, and in m->scales of its scale
+ * (q8rows) */
+static inline size_t lowbit_q8rows_code_at(const lowbit_matrix *m, int64_t r, int64_t b, int p) {
+    return (size_t)(((r / LOWBIT_BASE3_ROWS * m->nscales + b) * 8 + p / 4) * 64 +
+                    r % LOWBIT_BASE3_ROWS * 4 + p % 4);
+}
+static inline size_t lowbit_q8rows_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    return (size_t)((r / LOWBIT_BASE3_ROWS * m->nscales + b) * LOWBIT_BASE3_ROWS +
+                    r % LOWBIT_BASE3_ROWS);
 }
 
 /* The dense base-3 layout: offset in its row of the slice that plane k of unit u holds (ng groups
@@ -290,6 +324,18 @@ void lowbit_base3_period_codes(const lowbit_matrix *m, int64_t r, int64_t p, uin
 void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);
 void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+
+/* The q8rows layout (q8rows.c): whether a Q8_0 matrix of m's shape takes it (the active variant's
+ * chain has a GEMV for it, or PYLOWBIT_Q8ROWS=1; not with PYLOWBIT_Q8ROWS=0); row set R of the
+ * file rows w (row_bytes apart) packed into m's codes and scales; row r's file bytes back.  Its
+ * scalar references (ref/q8rows_packed.c), bit for bit the file layout's (ref/dot.c). */
+int lowbit_q8rows_wanted(const lowbit_matrix *m);
+void lowbit_q8rows_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
+void lowbit_q8rows_row(const lowbit_matrix *m, int64_t r, uint8_t *row);
+void lowbit_q8rows_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_q8rows_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
 
 /* gemm_decoded.c: a base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the

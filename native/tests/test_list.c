@@ -132,15 +132,18 @@ static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t row
     set_isa(k->isa);
     int st;
     if (k->layout == LOWBIT_LAYOUT_PACKED || k->layout == LOWBIT_LAYOUT_BASE3 ||
-        k->layout == LOWBIT_LAYOUT_ROWS16 || k->layout == LOWBIT_LAYOUT_BASE3F) {
+        k->layout == LOWBIT_LAYOUT_ROWS16 || k->layout == LOWBIT_LAYOUT_BASE3F ||
+        k->layout == LOWBIT_LAYOUT_Q8ROWS) {
         /* the entry's layout, not the one the variant would pick */
         set_env("PYLOWBIT_BASE3", k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
         set_env("PYLOWBIT_BASE3F", k->layout == LOWBIT_LAYOUT_BASE3F ? "1" : "0");
         set_env("PYLOWBIT_ROWS16", k->layout == LOWBIT_LAYOUT_ROWS16 ? "1" : "0");
+        set_env("PYLOWBIT_Q8ROWS", k->layout == LOWBIT_LAYOUT_Q8ROWS ? "1" : "0");
         lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
         set_env("PYLOWBIT_BASE3", NULL);
         set_env("PYLOWBIT_BASE3F", NULL);
         set_env("PYLOWBIT_ROWS16", NULL);
+        set_env("PYLOWBIT_Q8ROWS", NULL);
         CHECK(m && st == LOWBIT_OK, "%s: pack %s r=%lld c=%lld", k->name, lowbit_type_name(type),
               (long long)rows, (long long)cols);
         st = m ? lowbit_matrix_gemm_act(m, A.a, batch, y, 2) : -1;
@@ -176,6 +179,8 @@ static int weight_cases(int i, const lowbit_kernel_info *k) {
         for (int64_t c = 1; c <= 5; c++)
             for (int mixed = 0; mixed < 2; mixed++) n += weight_case(i, k, type, rows, c * unit, batch, mixed);
         n += weight_case(i, k, type, rows, 2560 / unit * unit, batch, 0);
+        if (k->layout == LOWBIT_LAYOUT_Q8ROWS) /* a set's tails: 1 row, a set and one row */
+            for (int64_t r = 1; r <= 17; r += 16) n += weight_case(i, k, type, r, 3 * unit, batch, 1);
     }
     return n;
 }
