@@ -260,7 +260,7 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
     if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
         return 0;
-    if ((layout == LOWBIT_LAYOUT_Q8ROWS) != (type == LOWBIT_TYPE_Q8_0)) return 0;
+    if ((layout == LOWBIT_LAYOUT_Q8ROWS) != lowbit_type_q8rows(type)) return 0;
     if (layout == LOWBIT_LAYOUT_Q8ROWS) {
         if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || cols <= 0) return 0;
         lowbit_q8rows_describe(m);

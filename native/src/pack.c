@@ -298,7 +298,7 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
         /* a type that is not repacked (Q8_0: not here); an empty matrix or a buffer too small */
-        const int q8_empty = type == LOWBIT_TYPE_Q8_0 && (m->packed || !rows || !cols);
+        const int q8_empty = lowbit_type_q8rows(type) && (m->packed || !rows || !cols);
         *status = !lowbit_type_packs(type) && !q8_empty ? LOWBIT_ETYPE : LOWBIT_ESIZE;
         free(m);
         return NULL;
@@ -323,7 +323,7 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (!packed || nbytes < LOWBIT_PACKED_HEADER || (uintptr_t)packed % LOWBIT_PACKED_ALIGN)
         return NULL;
     memcpy(&h, packed, sizeof h);
-    const int L = h.layout, q8 = h.type == LOWBIT_TYPE_Q8_0 && L == LOWBIT_LAYOUT_Q8ROWS;
+    const int L = h.layout, q8 = lowbit_type_q8rows(h.type) && L == LOWBIT_LAYOUT_Q8ROWS;
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
         (!lowbit_type_packs(h.type) && !q8) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */

@@ -120,6 +120,9 @@ struct lowbit_matrix {
 
 /* ---- geometry ------------------------------------------------------------------------------ */
 
+/* 1 for the format the q8rows layout holds (Q8_0) */
+static inline int lowbit_type_q8rows(int type) { return type == LOWBIT_TYPE_Q8_0; }
+
 /* 1 for the base-3 formats the dense layout holds (TQ1_0, PTQ1_0) */
 static inline int lowbit_type_base3(int type) {
     return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;

@@ -6,7 +6,7 @@
 #include "internal.h"
 
 int lowbit_q8rows_wanted(const lowbit_matrix *m) {
-    if (m->type != LOWBIT_TYPE_Q8_0 || m->cols <= 0 || m->rows <= 0) return 0;
+    if (!lowbit_type_q8rows(m->type) || m->cols <= 0 || m->rows <= 0) return 0;
     const char *env = getenv("PYLOWBIT_Q8ROWS"); /* "0" / "1" force it off / on (tests) */
     if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
     return lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_Q8ROWS);
