@@ -1,7 +1,6 @@
 /* AVX-512 VNNI kernels of the q8rows layout (packed.h: Q8_0 in 16-row sets, a lane a row, codes
- * stored as w + 128): the GEMV, bit-exact with lowbit_q8rows_gemv_ref (and so with the file
- * layout's gemv_q8_0_ref), and the GEMM, which turns a task's rows back into the file layout and
- * runs the file layout's AVX-512 GEMM on them.
+ * stored as w + 128): the GEMV and the GEMM, bit-exact with lowbit_q8rows_gemv_ref (and so with
+ * the file layout's gemv_q8_0_ref).
  *
  * A set's block is 8 vectors, vector j holding codes 4j..4j+3 of the block of each of the 16 rows:
  * one vpdpbusd each against the broadcast activation quad q[32 b + 4j .. + 3] (the codes are the
@@ -14,7 +13,6 @@
 #include <string.h>
 
 #include "../internal.h"
-#include "../platform.h" /* lowbit_alloc_pages */
 #include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -67,44 +65,41 @@ void q8rows_gemv_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
 
 /* ---- the GEMM ---------------------------------------------------------------------------------- */
 
-void gemm_q8_0_avx512vnni(const void *w, int64_t rb, int64_t r0, int64_t r1, const lowbit_act *a,
-                          int64_t batch, float *y, int64_t ldy);
-
-/* Rows [r0, r1) in the file layout, row r0 first (dst: rows of rb bytes) */
-static void decode_rows(const lowbit_matrix *m, int64_t r0, int64_t r1, uint8_t *dst, int64_t rb) {
+/* NT activations (a[0..NT)) against set R: a block's 8 code vectors loaded once for the NT, one
+ * dpbusd chain and one float step each (NT independent chains keep the multipliers busy); y[t]
+ * points at activation t's output row. */
+AI void set_tile(const int NT, const lowbit_matrix *m, int64_t R, const lowbit_act *a,
+                 const int64_t lim[2], float *y, int64_t ldy) {
     const int64_t nb = m->nscales;
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
-        const uint8_t *src = m->codes + R * nb * 512;
-        const uint16_t *h = m->scales + R * nb * 16;
-        for (int64_t b = 0; b < nb; b++, src += 512, h += 16) {
-            __m512i tile[4][2];
-            sets16_rows(src, tile);
-            for (int l = 0; l < 16; l++) {
-                const int64_t r = 16 * R + l;
-                if (r < r0 || r >= r1) continue;
-                const __m512i t = tile[l / 4][l % 4 / 2];
-                const __m256i v = l % 2 ? _mm512_extracti64x4_epi64(t, 1) : _mm512_castsi512_si256(t);
-                lowbit_block_q8_0 *blk = (lowbit_block_q8_0 *)(dst + (r - r0) * rb) + b;
-                blk->d = h[l];
-                _mm256_storeu_si256((__m256i *)blk->qs, _mm256_xor_si256(v, flip));
-            }
+    const uint8_t *c = m->codes + R * nb * 512;
+    const uint16_t *h = m->scales + R * nb * 16;
+    __m512 acc[8];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, c += 512, h += 16) {
+        __m512i X[8];
+        for (int j = 0; j < 8; j++) X[j] = _mm512_load_si512(c + 64 * j);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const int8_t *q = a[t].q + 32 * b;
+            __m512i P = _mm512_set1_epi32(-128 * a[t].s[b]);
+            for (int j = 0; j < 8; j++) P = _mm512_dpbusd_epi32(P, X[j], sets16_quad(q + 4 * j));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(P), sc));
         }
     }
+    for (int t = 0; t < NT; t++) sets16_store(m, R, acc[t], lim[0], lim[1], y + t * ldy);
 }
 
+/* Rows [r0, r1) against `batch` activations, a set at a time, 8 activations a pass (the last
+ * ones one by one): the codes of a set are read from memory once and from cache after */
 void q8rows_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy) {
     if (r1 > m->rows) r1 = m->rows;
-    if (r1 <= r0) return;
-    const int64_t rb = m->nscales * (int64_t)sizeof(lowbit_block_q8_0);
-    const size_t bytes = (size_t)((r1 - r0) * rb);
-    uint8_t *scratch = (uint8_t *)lowbit_alloc_pages(bytes);
-    if (!scratch) {
-        lowbit_q8rows_gemm_ref(m, r0, r1, a, batch, y, ldy);
-        return;
+    const int64_t lim[2] = {r0, r1};
+    for (int64_t R = r0 / 16; R * 16 < r1; R++) {
+        int64_t t = 0;
+        for (; t + 8 <= batch; t += 8) set_tile(8, m, R, a + t, lim, y + t * ldy, ldy);
+        for (; t < batch; t++) set_tile(1, m, R, a + t, lim, y + t * ldy, ldy);
     }
-    decode_rows(m, r0, r1, scratch, rb);
-    gemm_q8_0_avx512vnni(scratch, rb, 0, r1 - r0, a, batch, y + r0, ldy);
-    lowbit_free_pages(scratch, bytes);
 }

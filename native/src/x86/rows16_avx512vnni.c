@@ -168,16 +168,37 @@ void rows16_gemv_pair256_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t 
 void packed_gemm_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
 
-/* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn): each chunk of
- * a set turned into its 16 rows' 32-byte chunks (sets16_rows) */
+/* Row groups [rg0, rg0 + nrg) in the canonical layout (a lowbit_base3_decode_fn).  Chunk c of a
+ * set is the dword matrix X[j] lane l (j < 8, l < 16); the canonical tile of the set's row group
+ * g is rows 4g..4g+3, dwords 0..7 each: two rounds of in-lane unpacks give A[i] (B[i]) = dwords 0..3
+ * (4..7) of row 4k + i in 128-bit lane k, and two of vshufi32x4 gather lane g of A[0], B[0],
+ * A[1], B[1] (rows 4g, 4g + 1) and of A[2], B[2], A[3], B[3] (rows 4g + 2, 4g + 3). */
 static void r16_decode(const lowbit_matrix *m, int64_t rg0, int64_t nrg, uint8_t *dst,
                        uint16_t *sdst) {
     const int64_t nch = m->nchunks;
     for (int64_t R = rg0 / 4; R * 4 < rg0 + nrg; R++) {
         const uint8_t *src = m->codes + R * nch * 512;
         for (int64_t c = 0; c < nch; c++, src += 512) {
-            __m512i tile[4][2];
-            sets16_rows(src, tile);
+            __m512i X[8], T[8], A[4], B[4], C[4], D[4], tile[4][2];
+            for (int j = 0; j < 8; j++) X[j] = _mm512_loadu_si512(src + 64 * j);
+            for (int h = 0; h < 8; h += 2) {
+                T[h] = _mm512_unpacklo_epi32(X[h], X[h + 1]);
+                T[h + 1] = _mm512_unpackhi_epi32(X[h], X[h + 1]);
+            }
+            A[0] = _mm512_unpacklo_epi64(T[0], T[2]), A[1] = _mm512_unpackhi_epi64(T[0], T[2]);
+            A[2] = _mm512_unpacklo_epi64(T[1], T[3]), A[3] = _mm512_unpackhi_epi64(T[1], T[3]);
+            B[0] = _mm512_unpacklo_epi64(T[4], T[6]), B[1] = _mm512_unpackhi_epi64(T[4], T[6]);
+            B[2] = _mm512_unpacklo_epi64(T[5], T[7]), B[3] = _mm512_unpackhi_epi64(T[5], T[7]);
+            for (int i = 0; i < 4; i++) {
+                C[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(1, 0, 1, 0));
+                D[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            for (int h = 0; h < 2; h++) { /* rows 4g + 2h, 4g + 2h + 1 */
+                tile[0][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[1][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+                tile[2][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                tile[3][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
+            }
             for (int g = 0; g < 4; g++) {
                 const int64_t G = 4 * R + g - rg0;
                 if (G < 0 || G >= nrg) continue;

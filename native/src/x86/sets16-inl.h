@@ -1,7 +1,7 @@
 /* Steps shared by the kernels of the 16-row-set layouts (packed.h: dense base-3, rows16, q8rows), a
- * lane a row: the broadcast activation quad, a group's float step, a set's rows transposed back,
- * the store of a set's rows, and the walks of a range and of a pair of ranges over the sets.
- * Only for files compiled with the AVX-512 flags. */
+ * lane a row: the broadcast activation quad, a group's float step, the store of a set's rows, and the
+ * walks of a range and of a pair of ranges over the sets.  Only for files compiled with the
+ * AVX-512 flags. */
 #ifndef LOWBIT_X86_SETS16_INL_H
 #define LOWBIT_X86_SETS16_INL_H
 
@@ -25,36 +25,6 @@ static inline __attribute__((always_inline)) __m512 sets16_float_step(
     const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(a->d[g]));
     const __m512i s = _mm512_sub_epi32(isum, _mm512_set1_epi32(a->s[g]));
     return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
-}
-
-/* The 16 rows of 512 bytes of a set (src: vector j holds bytes 4j..4j+3 of each row, a dword lane
- * a row) as rows of 32 bytes: tile[g][h] holds row 4g + 2h in its low half, 4g + 2h + 1 in its
- * high half.  The dword matrix X[j] lane l (j < 8, l < 16): two rounds of in-lane unpacks give
- * A[i] (B[i]) = dwords 0..3 (4..7) of row 4k + i in 128-bit lane k, and two of vshufi32x4 gather
- * lane g of A[0], B[0], A[1], B[1] (rows 4g, 4g + 1) and of A[2], B[2], A[3], B[3] (rows 4g + 2,
- * 4g + 3). */
-static inline __attribute__((always_inline)) void sets16_rows(const uint8_t *src,
-                                                              __m512i tile[4][2]) {
-    __m512i X[8], T[8], A[4], B[4], C[4], D[4];
-    for (int j = 0; j < 8; j++) X[j] = _mm512_loadu_si512(src + 64 * j);
-    for (int h = 0; h < 8; h += 2) {
-        T[h] = _mm512_unpacklo_epi32(X[h], X[h + 1]);
-        T[h + 1] = _mm512_unpackhi_epi32(X[h], X[h + 1]);
-    }
-    A[0] = _mm512_unpacklo_epi64(T[0], T[2]), A[1] = _mm512_unpackhi_epi64(T[0], T[2]);
-    A[2] = _mm512_unpacklo_epi64(T[1], T[3]), A[3] = _mm512_unpackhi_epi64(T[1], T[3]);
-    B[0] = _mm512_unpacklo_epi64(T[4], T[6]), B[1] = _mm512_unpackhi_epi64(T[4], T[6]);
-    B[2] = _mm512_unpacklo_epi64(T[5], T[7]), B[3] = _mm512_unpackhi_epi64(T[5], T[7]);
-    for (int i = 0; i < 4; i++) {
-        C[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(1, 0, 1, 0));
-        D[i] = _mm512_shuffle_i32x4(A[i], B[i], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int h = 0; h < 2; h++) { /* rows 4g + 2h, 4g + 2h + 1 */
-        tile[0][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
-        tile[1][h] = _mm512_shuffle_i32x4(C[2 * h], C[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
-        tile[2][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0));
-        tile[3][h] = _mm512_shuffle_i32x4(D[2 * h], D[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1));
-    }
 }
 
 /* y of the rows of set R that are in [lo, hi) and below m->rows */
