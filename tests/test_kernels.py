@@ -282,16 +282,25 @@ def scale_at(fmt):
 BLOCK_SCALED = [f for f in KERNEL_FORMATS if scale_at(f)[1] >= 0]
 
 
-def base3_dense(fmt, variant):
-    """Whether `variant` packs `fmt` in the dense base-3 layout (PYLOWBIT_BASE3 unset): TQ1_0 /
-    PTQ1_0 on avx512vnni where the CPU has AVX-512 VBMI (BASE3F only where asked for)."""
-    if fmt not in ("tq1_0", "ptq1_0") or variant != "avx512vnni":
-        return False
+def vbmi_cpu():
+    """Whether the CPU has AVX-512 VBMI (/proc/cpuinfo; False where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             return any(line.startswith("flags") and " avx512vbmi " in line + " " for line in f)
     except OSError:
         return False
+
+
+def base3_dense(fmt, variant):
+    """Whether `variant` packs `fmt` in the dense base-3 layout (PYLOWBIT_BASE3 unset): TQ1_0 /
+    PTQ1_0 on avx512vnni where the CPU has AVX-512 VBMI (BASE3F only where asked for)."""
+    return fmt in ("tq1_0", "ptq1_0") and variant == "avx512vnni" and vbmi_cpu()
+
+
+def rows64_layout(fmt, variant):
+    """Whether `variant` packs `fmt` in the rows64 layout (PYLOWBIT_ROWS64 unset): Q1_0 on
+    avx512vnni where the CPU has AVX-512 VBMI; elsewhere Q1_0 is not repacked."""
+    return fmt == "q1_0" and variant == "avx512vnni" and vbmi_cpu()
 
 
 def rows16_layout(fmt, variant):

@@ -135,6 +135,23 @@ static void pack_base3_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes
 }
 
 
+/* ---- the rows64 layout (Q1_0) --------------------------------------------------------------- */
+
+/* Tile T: every row's blocks as they lie in the file, each byte to its lane */
+static void pack_rows64_tile(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t T) {
+    for (int l = 0; l < LOWBIT_ROWS64; l++) {
+        const int64_t r = T * LOWBIT_ROWS64 + l;
+        if (r >= m->rows) break; /* padding rows keep zero codes and zero scales */
+        const lowbit_block_q1_0 *row = (const lowbit_block_q1_0 *)(w + r * row_bytes);
+        for (int64_t b = 0; b < m->nchunks; b++) {
+            uint16_t d;
+            memcpy(&d, &row[b].d, 2);
+            m->scales[lowbit_packed_scale_at(m, r, b)] = d;
+            for (int k = 0; k < 16; k++) m->codes[lowbit_rows64_code_at(m, r, b, k)] = row[b].qs[k];
+        }
+    }
+}
+
 /* ---- the layout choice ----------------------------------------------------------------------- */
 
 /* PYLOWBIT_<name>=0 / =1 forces a layout off / on (tests); -1: unset */
@@ -147,8 +164,20 @@ static int forced(const char *name) {
  * variant's chain has a GEMV for it, else BASE3F where it has one for that (the kernel list holds
  * a BASE3F GEMV only where it beats the 2-bit one); else rows16 where the chain has a GEMV for it,
  * else the 2-bit row groups of 4.  PYLOWBIT_BASE3 / PYLOWBIT_BASE3F / PYLOWBIT_ROWS16 =1 force
- * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1. */
+ * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1.  Q1_0: rows64
+ * where the chain has a GEMV for it (PYLOWBIT_ROWS64 forces it on or off), else FILE: not
+ * repacked; Q8_0 the same with q8rows (PYLOWBIT_Q8ROWS). */
 static int choose_layout(const lowbit_matrix *m) {
+    if (lowbit_type_q8rows(m->type)) {
+        const int f = forced("PYLOWBIT_Q8ROWS");
+        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_Q8ROWS))
+                   ? LOWBIT_LAYOUT_Q8ROWS : LOWBIT_LAYOUT_FILE;
+    }
+    if (m->type == LOWBIT_TYPE_Q1_0) {
+        const int f = forced("PYLOWBIT_ROWS64");
+        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS64))
+                   ? LOWBIT_LAYOUT_ROWS64 : LOWBIT_LAYOUT_FILE;
+    }
     if (lowbit_type_base3(m->type)) {
         const int f = forced("PYLOWBIT_BASE3"), ff = forced("PYLOWBIT_BASE3F");
         if (f == 1 || (f < 0 && ff < 1 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_BASE3)))
@@ -164,7 +193,9 @@ static int choose_layout(const lowbit_matrix *m) {
 
 static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
-    if (P->m->q8rows) /* rg: a row set (q8rows.c) */
+    if (P->m->rows64) /* rg: a tile */
+        pack_rows64_tile(P->m, P->w, P->row_bytes, rg);
+    else if (P->m->q8rows) /* rg: a row set (q8rows.c) */
         lowbit_q8rows_pack_set(P->m, P->w, P->row_bytes, rg);
     else if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
         pack_base3_set(P->m, P->w, P->row_bytes, rg);
@@ -201,14 +232,11 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
         memcpy(m->tail, (const uint8_t *)w + rows * *rb, sizeof m->tail);
         memcpy(&m->tensor_scale, m->tail, 4);
     }
-    if (!m->packed && lowbit_q8rows_wanted(m)) { /* Q8_0 repacked where it pays (q8rows.c) */
-        lowbit_q8rows_describe(m);
-        if (plan) lowbit_plan_packed(m);
-        m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
-    } else if (!m->packed || rows == 0) {
+    const int layout = m->packed && rows ? choose_layout(m) : LOWBIT_LAYOUT_FILE;
+    if (layout == LOWBIT_LAYOUT_FILE) {
         m->packed = 0, m->qk = m->nchunks = m->nscales = 0;
     } else {
-        lowbit_matrix_set_layout(m, choose_layout(m));
+        lowbit_matrix_set_layout(m, layout);
         if (plan) lowbit_plan_packed(m);
         m->nbytes = lowbit_packed_code_bytes(m) + lowbit_packed_scale_bytes(m);
     }
@@ -219,8 +247,9 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
 /* Packs the file rows w into m's zeroed codes and scales */
 static void fill(lowbit_matrix *m, const void *w, int64_t rb, int threads) {
     const int sets = m->base3 || m->rows16 || m->q8rows; /* rows in sets of LOWBIT_BASE3_ROWS */
-    const int64_t n = sets ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
-                           : lowbit_packed_row_groups(m);
+    const int64_t n = m->rows64 ? (m->rows + LOWBIT_ROWS64 - 1) / LOWBIT_ROWS64
+                      : sets    ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
+                                : lowbit_packed_row_groups(m);
     pack_job P = {m, (const uint8_t *)w, rb};
     lowbit_parallel_for(n, pack_group_any, &P, threads);
 }
@@ -266,8 +295,8 @@ static const char MAGIC[8] = {'l', 'o', 'w', 'b', 'i', 't', 'P', '1'};
 
 static int layout_of(const lowbit_matrix *m) {
     return m->base3f ? LOWBIT_LAYOUT_BASE3F : m->base3 ? LOWBIT_LAYOUT_BASE3
-         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS
-         : LOWBIT_LAYOUT_PACKED;
+         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->rows64 ? LOWBIT_LAYOUT_ROWS64
+         : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS : LOWBIT_LAYOUT_PACKED;
 }
 
 int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
@@ -297,9 +326,10 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     lowbit_matrix *m = new_matrix(type, w, rows, cols, 1, &rb, status);
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
-        /* a type that is not repacked (Q8_0: not here); an empty matrix or a buffer too small */
-        const int q8_empty = lowbit_type_q8rows(type) && (m->packed || !rows || !cols);
-        *status = !lowbit_type_packs(type) && !q8_empty ? LOWBIT_ETYPE : LOWBIT_ESIZE;
+        /* a type that is not repacked (here: Q1_0 without a rows64 GEMV,
+         * Q8_0 without a q8rows one); an empty matrix
+         * or a buffer too small */
+        *status = !lowbit_type_packs(type) || (rows && cols && !m->packed) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
         free(m);
         return NULL;
     }
@@ -323,12 +353,13 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (!packed || nbytes < LOWBIT_PACKED_HEADER || (uintptr_t)packed % LOWBIT_PACKED_ALIGN)
         return NULL;
     memcpy(&h, packed, sizeof h);
-    const int L = h.layout, q8 = lowbit_type_q8rows(h.type) && L == LOWBIT_LAYOUT_Q8ROWS;
+    const int L = h.layout;
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
-        (!lowbit_type_packs(h.type) && !q8) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
+        !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        (L == LOWBIT_LAYOUT_Q8ROWS && !q8) ||
-        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && !q8 &&
+        !lowbit_type_rows64_fits(h.type, L) || !lowbit_type_q8rows_fits(h.type, L) ||
+        (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && L != LOWBIT_LAYOUT_ROWS64 &&
+         L != LOWBIT_LAYOUT_Q8ROWS &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
         return NULL;
     lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);
@@ -336,8 +367,8 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
         *status = LOWBIT_ENOMEM;
         return NULL;
     }
-    if (lowbit_matrix_describe(h.type, h.cols, m) == LOWBIT_OK && q8) lowbit_q8rows_describe(m);
-    if (!m->packed || lowbit_row_bytes(h.type, h.cols) < 0) {
+    if (lowbit_matrix_describe(h.type, h.cols, m) != LOWBIT_OK || !m->packed ||
+        lowbit_row_bytes(h.type, h.cols) < 0) {
         free(m);
         return NULL;
     }

@@ -30,8 +30,10 @@
  * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
  * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
  * per weight this way, a trade for 2-bit-speed unpacking (a variant that decodes base-3 in
- * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
- * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
+ * registers takes the dense layout below instead).  Q1_0 and Q8_0 keep their file bytes in layouts
+ * of their own where the variant has kernels for them (rows64, q8rows below); other types (F16,
+ * F32, and those two elsewhere) are not repacked: the matrix borrows the caller's buffer and runs
+ * the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
 /* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it: pack.c's
  * choice; its reference ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
@@ -80,6 +82,27 @@ static inline int lowbit_base3f_trit(uint8_t b, int k) {
  *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
  *
  * lowbit_packed_code_at / lowbit_packed_scale_at below place a byte in either 2-bit layout. */
+/* The rows64 layout (Q1_0 where the active variant has a GEMV for it; its reference
+ * ref/rows64_packed.c): the file's bytes, rows in tiles of LOWBIT_ROWS64 (padded with zero rows),
+ * each code byte of a block stored for the tile's 64 rows side by side, so that one 64-byte
+ * vector holds byte k of every row (a byte lane a row) and a table lookup serves 64 rows with no
+ * transpose:
+ *
+ *   codes[T][b][k][e]  tile T (rows 64T..64T+63), block b, byte k (weights 8k..8k+7, bit t weight
+ *                      8k + t, as qs[k] holds them) of row 64T + lowbit_rows64_row(e).
+ *   scales[T][b][l]    fp16 scale of block b of row 64T + l: a block's 64 scales one 128-byte run.
+ *
+ * Lane e's row is the one a kernel's interleaving byte sums (two byte unpacks, then even and odd
+ * dwords) bring to dword l % 16 of output vector l / 16, so results come out in row order. */
+#define LOWBIT_ROWS64 64
+static inline int lowbit_rows64_row(int e) {
+    const int r = e % 16, v = 2 * (r / 8) + r % 2;
+    return 16 * v + 4 * (e / 16) + (r % 8) / 2;
+}
+static inline int lowbit_rows64_lane(int l) {
+    const int v = l / 16;
+    return 16 * (l % 16 / 4) + 8 * (v / 2) + 2 * (l % 4) + v % 2;
+}
 /* The q8rows layout (Q8_0 where the active variant has a GEMV for it; its reference
  * ref/q8rows_packed.c, its packer and row reader q8rows.c): the file's bytes in row sets of
  * LOWBIT_BASE3_ROWS (padded with zero rows), so that one 64-byte vector holds 4 codes of each of
@@ -101,6 +124,7 @@ struct lowbit_matrix {
     int base3;            /* packed in the dense base-3 geometry (above), not the 2-bit one */
     int base3f;           /* base3 with BASE3F bytes (above) */
     int rows16;           /* the 2-bit codes in the rows16 layout (above), not row groups of 4 */
+    int rows64;           /* Q1_0 in the rows64 layout (above) */
     int q8rows;           /* Q8_0 in the q8rows layout (above) */
     int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
@@ -120,12 +144,21 @@ struct lowbit_matrix {
 
 /* ---- geometry ------------------------------------------------------------------------------ */
 
-/* 1 for the format the q8rows layout holds (Q8_0) */
+/* 1 for the format the q8rows layout holds (Q8_0); whether a type fits a layout there (Q8_0 has
+ * no other packed one) */
 static inline int lowbit_type_q8rows(int type) { return type == LOWBIT_TYPE_Q8_0; }
+static inline int lowbit_type_q8rows_fits(int type, int layout) {
+    return (layout == LOWBIT_LAYOUT_Q8ROWS) == lowbit_type_q8rows(type);
+}
 
 /* 1 for the base-3 formats the dense layout holds (TQ1_0, PTQ1_0) */
 static inline int lowbit_type_base3(int type) {
     return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
+}
+/* 1 if a packed layout other than rows64 may hold `type`, or rows64 and it is Q1_0 (which has
+ * no other) */
+static inline int lowbit_type_rows64_fits(int type, int layout) {
+    return (layout == LOWBIT_LAYOUT_ROWS64) == (type == LOWBIT_TYPE_Q1_0);
 }
 
 /* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
@@ -153,24 +186,30 @@ static inline int64_t lowbit_base3_units(int64_t cols, int64_t group) {
     return ng / 5 * S + ng % 5 * (S / 4);
 }
 
-/* Sets a described packed matrix's layout fields: LOWBIT_LAYOUT_PACKED, _BASE3, _BASE3F or _ROWS16 */
+/* Sets a described packed matrix's layout fields: LOWBIT_LAYOUT_PACKED, _BASE3, _BASE3F, _ROWS16
+ * or _ROWS64 */
 static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
     m->base3 = layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F;
     m->base3f = layout == LOWBIT_LAYOUT_BASE3F;
     m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
+    m->rows64 = layout == LOWBIT_LAYOUT_ROWS64;
     m->q8rows = layout == LOWBIT_LAYOUT_Q8ROWS;
     m->nunits = m->base3 ? lowbit_base3_units(m->cols, m->group) : 0;
 }
 
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
+    if (m->rows64) return m->nchunks * LOWBIT_PACK_ROWS * 16; /* 1 bit a weight */
     if (m->q8rows) return m->cols * LOWBIT_PACK_ROWS;
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
 }
 
 /* Bytes of codes and of scales of a packed matrix of m->rows rows in its layout: whole row
- * groups of 4 (row sets of 16 for the dense base-3 and rows16 layouts), padding rows included. */
+ * groups of 4 (row sets of 16 for the dense base-3 and rows16 layouts, tiles of 64 for rows64),
+ * padding rows included. */
 static inline int64_t lowbit_packed_row_groups(const lowbit_matrix *m) {
+    if (m->rows64)
+        return (m->rows + LOWBIT_ROWS64 - 1) / LOWBIT_ROWS64 * (LOWBIT_ROWS64 / LOWBIT_PACK_ROWS);
     if (m->base3 || m->rows16 || m->q8rows)
         return (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS);
     return (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
@@ -191,19 +230,15 @@ static inline size_t lowbit_packed_code_at(const lowbit_matrix *m, int64_t r, in
     return (size_t)(((r / LOWBIT_PACK_ROWS * m->nchunks + c) * LOWBIT_PACK_ROWS + r % LOWBIT_PACK_ROWS) * 32 + p);
 }
 static inline size_t lowbit_packed_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
-    const int64_t n = m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
+    const int64_t n = m->rows64 ? LOWBIT_ROWS64 : m->rows16 ? LOWBIT_BASE3_ROWS : LOWBIT_PACK_ROWS;
     return (size_t)((r / n * m->nscales + b) * n + r % n);
 }
-
-/* The shape fields of a Q8_0 matrix described by lowbit_matrix_describe (cols > 0) for the q8rows
- * layout: packed, a scale a 32-weight block */
-static inline void lowbit_q8rows_describe(lowbit_matrix *m) {
-    m->packed = 1;
-    m->qk = 32;
-    m->nchunks = 0;
-    m->nscales = m->cols / 32;
-    lowbit_matrix_set_layout(m, LOWBIT_LAYOUT_Q8ROWS);
+/* rows64: offset in m->codes of code byte k (0..15) of block b of row r */
+static inline size_t lowbit_rows64_code_at(const lowbit_matrix *m, int64_t r, int64_t b, int k) {
+    return (size_t)(((r / LOWBIT_ROWS64 * m->nchunks + b) * 16 + k) * LOWBIT_ROWS64 +
+                    lowbit_rows64_lane((int)(r % LOWBIT_ROWS64)));
 }
+
 /* Offset in m->codes of code p (0..31) of block b of row r, and in m->scales of its scale
  * (q8rows) */
 static inline size_t lowbit_q8rows_code_at(const lowbit_matrix *m, int64_t r, int64_t b, int p) {
@@ -295,7 +330,7 @@ static inline int lowbit_pair_rows_ok(const lowbit_matrix *m) {
 /* ---- who builds and reads it ---------------------------------------------------------------- */
 
 /* dispatch.c: 1 if the active variant's chain has a GEMV other than the reference for m in packed
- * `layout` (BASE3, ROWS16), by the kernel list's entries: the layout pays there (pack.c). */
+ * `layout` (BASE3, ROWS16, ROWS64), by the kernel list's entries: the layout pays there (pack.c). */
 int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout);
 
 /* ref/base3_packed.c, ref/rows16_packed.c: the scalar references of the dense base-3 and the
@@ -329,11 +364,16 @@ void lowbit_rows16_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
 void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
 
-/* The q8rows layout (q8rows.c): whether a Q8_0 matrix of m's shape takes it (the active variant's
- * chain has a GEMV for it, or PYLOWBIT_Q8ROWS=1; not with PYLOWBIT_Q8ROWS=0); row set R of the
- * file rows w (row_bytes apart) packed into m's codes and scales; row r's file bytes back.  Its
- * scalar references (ref/q8rows_packed.c), bit for bit the file layout's (ref/dot.c). */
-int lowbit_q8rows_wanted(const lowbit_matrix *m);
+/* ref/rows64_packed.c: the rows64 layout's scalar references, and file block b of row r read back
+ * from it (what unpack.c and the rows64 GEMMs' decode write) */
+void lowbit_rows64_block(const lowbit_matrix *m, int64_t r, int64_t b, lowbit_block_q1_0 *blk);
+void lowbit_rows64_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_rows64_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+/* The q8rows layout (q8rows.c): row set R of the file rows w (row_bytes apart) packed into m's
+ * codes and scales; row r's file bytes back.  Its scalar references (ref/q8rows_packed.c), bit
+ * for bit the file layout's (ref/dot.c). */
 void lowbit_q8rows_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
 void lowbit_q8rows_row(const lowbit_matrix *m, int64_t r, uint8_t *row);
 void lowbit_q8rows_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,

@@ -1,16 +1,7 @@
-/* The q8rows layout of Q8_0 matrices (packed.h): when a matrix takes it, its packer and its row
- * reader (unpack.c writes the file layout back through it).  pack.c calls in here; the scalar
+/* The q8rows layout of Q8_0 matrices (packed.h): its packer and its row reader (unpack.c writes
+ * the file layout back through it).  pack.c calls in here (and chooses the layout); the scalar
  * references are ref/q8rows_packed.c. */
-#include <stdlib.h>
-
 #include "internal.h"
-
-int lowbit_q8rows_wanted(const lowbit_matrix *m) {
-    if (!lowbit_type_q8rows(m->type) || m->cols <= 0 || m->rows <= 0) return 0;
-    const char *env = getenv("PYLOWBIT_Q8ROWS"); /* "0" / "1" force it off / on (tests) */
-    if (env && (env[0] == '0' || env[0] == '1') && !env[1]) return env[0] == '1';
-    return lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_Q8ROWS);
-}
 
 void lowbit_q8rows_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R) {
     for (int l = 0; l < LOWBIT_BASE3_ROWS; l++) {

@@ -1,6 +1,6 @@
 /* The inverse of the packers (pack.c): a packed matrix's file layout written back, for a runtime
  * that keeps only the packed copy and still saves the portable bytes.  A row is read through the
- * scalar references' readers (ref/packed.c, ref/base3_packed.c) and each file block encoded by
+ * scalar references' readers (ref/packed.c, ref/base3_packed.c, ref/rows64_packed.c) and each file block encoded by
  * ref/codecs.c's encoders: no layout is spelled out twice. */
 #include <stdlib.h>
 
@@ -78,7 +78,10 @@ static void unpack_2bit_row(const lowbit_matrix *m, int64_t r, uint8_t *row) {
 
 /* Row r of a packed matrix in the file layout */
 static void unpack_row(const lowbit_matrix *m, int64_t r, uint8_t *row) {
-    if (m->q8rows)
+    if (m->rows64) /* Q1_0: its blocks as they were */
+        for (int64_t b = 0; b < m->nchunks; b++)
+            lowbit_rows64_block(m, r, b, (lowbit_block_q1_0 *)row + b);
+    else if (m->q8rows)
         lowbit_q8rows_row(m, r, row); /* q8rows.c */
     else if (m->base3)
         unpack_base3_row(m, r, row);
@@ -103,7 +106,7 @@ int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbyte
     }
     const int64_t rb = lowbit_row_bytes(m->type, m->cols);
     /* tasks of whole row groups (row sets), so that a task reads its rows' bytes alone */
-    const int64_t per = m->base3 || m->rows16 || m->q8rows ? LOWBIT_BASE3_ROWS : 16;
+    const int64_t per = m->rows64 ? LOWBIT_ROWS64 : m->base3 || m->rows16 || m->q8rows ? LOWBIT_BASE3_ROWS : 16;
     unpack_job U = {m, (uint8_t *)file_bytes, rb, per};
     lowbit_parallel_for((m->rows + per - 1) / per, unpack_task, &U, threads);
     if (m->type == LOWBIT_TYPE_I2_S) memcpy((uint8_t *)file_bytes + m->rows * rb, m->tail, 32);

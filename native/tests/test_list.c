@@ -133,19 +133,22 @@ static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t row
     int st;
     if (k->layout == LOWBIT_LAYOUT_PACKED || k->layout == LOWBIT_LAYOUT_BASE3 ||
         k->layout == LOWBIT_LAYOUT_ROWS16 || k->layout == LOWBIT_LAYOUT_BASE3F ||
+        k->layout == LOWBIT_LAYOUT_ROWS64 ||
         k->layout == LOWBIT_LAYOUT_Q8ROWS) {
         /* the entry's layout, not the one the variant would pick */
         set_env("PYLOWBIT_BASE3", k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
         set_env("PYLOWBIT_BASE3F", k->layout == LOWBIT_LAYOUT_BASE3F ? "1" : "0");
         set_env("PYLOWBIT_ROWS16", k->layout == LOWBIT_LAYOUT_ROWS16 ? "1" : "0");
+        set_env("PYLOWBIT_ROWS64", k->layout == LOWBIT_LAYOUT_ROWS64 ? "1" : "0");
         set_env("PYLOWBIT_Q8ROWS", k->layout == LOWBIT_LAYOUT_Q8ROWS ? "1" : "0");
         lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
         set_env("PYLOWBIT_BASE3", NULL);
         set_env("PYLOWBIT_BASE3F", NULL);
         set_env("PYLOWBIT_ROWS16", NULL);
         set_env("PYLOWBIT_Q8ROWS", NULL);
-        CHECK(m && st == LOWBIT_OK, "%s: pack %s r=%lld c=%lld", k->name, lowbit_type_name(type),
-              (long long)rows, (long long)cols);
+        set_env("PYLOWBIT_ROWS64", NULL);
+        CHECK(m && st == LOWBIT_OK && lowbit_matrix_is_packed(m), "%s: pack %s r=%lld c=%lld",
+              k->name, lowbit_type_name(type), (long long)rows, (long long)cols);
         st = m ? lowbit_matrix_gemm_act(m, A.a, batch, y, 2) : -1;
         lowbit_matrix_free(m);
     } else {
@@ -179,6 +182,9 @@ static int weight_cases(int i, const lowbit_kernel_info *k) {
         for (int64_t c = 1; c <= 5; c++)
             for (int mixed = 0; mixed < 2; mixed++) n += weight_case(i, k, type, rows, c * unit, batch, mixed);
         n += weight_case(i, k, type, rows, 2560 / unit * unit, batch, 0);
+        static const int64_t TILE_ROWS[] = {1, 16, 63, 64, 128}; /* rows64: under a tile, whole */
+        for (int j = 0; k->layout == LOWBIT_LAYOUT_ROWS64 && j < 5; j++)
+            n += weight_case(i, k, type, TILE_ROWS[j], 3 * unit, batch, 1);
         if (k->layout == LOWBIT_LAYOUT_Q8ROWS) /* a set's tails: 1 row, a set and one row */
             for (int64_t r = 1; r <= 17; r += 16) n += weight_case(i, k, type, r, 3 * unit, batch, 1);
     }

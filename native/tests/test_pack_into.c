@@ -1,7 +1,7 @@
 /* C test of the packed copy in a caller's buffer: lowbit_matrix_pack_into, lowbit_matrix_wrap and
  * lowbit_matrix_unpack, for every repacked type, in every layout it can take (canonical 2-bit,
- * dense base-3 in both byte codes, rows16; Q8_0's q8rows; forced as test_pack_layout.c forces them, and as the
- * variant chooses) under every variant this CPU runs.
+ * dense base-3 in both byte codes, rows16, Q1_0's rows64, Q8_0's q8rows; forced as test_pack_layout.c forces
+ * them, and as the variant chooses) under every variant this CPU runs.
  *
  *   round trip  file -> pack_into -> unpack gives the file byte for byte (random bytes: every
  *               2-bit code, I2_S's whole tail; base-3 files written by the encoder); base-3
@@ -23,13 +23,14 @@
 
 static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
                             LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0,
-                            LOWBIT_TYPE_Q8_0};
+                            LOWBIT_TYPE_Q1_0, LOWBIT_TYPE_Q8_0};
 
-enum { CHOSEN, CANONICAL, BASE3, ROWS16, BASE3F, Q8ROWS, N_LAYOUTS };
-static const char *LAYOUT_NAME[] = {"chosen", "canonical", "base-3", "rows16", "base-3 f", "q8rows"};
-/* (Q8_0 takes q8rows alone: chosen, it is repacked only where the variant has a kernel for it) */
+enum { CHOSEN, CANONICAL, BASE3, ROWS16, BASE3F, ROWS64, Q8ROWS, N_LAYOUTS };
+static const char *LAYOUT_NAME[] = {"chosen", "canonical", "base-3", "rows16", "base-3 f", "rows64",
+                                    "q8rows"};
 static int has_layout(int type, int L) {
-    if ((type == LOWBIT_TYPE_Q8_0) != (L == Q8ROWS)) return 0;
+    if ((type == LOWBIT_TYPE_Q1_0) != (L == ROWS64)) return 0; /* Q1_0 has rows64 alone */
+    if ((type == LOWBIT_TYPE_Q8_0) != (L == Q8ROWS)) return 0; /* Q8_0 has q8rows alone */
     if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
         return type != LOWBIT_TYPE_I2_S;
@@ -39,6 +40,7 @@ static void set_layout(int L) {
     set_env("PYLOWBIT_BASE3", L == CHOSEN ? NULL : L == BASE3 ? "1" : "0");
     set_env("PYLOWBIT_BASE3F", L == CHOSEN ? NULL : L == BASE3F ? "1" : "0");
     set_env("PYLOWBIT_ROWS16", L == CHOSEN ? NULL : L == ROWS16 ? "1" : "0");
+    set_env("PYLOWBIT_ROWS64", L == CHOSEN ? NULL : L == ROWS64 ? "1" : "0");
     set_env("PYLOWBIT_Q8ROWS", L == CHOSEN ? NULL : L == Q8ROWS ? "1" : "0");
 }
 
@@ -107,13 +109,15 @@ static void test_round_trip(int type, int isa, int L, int64_t rows, int64_t cols
     lowbit_matrix *m = lowbit_matrix_pack_into(type, w, rows, cols, dst, st64, 2, &st);
     lowbit_matrix *own = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
     CHECK(st64 > 0 && m && own && m->base3 == own->base3 && m->base3f == own->base3f &&
-              m->rows16 == own->rows16 && m->q8rows == own->q8rows && lowbit_matrix_nbytes(m) == 0,
+              m->rows16 == own->rows16 && m->rows64 == own->rows64 &&
+              m->q8rows == own->q8rows && lowbit_matrix_nbytes(m) == 0,
           "%s %s %s %lldx%lld: pack_into", lowbit_isa_name(isa), name, LAYOUT_NAME[L],
           (long long)rows, (long long)cols);
     if (!m || !own) goto done;
     CHECK(L == CHOSEN || (L == CANONICAL && !m->base3 && !m->rows16) ||
-              (L == ROWS16 && m->rows16) || (L == Q8ROWS && m->q8rows) || (L == BASE3 && m->base3 && !m->base3f) ||
-              (L == BASE3F && m->base3f),
+              (L == ROWS16 && m->rows16) || (L == BASE3 && m->base3 && !m->base3f) ||
+              (L == BASE3F && m->base3f) || (L == ROWS64 && m->rows64) ||
+              (L == Q8ROWS && m->q8rows),
           "%s %s: layout %s not taken", lowbit_isa_name(isa), name, LAYOUT_NAME[L]);
     free(w); /* the borrowed matrix needs only dst */
     w = NULL;
@@ -272,6 +276,30 @@ static void test_errors(void) {
     CHECK(!lowbit_matrix_wrap(dst, need, &st) && st == LOWBIT_EINVAL, "wrap base-3 TQ2_0: %d", st);
     memcpy(dst + 8, &q8, 4);
     CHECK(!lowbit_matrix_wrap(dst, need, &st) && st == LOWBIT_EINVAL, "wrap Q8_0: %d", st);
+    /* Q1_0 only in rows64, and not repacked at all where that is off */
+    set_layout(ROWS64);
+    const int64_t need1 = lowbit_matrix_packed_nbytes(LOWBIT_TYPE_Q1_0, rows, cols);
+    CHECK(need1 == 64 + 16 * 2 * 64 + 2 * 64 * 2 + 64, "Q1_0 packed_nbytes %lld", (long long)need1);
+    uint8_t *w1 = random_file(LOWBIT_TYPE_Q1_0, rows, cols, 0, &n);
+    void *base1;
+    uint8_t *dst1 = aligned_bytes(need1, &base1);
+    m = lowbit_matrix_pack_into(LOWBIT_TYPE_Q1_0, w1, rows, cols, dst1, need1, 1, &st);
+    CHECK(m && st == LOWBIT_OK && m->rows64, "Q1_0 pack_into %d", st);
+    lowbit_matrix_free(m);
+    const int32_t packed = LOWBIT_LAYOUT_PACKED, rows64 = LOWBIT_LAYOUT_ROWS64, tq2 = LOWBIT_TYPE_TQ2_0;
+    memcpy(dst1 + 12, &packed, 4);
+    CHECK(!lowbit_matrix_wrap(dst1, need1, &st) && st == LOWBIT_EINVAL, "wrap packed Q1_0: %d", st);
+    memcpy(dst1 + 12, &rows64, 4);
+    memcpy(dst1 + 8, &tq2, 4);
+    CHECK(!lowbit_matrix_wrap(dst1, need1, &st) && st == LOWBIT_EINVAL, "wrap rows64 TQ2_0: %d", st);
+    set_layout(CANONICAL);
+    CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_Q1_0, rows, cols) == 0, "Q1_0 unpacked nbytes");
+    CHECK(!lowbit_matrix_pack_into(LOWBIT_TYPE_Q1_0, w1, rows, cols, dst1, need1, 1, &st) &&
+              st == LOWBIT_ETYPE, "Q1_0 unpacked: %d", st);
+    m = lowbit_matrix_pack(LOWBIT_TYPE_Q1_0, w1, rows, cols, 1, &st);
+    CHECK(m && st == LOWBIT_OK && !lowbit_matrix_is_packed(m), "Q1_0 borrowed: %d", st);
+    lowbit_matrix_free(m);
+    free(w1), free(base1);
     free(back), free(w), free(base);
     set_layout(CHOSEN);
 }
@@ -326,13 +354,18 @@ int main(void) {
             for (int L = 0; L < N_LAYOUTS; L++) {
                 if (L != CHOSEN && !has_layout(type, L)) continue;
                 set_layout(L);
-                if (!lowbit_matrix_packed_nbytes(type, 1, bs)) continue; /* Q8_0 not chosen here */
+                if (!lowbit_matrix_packed_nbytes(type, 1, bs)) continue; /* Q1_0, Q8_0: not repacked here */
                 for (int k = 1; k <= 11; k += 2) {
                     const int64_t rows = ROWS[k % 5], cols = k * bs;
                     test_round_trip(type, isa, L, rows, cols, 0);
                     test_bytes(type, isa, L, rows, cols, 1);
                     if (lowbit_type_base3(type)) test_bytes(type, isa, L, rows, cols, 0);
                 }
+                if (type == LOWBIT_TYPE_Q1_0) /* whole and cut 64-row tiles */
+                    for (int64_t rows = 64; rows <= 130; rows += 66) {
+                        test_round_trip(type, isa, L, rows, 3 * bs, 0);
+                        test_bytes(type, isa, L, rows, 3 * bs, 1);
+                    }
             }
         }
     }

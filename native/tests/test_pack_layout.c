@@ -6,7 +6,7 @@
  *
  * Layouts: canonical 2-bit (every type), dense base-3 in either byte code, BASE3 and BASE3F
  * (TQ1_0, PTQ1_0), rows16 (Q2_0, PQ2_0, PTQ1_0), each forced by PYLOWBIT_BASE3 / PYLOWBIT_BASE3F /
- * PYLOWBIT_ROWS16.  Sizes: 1..11 blocks a row (base-3:
+ * PYLOWBIT_ROWS16; Q1_0's rows64 (PYLOWBIT_ROWS64), its file bytes moved as packed.h says.  Sizes: 1..11 blocks a row (base-3:
  * tails of 0..4 groups after 0..2 periods; Q2_0: odd counts end on a half chunk), rows making
  * partial 4-row groups and 16-row sets; 1 and 2 packing threads.  Prints "N passed, N failed";
  * exit status 1 on failure. */
@@ -195,9 +195,52 @@ static void test_type(int type) {
     set_env("PYLOWBIT_ROWS16", NULL);
 }
 
+/* rows64: byte k of block b of file row r lands in tile r / 64, block b, vector k, lane e with
+ * row(e) = r % 64 (packed.h's order, spelled out again here), the scale in the tile's block run;
+ * padding rows zero.  Rows: under a tile, a whole one, a cut second one. */
+static void test_rows64(void) {
+    static const int ROWS[] = {1, 17, 64, 65, 130};
+    set_env("PYLOWBIT_ROWS64", "1");
+    for (int k = 1; k <= 5; k++) {
+        const int64_t rows = ROWS[k - 1], nb = k, cols = 128 * nb, tiles = (rows + 63) / 64;
+        lowbit_type_facts f;
+        uint8_t *w = random_weights(LOWBIT_TYPE_Q1_0, rows, cols, &f);
+        const int64_t code_bytes = tiles * nb * 16 * 64, nbytes = code_bytes + tiles * nb * 64 * 2;
+        uint8_t *want = (uint8_t *)calloc((size_t)nbytes, 1);
+        for (int64_t T = 0; T < tiles; T++)
+            for (int e = 0; e < 64; e++) {
+                const int h = e / 16, i = e % 16, v = 2 * (i / 8) + i % 2;
+                const int64_t r = 64 * T + 16 * v + 4 * h + (i % 8) / 2;
+                if (r >= rows) continue;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = w + (r * nb + b) * 18;
+                    for (int q = 0; q < 16; q++) want[((T * nb + b) * 16 + q) * 64 + e] = blk[2 + q];
+                    memcpy(want + code_bytes + ((T * nb + b) * 64 + r % 64) * 2, blk, 2);
+                }
+            }
+        for (int threads = 1; threads <= 2; threads++) {
+            int st;
+            lowbit_matrix *m = lowbit_matrix_pack(LOWBIT_TYPE_Q1_0, w, rows, cols, threads, &st);
+            CHECK(m && st == LOWBIT_OK && m->rows64 && lowbit_matrix_nbytes(m) == nbytes,
+                  "q1_0 rows64 rows %lld cols %lld: pack %d", (long long)rows, (long long)cols, st);
+            if (m && lowbit_matrix_nbytes(m) == nbytes) {
+                const uint8_t *scale_bytes = (const uint8_t *)m->scales;
+                CHECK(scale_bytes - m->codes == code_bytes && !memcmp(m->codes, want, (size_t)code_bytes) &&
+                          !memcmp(scale_bytes, want + code_bytes, (size_t)(nbytes - code_bytes)),
+                      "q1_0 rows64 rows %lld cols %lld threads %d: bytes", (long long)rows,
+                      (long long)cols, threads);
+            }
+            lowbit_matrix_free(m);
+        }
+        free(w), free(want);
+    }
+    set_env("PYLOWBIT_ROWS64", NULL);
+}
+
 int main(void) {
     g_rng = 2026;
     printf("liblowbit %s; packed layout bytes vs packed.h\n", lowbit_version());
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) test_type(TYPES[t]);
+    test_rows64();
     return report();
 }

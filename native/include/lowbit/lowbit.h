@@ -298,7 +298,8 @@ typedef enum lowbit_layout {
     LOWBIT_LAYOUT_BASE3 = 3,  /* lowbit_matrix_pack's dense base-3 copy (TQ1_0, PTQ1_0) */
     LOWBIT_LAYOUT_ROWS16 = 4, /* 2-bit codes in 16-row sets, a lane a row (Q2_0, PQ2_0) */
     LOWBIT_LAYOUT_BASE3F = 5, /* the dense base-3 copy with file-style bytes (trits as a fraction) */
-    LOWBIT_LAYOUT_Q8ROWS = 6, /* Q8_0 in 16-row sets, a lane a row, codes offset by 128 */
+    LOWBIT_LAYOUT_ROWS64 = 6, /* Q1_0's code bytes in 64-row tiles, a byte lane a row */
+    LOWBIT_LAYOUT_Q8ROWS = 7, /* Q8_0 in 16-row sets, a lane a row, codes offset by 128 */
 } lowbit_layout;
 typedef enum lowbit_role {
     LOWBIT_ROLE_GEMV = 0,
@@ -333,7 +334,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
 LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gelu_mul", "gdn"; NULL if unknown */
-LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3", "rows16", "base3f", "q8rows"; NULL if unknown */
+LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3", "rows16", "base3f", "rows64", "q8rows"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
  * matter); type -1 for the quantizer and the read probe.  -1 if none (no pairing, or a type the

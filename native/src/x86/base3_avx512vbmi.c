@@ -81,19 +81,23 @@ AI void decode64_gemv(__m512i v, const b3_tables *T, __m512i *c, __m512i *t84) {
  * shift), so P[k] sums 4^k times plane k's products; P[4] is plane 4 (group 4) at 84 times. */
 #define NA_OF(NS) (2 / (NS))
 
+/* Each set's base t[s] as an opaque register b[s]: the prefetches and loads then address it with
+ * a displacement, where gcc otherwise keeps an induction variable per address (more than there
+ * are registers: spilled, and moved back through vector ports). */
+AI void opaque_bases(const int NS, const uint8_t *const t[2], const uint8_t *b[2]) {
+    for (int s = 0; s < NS; s++) {
+        b[s] = t[s];
+        __asm__("" : "+r"(b[s]));
+    }
+}
+
 /* One unit of the NS sets (t[s]: its 512 bytes in set s): q[k] the slice of plane k; X4 0 in
  * the tail (no plane 4).  Fully unrolled, so that the accumulators stay in registers. */
 AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[2],
                const int8_t *const q[5], const b3_tables *T, __m512i P[2][5][2]) {
     const int NA = NA_OF(NS);
-    /* Each set's base as an opaque register: the prefetches and loads then address it with a
-     * displacement, where gcc otherwise keeps an induction variable per address (more than there
-     * are registers: spilled, and moved back through vector ports). */
     const uint8_t *b[2];
-    for (int s = 0; s < NS; s++) {
-        b[s] = t[s];
-        __asm__("" : "+r"(b[s]));
-    }
+    opaque_bases(NS, t, b);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const int ac = j % NA;
@@ -111,6 +115,90 @@ AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[
                     P[s][k][ac], _mm512_and_si512(c, _mm512_set1_epi8((char)(3 << (2 * k)))),
                     sets16_quad(q[k] + 4 * j));
             if (X4) P[s][4][ac] = _mm512_dpbusd_epi32(P[s][4][ac], t84, sets16_quad(q[4] + 4 * j));
+        }
+    }
+}
+
+/* The same unit with the decode one vector ahead of the dot products (the entries without
+ * prefetch; the _l2pf instances keep unit16).  Each vector's dot products wait on a chain of two
+ * lookups (load, shift, vpermb, sub, vpermi2b, and: ~25 cycles on some cores); issued one
+ * vector earlier, the core has the next vector's decode to run beside them.  The steps are asm
+ * because gcc 12 adds each vpdpbusd into a fresh register and copies it back and hoists a
+ * unit's quads into registers it then spills; volatile, so that they stay in the order written.
+ *
+ * decode_step: decode64_gemv of the 64 bytes at v.  A tail vector decodes the same way: its
+ * plane 4 holds zeros, so t84 = 0 and c is the lookup of the bytes themselves. */
+AI void decode_step(const uint8_t *v, const b3_tables *T, __m512i *c, __m512i *t84) {
+    __asm__ volatile("vmovdqu64 %[v], %[c]\n\t"
+                     "vpsrlw $2, %[c], %[t]\n\t"
+                     "vpermb %[t84], %[t], %[t]\n\t"
+                     "vpsubb %[t], %[c], %[c]\n\t"
+                     "vpermi2b %[hi], %[lo], %[c]"
+                     : [c] "=&v"(*c), [t] "=&v"(*t84)
+                     : [v] "m"(*(const __m512i *)v), [t84] "v"(T->t84), [lo] "v"(T->lo),
+                       [hi] "v"(T->hi));
+}
+
+/* The quads of planes 0..3 at qa + 32 k, each in every lane */
+AI void quads4(const int8_t *qa, __m512i Q[4]) {
+    __asm__ volatile("vpbroadcastd (%[qa]), %[q0]\n\t"
+                     "vpbroadcastd 32(%[qa]), %[q1]\n\t"
+                     "vpbroadcastd 64(%[qa]), %[q2]\n\t"
+                     "vpbroadcastd 96(%[qa]), %[q3]"
+                     : [q0] "=v"(Q[0]), [q1] "=v"(Q[1]), [q2] "=v"(Q[2]), [q3] "=v"(Q[3])
+                     : [qa] "r"(qa), "m"(*(const int8_t(*)[100])qa));
+}
+
+/* dot_step: planes 0..3 of c masked in place (M[k]) into P[0..3] against Q[0..3]; X4: 84 t4
+ * into P[4] against the quad at q4 (a broadcast operand: one register fewer) */
+AI void dot_step(const int X4, __m512i c, __m512i t84, const __m512i M[4], const __m512i Q[4],
+                 const int8_t *q4, __m512i P[5]) {
+    __m512i w;
+#define B3_PLANES                                                                                  \
+    "vpandd %[m0], %[c], %[w]\n\t"                                                                 \
+    "vpdpbusd %[q0], %[w], %[p0]\n\t"                                                              \
+    "vpandd %[m1], %[c], %[w]\n\t"                                                                 \
+    "vpdpbusd %[q1], %[w], %[p1]\n\t"                                                              \
+    "vpandd %[m2], %[c], %[w]\n\t"                                                                 \
+    "vpdpbusd %[q2], %[w], %[p2]\n\t"                                                              \
+    "vpandd %[m3], %[c], %[w]\n\t"                                                                 \
+    "vpdpbusd %[q3], %[w], %[p3]"
+#define B3_OPERANDS                                                                                \
+    [p0] "+v"(P[0]), [p1] "+v"(P[1]), [p2] "+v"(P[2]), [p3] "+v"(P[3]), [w] "=&v"(w)               \
+    : [c] "v"(c), [m0] "v"(M[0]), [m1] "v"(M[1]), [m2] "v"(M[2]), [m3] "v"(M[3]), [q0] "v"(Q[0]),  \
+      [q1] "v"(Q[1]), [q2] "v"(Q[2]), [q3] "v"(Q[3])
+    if (X4)
+        __asm__ volatile("vpdpbusd %[q4]%{1to16%}, %[t], %[p4]\n\t" B3_PLANES
+                         : [p4] "+v"(P[4]), B3_OPERANDS, [t] "v"(t84),
+                           [q4] "m"(*(const int32_t *)q4));
+    else
+        __asm__ volatile(B3_PLANES : B3_OPERANDS);
+#undef B3_PLANES
+#undef B3_OPERANDS
+}
+
+/* unit16 with the decode ahead: D[s] holds set s's first vector of the unit decoded (c, 84 t4)
+ * and on return the one at nx[s] (the next unit's first, or any vector of the row at its end) */
+AI void unit16_ahead(const int NS, const int X4, const uint8_t *const t[2],
+                     const uint8_t *const nx[2], const int8_t *const q[5], const b3_tables *T,
+                     const __m512i M[4], __m512i D[2][2], __m512i P[2][5][2]) {
+    const int NA = NA_OF(NS);
+    const uint8_t *b[2];
+    opaque_bases(NS, t, b);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const int ac = j % NA;
+        __m512i Q[4];
+        quads4(q[0] + 4 * j, Q);
+#pragma GCC unroll 2
+        for (int s = 0; s < NS; s++) {
+            __m512i c, t84;
+            decode_step(j < 7 ? b[s] + 64 * (j + 1) : nx[s], T, &c, &t84);
+            __m512i A[5];
+            for (int k = 0; k < 5; k++) A[k] = P[s][k][ac];
+            dot_step(X4, D[s][0], D[s][1], M, Q, q[4] + 4 * j, A);
+            for (int k = 0; k < 5; k++) P[s][k][ac] = A[k];
+            D[s][0] = c, D[s][1] = t84;
         }
     }
 }
@@ -144,8 +232,13 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
     const uint8_t *t[2];
     for (int s = 0; s < NS; s++) t[s] = m->codes + R[s] * nu * 512;
     __m512 acc[2];
-    __m512i P[2][5][2];
-    for (int s = 0; s < NS; s++) acc[s] = _mm512_setzero_ps();
+    __m512i P[2][5][2], D[2][2], M[4]; /* D, M: unit16_ahead's (PF 0) */
+    for (int k = 0; k < 4; k++) M[k] = _mm512_set1_epi8((char)(3 << (2 * k)));
+    for (int s = 0; s < NS; s++) {
+        acc[s] = _mm512_setzero_ps();
+        if (!PF) decode_step(t[s], T, &D[s][0], &D[s][1]);
+    }
+    int64_t u = 0; /* units done */
     for (int64_t g0 = 0; g0 < ng; g0 += 5) {
         const int full = g0 / 5 < np; /* a period of 5 groups, else the tail's groups */
         for (int s = 0; s < NS; s++)
@@ -163,10 +256,17 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
                 const int8_t *qg = a->q + (g0 + j) * G + 128 * uu, *q[5];
                 for (int k = 0; k < 4; k++) q[k] = qg + 32 * k;
                 q[4] = a->q + (g0 + 4) * G + 32 * (j * S / 4 + uu); /* full periods only */
-                if (full)
+                const int end = ++u == nu;
+                const uint8_t *nx[2];
+                for (int s = 0; s < NS; s++) nx[s] = end ? t[s] : t[s] + 512;
+                if (PF && full)
                     unit16(NS, PF, 1, t, q, T, P);
-                else
+                else if (PF)
                     unit16(NS, PF, 0, t, q, T, P);
+                else if (full)
+                    unit16_ahead(NS, 1, t, nx, q, T, M, D, P);
+                else
+                    unit16_ahead(NS, 0, t, nx, q, T, M, D, P);
                 for (int s = 0; s < NS; s++) t[s] += 512;
             }
             for (int s = 0; s < NS; s++)
