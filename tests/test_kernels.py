@@ -298,9 +298,10 @@ def base3_dense(fmt, variant):
 
 
 def rows64_layout(fmt, variant):
-    """Whether `variant` packs `fmt` in the rows64 layout (PYLOWBIT_ROWS64 unset): Q1_0 on
-    avx512vnni where the CPU has AVX-512 VBMI; elsewhere Q1_0 is not repacked."""
-    return fmt == "q1_0" and variant == "avx512vnni" and vbmi_cpu()
+    """Whether `variant` packs `fmt` in the rows64 layout (PYLOWBIT_ROWS64 unset): Q1_0 on every
+    x86 SIMD variant (avx512vnni without VBMI runs avx2's rows64 GEMV); elsewhere (scalar, Arm)
+    Q1_0 is not repacked."""
+    return fmt == "q1_0" and variant in ("avx2", "avxvnni", "avxvnni_emulated", "avx512vnni")
 
 
 def rows16_layout(fmt, variant):

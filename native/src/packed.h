@@ -365,7 +365,7 @@ void lowbit_rows16_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, cons
                             int64_t batch, float *y, int64_t ldy);
 
 /* ref/rows64_packed.c: the rows64 layout's scalar references, and file block b of row r read back
- * from it (what unpack.c and the rows64 GEMMs' decode write) */
+ * from it (what unpack.c writes) */
 void lowbit_rows64_block(const lowbit_matrix *m, int64_t r, int64_t b, lowbit_block_q1_0 *blk);
 void lowbit_rows64_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);

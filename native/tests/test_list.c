@@ -59,7 +59,7 @@ static uint8_t *unit_weights(int type, int64_t rows, int64_t cols) {
 
 /* batch integer activation vectors of the type's group; d[g] = 1, or 1 and 2 alternating. */
 typedef struct {
-    lowbit_act a[8];
+    lowbit_act a[9]; /* up to batch 9: every column tail of a 4-column kernel, twice */
     int8_t *q;
     float *d;
     int32_t *s;
@@ -182,11 +182,14 @@ static int weight_cases(int i, const lowbit_kernel_info *k) {
         for (int64_t c = 1; c <= 5; c++)
             for (int mixed = 0; mixed < 2; mixed++) n += weight_case(i, k, type, rows, c * unit, batch, mixed);
         n += weight_case(i, k, type, rows, 2560 / unit * unit, batch, 0);
-        static const int64_t TILE_ROWS[] = {1, 16, 63, 64, 128}; /* rows64: under a tile, whole */
-        for (int j = 0; k->layout == LOWBIT_LAYOUT_ROWS64 && j < 5; j++)
+        static const int64_t TILE_ROWS[] = {1, 16, 63, 64, 65, 128}; /* rows64: under a tile, whole */
+        for (int j = 0; k->layout == LOWBIT_LAYOUT_ROWS64 && j < 6; j++)
             n += weight_case(i, k, type, TILE_ROWS[j], 3 * unit, batch, 1);
         if (k->layout == LOWBIT_LAYOUT_Q8ROWS) /* a set's tails: 1 row, a set and one row */
             for (int64_t r = 1; r <= 17; r += 16) n += weight_case(i, k, type, r, 3 * unit, batch, 1);
+        /* rows64 GEMMs: every column tail (batch 1..9) on rows under, at and over a tile */
+        for (int64_t bt = 1; k->layout == LOWBIT_LAYOUT_ROWS64 && k->role == LOWBIT_ROLE_GEMM && bt <= 9; bt++)
+            for (int64_t r = 63; r <= 65; r++) n += weight_case(i, k, type, r, 2 * unit, bt, 1);
     }
     return n;
 }

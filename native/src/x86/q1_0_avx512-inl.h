@@ -71,27 +71,6 @@ AI __m512 q1_scales16(const uint8_t *p, int64_t rb, int64_t rb3, int64_t b) {
                                              (long long)h[0]));
 }
 
-/* The codes (2 where set, 0 elsewhere) of bit t of every byte of x; with VBMI, vpermb looks up
- * 2 * bit t of the byte's low 6 bits in T[t] (bits 6 and 7: bits 4 and 5 of x >> 2, x6) */
-AI __m512i q1_codes(__m512i x, __m512i x6, int t, const __m512i T[8]) {
-#if Q1_VBMI
-    return _mm512_permutexvar_epi8(t < 6 ? x : x6, T[t]);
-#else
-    (void)x6, (void)T;
-    const __mmask64 k = _mm512_test_epi8_mask(x, _mm512_set1_epi8((char)(1 << t)));
-    return _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(2));
-#endif
-}
-
-/* q1_codes' lookup tables (unused without VBMI) */
-static void q1_tables(__m512i T[8]) {
-    for (int t = 0; t < 8; t++) {
-        uint8_t tab[64];
-        for (int x = 0; x < 64; x++) tab[x] = (uint8_t)(2 * ((x >> (t < 6 ? t : t - 2)) & 1));
-        T[t] = _mm512_loadu_si512(tab);
-    }
-}
-
 /* The 16 rows at p (the run [p, p + 16 rb)) against NC columns with reordered codes qp[j] and
  * their acts aq[j]: acc[j] lane i = the reference's dot of row i and column j. */
 AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const int8_t *const *qp,

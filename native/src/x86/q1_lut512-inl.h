@@ -1,12 +1,14 @@
 /* Q1_0 GEMV by table lookup on 512 bits, 64 rows a tile: q1_lut-inl.h's scheme (the same tables,
  * q1_lut_cache.h) with a 128-bit lane per 16 rows.  Each 16-byte table half is broadcast to the
  * 4 lanes, one vpshufb looks a nibble up for 64 rows, and the in-lane byte transpose, the 5-bit
- * half sums and the reference's float step are q1_lut-inl.h's, four lanes at once.  Needs
+ * half sums and the reference's float step are q1_lut-inl.h's, four lanes at once (the group's
+ * step shared with the rows64 GEMV: q1_lut512_group-inl.h).  Needs
  * AVX-512 BW; the includer defines AI, ld16, Q1B, Q1D, Q1QS and a 16-row fallback
  * q1_gemv_16rows. */
 #ifndef LOWBIT_Q1_LUT512_INL_H
 #define LOWBIT_Q1_LUT512_INL_H
 #include "q1_lut_build-inl.h"
+#include "q1_lut512_group-inl.h"
 
 /* L2 prefetch distance of the 64-row run.  A tile reads 64 rows side by side, each only a few
  * lines long per tile: the hardware prefetchers miss that pattern on matrices far larger than
@@ -19,8 +21,6 @@
  * of the 64 rows at p */
 AI void q1_lut_tile64(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab,
                       const lowbit_act *a, __m512 acc[4]) {
-    const __m512i bias = _mm512_set1_epi32(-8 * Q1_LUT_BIAS);
-    const __m512i ev = _mm512_set1_epi32(0x2001), od = _mm512_set1_epi32(0x20010000);
     const char *pf = (const char *)p + LOWBIT_PF_Q1_LUT512;
     for (int v = 0; v < 4; v++) acc[v] = _mm512_setzero_ps();
     const int64_t r16 = 16 * rb, r48 = 48 * rb;
@@ -72,33 +72,7 @@ AI void q1_lut_tile64(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *t
                                   _mm512_unpackhi_epi8(R[2 * g], R[2 * g + 8]),
                                   _mm512_unpacklo_epi8(R[2 * g + 1], R[2 * g + 9]),
                                   _mm512_unpackhi_epi8(R[2 * g + 1], R[2 * g + 9])};
-            __m512i A = _mm512_setzero_si512(), B = _mm512_setzero_si512();
-            for (int k = 0; k < 4; k++) {
-                const uint8_t *t = tb + 64 * (4 * g + k); /* quads 2 (4 g + k), + 1 */
-#define Q1_TAB(off) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(t + (off))))
-#if Q1_VBMI /* vpermb reads 6 index bits: the 4 table copies absorb the neighbour's 2 */
-                const __m512i xl = X[k], xh = _mm512_srli_epi16(X[k], 4);
-#define Q1_LOOK(off, x) _mm512_permutexvar_epi8(x, Q1_TAB(off))
-#else
-                const __m512i m4 = _mm512_set1_epi8(0x0f), xl = _mm512_and_si512(X[k], m4);
-                const __m512i xh = _mm512_and_si512(_mm512_srli_epi16(X[k], 4), m4);
-#define Q1_LOOK(off, x) _mm512_shuffle_epi8(Q1_TAB(off), x)
-#endif
-                A = _mm512_add_epi8(A, Q1_LOOK(0, xl));
-                B = _mm512_add_epi8(B, Q1_LOOK(16, xl));
-                A = _mm512_add_epi8(A, Q1_LOOK(32, xh));
-                B = _mm512_add_epi8(B, Q1_LOOK(48, xh));
-#undef Q1_LOOK
-#undef Q1_TAB
-            }
-            /* isum = lo + 32 hi - 8 * 508: vpdpbusd of the interleaved byte sums, one row a
-             * dword (even or odd row of each pair), the bias its start */
-            const __m512i U0 = _mm512_unpacklo_epi8(A, B), U1 = _mm512_unpackhi_epi8(A, B);
-            const __m512i V[4] = {_mm512_dpbusd_epi32(bias, U0, ev), _mm512_dpbusd_epi32(bias, U0, od),
-                                  _mm512_dpbusd_epi32(bias, U1, ev), _mm512_dpbusd_epi32(bias, U1, od)};
-            const __m512 da = _mm512_set1_ps(a->d[4 * b + g]);
-            for (int v = 0; v < 4; v++) /* the reference's (float) isum * (dw * da) */
-                P[g][v] = _mm512_mul_ps(_mm512_cvtepi32_ps(V[v]), _mm512_mul_ps(dw[v], da));
+            q1_lut512_group(X, tb + 256 * g, dw, a->d[4 * b + g], P[g]);
         }
         for (int v = 0; v < 4; v++) /* the spec's order of adds */
             acc[v] = _mm512_add_ps(
