@@ -38,7 +38,7 @@ def set_isa(str name):
 
 # ---- the kernel list -------------------------------------------------------------------------
 
-LAYOUTS = ("none", "file", "packed", "base3", "rows16", "base3f", "rows64")
+LAYOUTS = ("none", "file", "packed", "base3", "rows16", "base3f", "rows64", "q8rows")
 ROLES = tuple(lowbit_role_name(i).decode() for i in range(LOWBIT_ROLE_COUNT))
 OPS = tuple(lowbit_op_name(i).decode() for i in range(LOWBIT_OP_COUNT))  # role "op": its "fmt"
 

@@ -8,8 +8,9 @@ cdef object _WRAP = object()  # PackedMatrix's constructor called by wrap(): fil
 
 def packed_nbytes(int type_id, int64_t rows, int64_t cols):
     """Bytes PackedMatrix(..., out=buf) needs in buf for a rows x cols matrix of type_id, in the
-    layout this CPU's variant (and PYLOWBIT_ISA) picks; 0 if the type is not repacked (Q8_0, F16,
-    ...: PackedMatrix borrows the file bytes for those) or the matrix is empty."""
+    layout this CPU's variant (and PYLOWBIT_ISA) picks; 0 if the type is not repacked (Q1_0, F16,
+    ..., Q8_0 where the variant has no kernel for its packed layout: PackedMatrix borrows the file
+    bytes for those) or the matrix is empty."""
     cdef int64_t n = lowbit_matrix_packed_nbytes(type_id, rows, cols)
     if n < 0:
         check(<int>n, f"packed size of a {rows}x{cols} matrix of type {type_id}")
@@ -94,8 +95,9 @@ cdef class PackedMatrix:
     """A weight matrix repacked once into liblowbit's row-interleaved layout (lowbit_matrix).
 
     PackedMatrix(w, type_id, rows, cols, threads=0): the packed copy in memory of its own.  For types
-    that are not repacked (Q8_0, Q1_0, F16, F32) it borrows w, and keeps a reference to it so the
-    buffer outlives the C object.
+    that are not repacked (Q1_0, F16, F32; Q8_0 where the variant has no kernel for its packed
+    layout: is_packed) it borrows w, and keeps a reference to it so the buffer outlives the C
+    object.
 
     PackedMatrix(w, type_id, rows, cols, threads, out=buf): the packed copy written into `buf` (a
     writable uint8 buffer of at least packed_nbytes(type_id, rows, cols) bytes, its address a
@@ -206,6 +208,27 @@ cdef class PackedMatrix:
         with nogil:
             st = lowbit_matrix_unpack(m, &o[0], n, threads)
         check(st, "unpack")
+        return out
+
+    def unpack_rows(self, idx):
+        """The file (GGUF) bytes of rows idx (ints in [0, rows)), as a new uint8 array of shape
+        (len(idx), row bytes), row i the bytes of row idx[i] (lowbit_matrix_unpack_rows: a lookup
+        in a matrix kept only packed, such as a tied embedding table).  Not for I2_S."""
+        cdef const lowbit_matrix *m = self._matrix()
+        cdef const int64_t[::1] iv = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
+        cdef int64_t rb = lowbit_row_bytes(self.type_id, self.cols)
+        check(<int>rb if rb < 0 else 0, "unpack_rows")
+        cdef int64_t n = iv.shape[0]
+        out = np.empty((n, rb), dtype=np.uint8)
+        if n == 0:
+            return out
+        cdef uint8_t[:, ::1] o = out
+        cdef int st
+        with nogil:
+            st = lowbit_matrix_unpack_rows(m, &iv[0], n, &o[0, 0])
+        if st == LOWBIT_EINVAL:
+            raise IndexError(f"unpack_rows: a row index out of range 0..{self.rows - 1}")
+        check(st, "unpack_rows")
         return out
 
     def gemm(self, const float[:, ::1] x not None, float[:, ::1] out not None, int threads=0):

@@ -159,10 +159,10 @@ class QTensor:
         """Repack once into the row-interleaved layout the decode path streams fastest.
 
         Ternary / 2-bit formats (and Q1_0 where the variant has a GEMV for its 64-row tiles:
-        AVX-512 with VBMI) are copied (PackedTensor.packed_nbytes) and the result drops its
-        reference to these bytes unless keep_source; Q8_0, F16 and F32 (Q1_0 elsewhere) are not
-        repacked and the result references (and computes on) these bytes.  threads: for the
-        repack.
+        AVX-512 with VBMI; Q8_0 where it has one for its 16-row sets: AVX-512 VNNI) are copied
+        (PackedTensor.packed_nbytes) and the result drops its reference to these bytes unless
+        keep_source; F16 and F32 (Q1_0, Q8_0 elsewhere) are not repacked and the result
+        references (and computes on) these bytes.  threads: for the repack.
         """
         return PackedTensor(self, threads, keep_source)
 
@@ -171,10 +171,10 @@ class PackedTensor(QTensor):
     """A QTensor's matrix repacked for fast GEMV / GEMM: the same .gemv / .gemm, same results.
 
     Built by QTensor.pack().  For the repacked formats (TQ1_0, TQ2_0, I2_S, Q2_0, PQ2_0, PTQ1_0;
-    Q1_0 where `is_packed` says so) it holds only the packed copy (`packed_nbytes`), so the file
-    bytes (e.g. a memory-mapped GGUF tensor) can be released: `.data` is None and `.dequantize()`
-    is not available unless keep_source=True.  Q8_0, F16 and F32 are not repacked: the tensor
-    keeps (and computes on) the original bytes."""
+    Q1_0 and Q8_0 where `is_packed` says so) it holds only the packed copy (`packed_nbytes`), so
+    the file bytes (e.g. a memory-mapped GGUF tensor) can be released: `.data` is None and
+    `.dequantize()` is not available unless keep_source=True (`.unpack_rows` gives rows' file bytes
+    back).  F16 and F32 are not repacked: the tensor keeps (and computes on) the original bytes."""
 
     __slots__ = ("_m",)
 
@@ -201,6 +201,11 @@ class PackedTensor(QTensor):
 
     def pack(self, threads: int | None = None, keep_source: bool = False) -> "PackedTensor":
         return self
+
+    def unpack_rows(self, idx) -> np.ndarray:
+        """The file bytes of rows idx, shape (len(idx), row bytes), from the packed copy (or the
+        borrowed bytes): a row lookup that needs no file bytes (not for I2_S)."""
+        return self._m.unpack_rows(idx)
 
     def gemm_into(self, x: np.ndarray, out: np.ndarray, threads: int | None = None) -> np.ndarray:
         self._m.gemm(x, out, threads or 0)

@@ -49,6 +49,7 @@ cdef extern from "lowbit/lowbit.h" nogil:
     lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, int64_t cols, void *dst, int64_t dst_bytes, int threads, int *status)
     lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status)
     int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes, int threads)
+    int lowbit_matrix_unpack_rows(const lowbit_matrix *m, const int64_t *idx, int64_t n, void *out)
     void *lowbit_weights_alloc(size_t nbytes)
     void lowbit_weights_free(void *p, size_t nbytes)
     int lowbit_matrix_is_packed(const lowbit_matrix *m)

@@ -7,7 +7,7 @@ import pytest
 
 import pylowbit as lb
 from test_kernels import (ALL_FORMATS, BIT_EXACT_VARIANTS, BLOCK_SCALED, FLOAT_FORMATS, KERNEL_FORMATS, VARIANTS,
-                          base3_dense, base3_units, emulate_for, rows16_layout, rows64_layout, random_code_weights, scale_at,
+                          base3_dense, base3_units, emulate_for, rows16_layout, rows64_layout, q8rows_layout, random_code_weights, scale_at,
                           shapes, weights)
 
 
@@ -46,10 +46,13 @@ def test_packed_matches_scalar_file_layout(fmt, variant, isa):
             p = w.pack()
             assert p.shape == w.shape and p.fmt == w.fmt
             assert (p.data is None) == p.is_packed  # repacked: the file bytes are let go
-            packs = fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS) or rows64_layout(fmt, variant)
+            packs = (fmt not in ("q8_0", "q1_0", *FLOAT_FORMATS) or rows64_layout(fmt, variant)
+                     or q8rows_layout(fmt, variant))
             assert p.is_packed == packs
             if packs and fmt == "q1_0":  # the file's bytes, rows in tiles of 64
                 assert p.packed_nbytes == -(-rows // 64) * 64 * (cols // 128) * 18
+            elif fmt == "q8_0" and packs:  # the file's bytes, rows in sets of 16
+                assert p.packed_nbytes == -(-rows // 16) * 16 * cols // 32 * 34
             elif packs:
                 # codes: 2 bits a weight in 32-byte chunks of 128 (rows padded to 4), or the base-3
                 # formats' dense units where the variant decodes them (rows in sets of 16 there and

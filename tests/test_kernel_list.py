@@ -41,12 +41,13 @@ def kernel_weights(fmt, rows, cols, seed):
 
 def pack_in_layout(w, layout):
     """w packed in `layout` ("packed": 2-bit codes in row groups of 4, "base3" / "base3f": dense,
-    "rows16": 2-bit codes in 16-row sets, "rows64": Q1_0's bytes in 64-row tiles) whatever the
-    variant would pick."""
+    "rows16": 2-bit codes in 16-row sets, "rows64": Q1_0's bytes in 64-row tiles, "q8rows": Q8_0 in
+    16-row sets) whatever the variant would pick."""
     env = {"PYLOWBIT_BASE3": "1" if layout == "base3" else "0",
            "PYLOWBIT_BASE3F": "1" if layout == "base3f" else "0",
            "PYLOWBIT_ROWS16": "1" if layout == "rows16" else "0",
-           "PYLOWBIT_ROWS64": "1" if layout == "rows64" else "0"}
+           "PYLOWBIT_ROWS64": "1" if layout == "rows64" else "0",
+           "PYLOWBIT_Q8ROWS": "1" if layout == "q8rows" else "0"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

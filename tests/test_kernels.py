@@ -321,6 +321,12 @@ def rows16_layout(fmt, variant):
         fmt in ("ptq1_0", "tq1_0") and not base3_dense(fmt, variant))
 
 
+def q8rows_layout(fmt, variant):
+    """Whether `variant` packs `fmt` in the q8rows layout (PYLOWBIT_Q8ROWS unset): Q8_0 on
+    avx512vnni, the variant with a GEMV for it; elsewhere Q8_0 is not repacked."""
+    return fmt == "q8_0" and variant == "avx512vnni"
+
+
 def amd_cpu():
     """An AMD x86 core (the kernel list's AMD tuning), read from /proc/cpuinfo."""
     try:

@@ -11,15 +11,17 @@ from pylowbit import _lowbit
 from test_kernels import random_code_weights
 
 REPACKED = ["i2_s", "tq2_0", "tq1_0", "ptq1_0", "q2_0", "pq2_0"]
-LAYOUTS = {"chosen": (None, None, None), "packed": ("0", "0", "0"), "base3": ("1", "0", "0"),
-           "base3f": ("0", "0", "1"), "rows16": ("0", "1", "0")}
+LAYOUTS = {"chosen": (None, None, None, None), "packed": ("0", "0", "0", "0"),
+           "base3": ("1", "0", "0", "0"), "base3f": ("0", "0", "1", "0"),
+           "rows16": ("0", "1", "0", "0"), "q8rows": ("0", "0", "0", "1")}
 CASES = [(f, L) for f in REPACKED for L in ("chosen", "packed")] + [
     (f, L) for f in ("tq1_0", "ptq1_0") for L in ("base3", "base3f")] + [
-    (f, "rows16") for f in ("q2_0", "pq2_0", "ptq1_0")]
+    (f, "rows16") for f in ("q2_0", "pq2_0", "ptq1_0")] + [("q8_0", "q8rows")]
 
 
 def _layout(monkeypatch, layout):
-    for name, v in zip(("PYLOWBIT_BASE3", "PYLOWBIT_ROWS16", "PYLOWBIT_BASE3F"), LAYOUTS[layout]):
+    for name, v in zip(("PYLOWBIT_BASE3", "PYLOWBIT_ROWS16", "PYLOWBIT_BASE3F", "PYLOWBIT_Q8ROWS"),
+                       LAYOUTS[layout]):
         if v is None:
             monkeypatch.delenv(name, raising=False)
         else:
@@ -58,6 +60,11 @@ def test_round_trip_and_products(fmt, layout, variant, isa, monkeypatch):
         assert m.nbytes == 0 and m.buffer is buf and m.is_packed
         np.testing.assert_array_equal(m.unpack(), w.data)
         np.testing.assert_array_equal(own.unpack(threads=1), w.data)
+        if fmt != "i2_s":  # rows looked up: their file bytes, in the order asked
+            file_rows = w.data.reshape(rows, -1)
+            np.testing.assert_array_equal(m.unpack_rows([rows - 1, 0]), file_rows[[rows - 1, 0]])
+            with pytest.raises(IndexError):
+                m.unpack_rows([rows])
         x = rng.standard_normal((3, cols)).astype(np.float32)
         for batch in (1, 3):
             y, want = (np.empty((batch, rows), np.float32) for _ in range(2))
@@ -86,7 +93,8 @@ def test_base3_bytes_of_any_file_give_the_same_weights(fmt):
     np.testing.assert_array_equal(again, back)
 
 
-def test_bad_buffers():
+def test_bad_buffers(monkeypatch):
+    monkeypatch.setenv("PYLOWBIT_Q8ROWS", "0")  # Q8_0 not repacked, whatever the variant
     w = random_code_weights("tq2_0", 8, 512)
     tid = w.type_id
     n = _lowbit.packed_nbytes(tid, 8, 512)

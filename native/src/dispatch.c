@@ -245,6 +245,7 @@ void lowbit_plan_packed(lowbit_matrix *m) {
                   : m->base3  ? LOWBIT_LAYOUT_BASE3
                   : m->rows16 ? LOWBIT_LAYOUT_ROWS16
                   : m->rows64 ? LOWBIT_LAYOUT_ROWS64
+                  : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS
                               : LOWBIT_LAYOUT_PACKED;
     for (int isa = 0; isa < LOWBIT_ISA_COUNT; isa++) {
         if (!usable(isa)) continue;
@@ -256,11 +257,13 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 }
 
 /* The shape fields of a packed matrix of `type` with rows of `cols` in `layout` (PACKED, BASE3 and
- * BASE3F: TQ1_0 / PTQ1_0 only, ROWS16; ROWS64: Q1_0, which has no other), or 0. */
+ * BASE3F: TQ1_0 / PTQ1_0 only, ROWS16; ROWS64: Q1_0, which has no other;
+ * Q8ROWS: Q8_0, the same), or 0. */
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
     if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
         return 0;
     if (!lowbit_type_rows64_fits(type, layout)) return 0;
+    if (!lowbit_type_q8rows_fits(type, layout)) return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     lowbit_matrix_set_layout(m, layout);
     return 1;
@@ -399,8 +402,9 @@ const char *lowbit_layout_name(int layout) {
                                         [LOWBIT_LAYOUT_BASE3] = "base3",
                                         [LOWBIT_LAYOUT_ROWS16] = "rows16",
                                         [LOWBIT_LAYOUT_BASE3F] = "base3f",
-                                        [LOWBIT_LAYOUT_ROWS64] = "rows64"};
-    return layout >= 0 && layout <= LOWBIT_LAYOUT_ROWS64 ? NAMES[layout] : NULL;
+                                        [LOWBIT_LAYOUT_ROWS64] = "rows64",
+                                        [LOWBIT_LAYOUT_Q8ROWS] = "q8rows"};
+    return layout >= 0 && layout <= LOWBIT_LAYOUT_Q8ROWS ? NAMES[layout] : NULL;
 }
 
 int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols) {
@@ -411,7 +415,8 @@ int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols
     if (!usable(isa)) return LOWBIT_EISA;
     if (layout != LOWBIT_LAYOUT_PACKED && layout != LOWBIT_LAYOUT_BASE3 &&
         layout != LOWBIT_LAYOUT_ROWS16 && layout != LOWBIT_LAYOUT_BASE3F &&
-        layout != LOWBIT_LAYOUT_ROWS64)
+        layout != LOWBIT_LAYOUT_ROWS64 &&
+        layout != LOWBIT_LAYOUT_Q8ROWS)
         return select_entry(isa, type, layout, role, NULL);
     lowbit_matrix m;
     return describe_packed(type, layout, cols, &m) ? select_entry(isa, type, layout, role, &m) : -1;

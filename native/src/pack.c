@@ -166,8 +166,13 @@ static int forced(const char *name) {
  * else the 2-bit row groups of 4.  PYLOWBIT_BASE3 / PYLOWBIT_BASE3F / PYLOWBIT_ROWS16 =1 force
  * one; PYLOWBIT_BASE3=0 keeps both base-3 layouts off unless PYLOWBIT_BASE3F=1.  Q1_0: rows64
  * where the chain has a GEMV for it (PYLOWBIT_ROWS64 forces it on or off), else FILE: not
- * repacked. */
+ * repacked; Q8_0 the same with q8rows (PYLOWBIT_Q8ROWS). */
 static int choose_layout(const lowbit_matrix *m) {
+    if (lowbit_type_q8rows(m->type)) {
+        const int f = forced("PYLOWBIT_Q8ROWS");
+        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_Q8ROWS))
+                   ? LOWBIT_LAYOUT_Q8ROWS : LOWBIT_LAYOUT_FILE;
+    }
     if (m->type == LOWBIT_TYPE_Q1_0) {
         const int f = forced("PYLOWBIT_ROWS64");
         return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS64))
@@ -190,6 +195,8 @@ static void pack_group_any(void *ctx, int64_t rg) {
     const pack_job *P = (const pack_job *)ctx;
     if (P->m->rows64) /* rg: a tile */
         pack_rows64_tile(P->m, P->w, P->row_bytes, rg);
+    else if (P->m->q8rows) /* rg: a row set (q8rows.c) */
+        lowbit_q8rows_pack_set(P->m, P->w, P->row_bytes, rg);
     else if (P->m->base3) /* rg: a row set (also for rows16, in pack_group) */
         pack_base3_set(P->m, P->w, P->row_bytes, rg);
     else
@@ -239,7 +246,7 @@ static lowbit_matrix *new_matrix(int type, const void *w, int64_t rows, int64_t 
 
 /* Packs the file rows w into m's zeroed codes and scales */
 static void fill(lowbit_matrix *m, const void *w, int64_t rb, int threads) {
-    const int sets = m->base3 || m->rows16; /* both hold rows in sets of LOWBIT_BASE3_ROWS */
+    const int sets = m->base3 || m->rows16 || m->q8rows; /* rows in sets of LOWBIT_BASE3_ROWS */
     const int64_t n = m->rows64 ? (m->rows + LOWBIT_ROWS64 - 1) / LOWBIT_ROWS64
                       : sets    ? (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS
                                 : lowbit_packed_row_groups(m);
@@ -288,7 +295,8 @@ static const char MAGIC[8] = {'l', 'o', 'w', 'b', 'i', 't', 'P', '1'};
 
 static int layout_of(const lowbit_matrix *m) {
     return m->base3f ? LOWBIT_LAYOUT_BASE3F : m->base3 ? LOWBIT_LAYOUT_BASE3
-         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->rows64 ? LOWBIT_LAYOUT_ROWS64 : LOWBIT_LAYOUT_PACKED;
+         : m->rows16 ? LOWBIT_LAYOUT_ROWS16 : m->rows64 ? LOWBIT_LAYOUT_ROWS64
+         : m->q8rows ? LOWBIT_LAYOUT_Q8ROWS : LOWBIT_LAYOUT_PACKED;
 }
 
 int64_t lowbit_matrix_packed_nbytes(int type, int64_t rows, int64_t cols) {
@@ -318,8 +326,9 @@ lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64_t rows, in
     lowbit_matrix *m = new_matrix(type, w, rows, cols, 1, &rb, status);
     if (!m) return NULL;
     if (!m->packed || LOWBIT_PACKED_HEADER + m->nbytes + 64 > dst_bytes) {
-        /* a type that is not repacked (here: Q1_0 without a rows64 GEMV); an empty matrix or a
-         * buffer too small */
+        /* a type that is not repacked (here: Q1_0 without a rows64 GEMV,
+         * Q8_0 without a q8rows one); an empty matrix
+         * or a buffer too small */
         *status = !lowbit_type_packs(type) || (rows && cols && !m->packed) ? LOWBIT_ETYPE : LOWBIT_ESIZE;
         free(m);
         return NULL;
@@ -348,8 +357,9 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
         !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        !lowbit_type_rows64_fits(h.type, L) ||
+        !lowbit_type_rows64_fits(h.type, L) || !lowbit_type_q8rows_fits(h.type, L) ||
         (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && L != LOWBIT_LAYOUT_ROWS64 &&
+         L != LOWBIT_LAYOUT_Q8ROWS &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))
         return NULL;
     lowbit_matrix *m = (lowbit_matrix *)calloc(1, sizeof *m);

@@ -30,8 +30,10 @@
  * so the kernels unpack with one shift and mask per 32 weights, in activation order, and the codes
  * of a 4-row group stay 32-byte aligned.  Base-3 formats grow from 1.69 / 1.75 to 2.06 / 2.13 bits
  * per weight this way, a trade for 2-bit-speed unpacking (a variant that decodes base-3 in
- * registers takes the dense layout below instead).  Other types (Q8_0, Q1_0, F16, F32) are
- * not repacked: the matrix borrows the caller's buffer and runs the file-layout kernels. */
+ * registers takes the dense layout below instead).  Q1_0 and Q8_0 keep their file bytes in layouts
+ * of their own where the variant has kernels for them (rows64, q8rows below); other types (F16,
+ * F32, and those two elsewhere) are not repacked: the matrix borrows the caller's buffer and runs
+ * the file-layout kernels. */
 #define LOWBIT_PACK_ROWS 4
 /* The dense base-3 layout (TQ1_0 / PTQ1_0 where the active variant has a kernel for it: pack.c's
  * choice; its reference ref/base3_packed.c): the file's density, 5 trits a byte, rows in sets of
@@ -101,6 +103,17 @@ static inline int lowbit_rows64_lane(int l) {
     const int v = l / 16;
     return 16 * (l % 16 / 4) + 8 * (v / 2) + 2 * (l % 4) + v % 2;
 }
+/* The q8rows layout (Q8_0 where the active variant has a GEMV for it; its reference
+ * ref/q8rows_packed.c, its packer and row reader q8rows.c): the file's bytes in row sets of
+ * LOWBIT_BASE3_ROWS (padded with zero rows), so that one 64-byte vector holds 4 codes of each of
+ * 16 rows, a lane a row:
+ *
+ *   codes[R][b][j][l][4]  row set R, 32-weight block b, codes 4j..4j+3 (j = 0..7) of block b of
+ *                         row 16R + l, each stored as w ^ 0x80 = w + 128 (0..255: vpdpbusd's
+ *                         unsigned operand, so the activation quad is the signed one).
+ *   scales[R][b][l]       fp16 scale of block b of row 16R + l: a block's 16 scales one 32-byte run.
+ *
+ * lowbit_q8rows_code_at / lowbit_q8rows_scale_at below place a byte. */
 /* lowbit_matrix_pack_into's buffer starts with a header of this many bytes (pack.c: the type,
  * shape and layout lowbit_matrix_wrap reads back), then the codes and scales, then 64 bytes of
  * slack: the codes stay LOWBIT_PACKED_ALIGN-aligned. */
@@ -112,6 +125,7 @@ struct lowbit_matrix {
     int base3f;           /* base3 with BASE3F bytes (above) */
     int rows16;           /* the 2-bit codes in the rows16 layout (above), not row groups of 4 */
     int rows64;           /* Q1_0 in the rows64 layout (above) */
+    int q8rows;           /* Q8_0 in the q8rows layout (above) */
     int64_t nunits;       /* base3: 32-byte units per row */
     int64_t rows, cols;
     int64_t qk;           /* scale block of the format (0 for I2_S) */
@@ -129,6 +143,13 @@ struct lowbit_matrix {
 };
 
 /* ---- geometry ------------------------------------------------------------------------------ */
+
+/* 1 for the format the q8rows layout holds (Q8_0); whether a type fits a layout there (Q8_0 has
+ * no other packed one) */
+static inline int lowbit_type_q8rows(int type) { return type == LOWBIT_TYPE_Q8_0; }
+static inline int lowbit_type_q8rows_fits(int type, int layout) {
+    return (layout == LOWBIT_LAYOUT_Q8ROWS) == lowbit_type_q8rows(type);
+}
 
 /* 1 for the base-3 formats the dense layout holds (TQ1_0, PTQ1_0) */
 static inline int lowbit_type_base3(int type) {
@@ -172,12 +193,14 @@ static inline void lowbit_matrix_set_layout(lowbit_matrix *m, int layout) {
     m->base3f = layout == LOWBIT_LAYOUT_BASE3F;
     m->rows16 = layout == LOWBIT_LAYOUT_ROWS16;
     m->rows64 = layout == LOWBIT_LAYOUT_ROWS64;
+    m->q8rows = layout == LOWBIT_LAYOUT_Q8ROWS;
     m->nunits = m->base3 ? lowbit_base3_units(m->cols, m->group) : 0;
 }
 
 /* Bytes of codes per LOWBIT_PACK_ROWS rows (a row group; base3: a quarter of a row set) */
 static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
     if (m->rows64) return m->nchunks * LOWBIT_PACK_ROWS * 16; /* 1 bit a weight */
+    if (m->q8rows) return m->cols * LOWBIT_PACK_ROWS;
     return (m->base3 ? m->nunits : m->nchunks) * LOWBIT_PACK_ROWS * 32;
 }
 
@@ -187,7 +210,7 @@ static inline int64_t lowbit_packed_group_bytes(const lowbit_matrix *m) {
 static inline int64_t lowbit_packed_row_groups(const lowbit_matrix *m) {
     if (m->rows64)
         return (m->rows + LOWBIT_ROWS64 - 1) / LOWBIT_ROWS64 * (LOWBIT_ROWS64 / LOWBIT_PACK_ROWS);
-    if (m->base3 || m->rows16)
+    if (m->base3 || m->rows16 || m->q8rows)
         return (m->rows + LOWBIT_BASE3_ROWS - 1) / LOWBIT_BASE3_ROWS * (LOWBIT_BASE3_ROWS / LOWBIT_PACK_ROWS);
     return (m->rows + LOWBIT_PACK_ROWS - 1) / LOWBIT_PACK_ROWS;
 }
@@ -214,6 +237,17 @@ static inline size_t lowbit_packed_scale_at(const lowbit_matrix *m, int64_t r, i
 static inline size_t lowbit_rows64_code_at(const lowbit_matrix *m, int64_t r, int64_t b, int k) {
     return (size_t)(((r / LOWBIT_ROWS64 * m->nchunks + b) * 16 + k) * LOWBIT_ROWS64 +
                     lowbit_rows64_lane((int)(r % LOWBIT_ROWS64)));
+}
+
+/* Offset in m->codes of code p (0..31) of block b of row r, and in m->scales of its scale
+ * (q8rows) */
+static inline size_t lowbit_q8rows_code_at(const lowbit_matrix *m, int64_t r, int64_t b, int p) {
+    return (size_t)(((r / LOWBIT_BASE3_ROWS * m->nscales + b) * 8 + p / 4) * 64 +
+                    r % LOWBIT_BASE3_ROWS * 4 + p % 4);
+}
+static inline size_t lowbit_q8rows_scale_at(const lowbit_matrix *m, int64_t r, int64_t b) {
+    return (size_t)((r / LOWBIT_BASE3_ROWS * m->nscales + b) * LOWBIT_BASE3_ROWS +
+                    r % LOWBIT_BASE3_ROWS);
 }
 
 /* The dense base-3 layout: offset in its row of the slice that plane k of unit u holds (ng groups
@@ -336,6 +370,15 @@ void lowbit_rows64_block(const lowbit_matrix *m, int64_t r, int64_t b, lowbit_bl
 void lowbit_rows64_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             float *y);
 void lowbit_rows64_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            int64_t batch, float *y, int64_t ldy);
+/* The q8rows layout (q8rows.c): row set R of the file rows w (row_bytes apart) packed into m's
+ * codes and scales; row r's file bytes back.  Its scalar references (ref/q8rows_packed.c), bit
+ * for bit the file layout's (ref/dot.c). */
+void lowbit_q8rows_pack_set(lowbit_matrix *m, const uint8_t *w, int64_t row_bytes, int64_t R);
+void lowbit_q8rows_row(const lowbit_matrix *m, int64_t r, uint8_t *row);
+void lowbit_q8rows_gemv_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                            float *y);
+void lowbit_q8rows_gemm_ref(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                             int64_t batch, float *y, int64_t ldy);
 
 /* gemm_decoded.c: a base-3 (or rows16) GEMM run by a canonical 2-bit layout GEMM (`gemm`) on the

@@ -99,7 +99,8 @@ int lowbit_type_packs(int type) {
     case LOWBIT_TYPE_Q2_0:
     case LOWBIT_TYPE_PQ2_0:
     case LOWBIT_TYPE_PTQ1_0:
-    case LOWBIT_TYPE_Q1_0: return 1; /* Q1_0 only where a variant has a rows64 GEMV (pack.c) */
+    case LOWBIT_TYPE_Q1_0: /* Q1_0 only where a variant has a rows64 GEMV (pack.c) */
+    case LOWBIT_TYPE_Q8_0: return 1; /* Q8_0 only where a variant has a q8rows GEMV (pack.c) */
     default: return 0;
     }
 }

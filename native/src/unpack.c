@@ -76,18 +76,23 @@ static void unpack_2bit_row(const lowbit_matrix *m, int64_t r, uint8_t *row) {
     }
 }
 
+/* Row r of a packed matrix in the file layout */
+static void unpack_row(const lowbit_matrix *m, int64_t r, uint8_t *row) {
+    if (m->rows64) /* Q1_0: its blocks as they were */
+        for (int64_t b = 0; b < m->nchunks; b++)
+            lowbit_rows64_block(m, r, b, (lowbit_block_q1_0 *)row + b);
+    else if (m->q8rows)
+        lowbit_q8rows_row(m, r, row); /* q8rows.c */
+    else if (m->base3)
+        unpack_base3_row(m, r, row);
+    else
+        unpack_2bit_row(m, r, row);
+}
+
 static void unpack_task(void *ctx, int64_t t) {
     const unpack_job *U = (const unpack_job *)ctx;
-    for (int64_t r = t * U->rows_per_task; r < (t + 1) * U->rows_per_task && r < U->m->rows; r++) {
-        uint8_t *row = U->out + r * U->row_bytes;
-        if (U->m->rows64) /* Q1_0: its blocks as they were */
-            for (int64_t b = 0; b < U->m->nchunks; b++)
-                lowbit_rows64_block(U->m, r, b, (lowbit_block_q1_0 *)row + b);
-        else if (U->m->base3)
-            unpack_base3_row(U->m, r, row);
-        else
-            unpack_2bit_row(U->m, r, row);
-    }
+    for (int64_t r = t * U->rows_per_task; r < (t + 1) * U->rows_per_task && r < U->m->rows; r++)
+        unpack_row(U->m, r, U->out + r * U->row_bytes);
 }
 
 int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes, int threads) {
@@ -101,9 +106,26 @@ int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbyte
     }
     const int64_t rb = lowbit_row_bytes(m->type, m->cols);
     /* tasks of whole row groups (row sets), so that a task reads its rows' bytes alone */
-    const int64_t per = m->rows64 ? LOWBIT_ROWS64 : m->base3 || m->rows16 ? LOWBIT_BASE3_ROWS : 16;
+    const int64_t per = m->rows64 ? LOWBIT_ROWS64 : m->base3 || m->rows16 || m->q8rows ? LOWBIT_BASE3_ROWS : 16;
     unpack_job U = {m, (uint8_t *)file_bytes, rb, per};
     lowbit_parallel_for((m->rows + per - 1) / per, unpack_task, &U, threads);
     if (m->type == LOWBIT_TYPE_I2_S) memcpy((uint8_t *)file_bytes + m->rows * rb, m->tail, 32);
+    return LOWBIT_OK;
+}
+
+int lowbit_matrix_unpack_rows(const lowbit_matrix *m, const int64_t *idx, int64_t n, void *out) {
+    if (!m || n < 0 || (n && (!idx || !out))) return LOWBIT_EINVAL;
+    if (m->type == LOWBIT_TYPE_I2_S) return LOWBIT_ETYPE;
+    const int64_t rb = lowbit_row_bytes(m->type, m->cols);
+    if (rb < 0) return (int)rb;
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= m->rows) return LOWBIT_EINVAL;
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *row = (uint8_t *)out + i * rb;
+        if (m->packed)
+            unpack_row(m, idx[i], row);
+        else if (rb) /* borrowed as it is */
+            memcpy(row, (const uint8_t *)m->w + idx[i] * rb, (size_t)rb);
+    }
     return LOWBIT_OK;
 }

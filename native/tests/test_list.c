@@ -133,16 +133,19 @@ static int weight_case(int i, const lowbit_kernel_info *k, int type, int64_t row
     int st;
     if (k->layout == LOWBIT_LAYOUT_PACKED || k->layout == LOWBIT_LAYOUT_BASE3 ||
         k->layout == LOWBIT_LAYOUT_ROWS16 || k->layout == LOWBIT_LAYOUT_BASE3F ||
-        k->layout == LOWBIT_LAYOUT_ROWS64) {
+        k->layout == LOWBIT_LAYOUT_ROWS64 ||
+        k->layout == LOWBIT_LAYOUT_Q8ROWS) {
         /* the entry's layout, not the one the variant would pick */
         set_env("PYLOWBIT_BASE3", k->layout == LOWBIT_LAYOUT_BASE3 ? "1" : "0");
         set_env("PYLOWBIT_BASE3F", k->layout == LOWBIT_LAYOUT_BASE3F ? "1" : "0");
         set_env("PYLOWBIT_ROWS16", k->layout == LOWBIT_LAYOUT_ROWS16 ? "1" : "0");
         set_env("PYLOWBIT_ROWS64", k->layout == LOWBIT_LAYOUT_ROWS64 ? "1" : "0");
+        set_env("PYLOWBIT_Q8ROWS", k->layout == LOWBIT_LAYOUT_Q8ROWS ? "1" : "0");
         lowbit_matrix *m = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
         set_env("PYLOWBIT_BASE3", NULL);
         set_env("PYLOWBIT_BASE3F", NULL);
         set_env("PYLOWBIT_ROWS16", NULL);
+        set_env("PYLOWBIT_Q8ROWS", NULL);
         set_env("PYLOWBIT_ROWS64", NULL);
         CHECK(m && st == LOWBIT_OK && lowbit_matrix_is_packed(m), "%s: pack %s r=%lld c=%lld",
               k->name, lowbit_type_name(type), (long long)rows, (long long)cols);
@@ -182,6 +185,8 @@ static int weight_cases(int i, const lowbit_kernel_info *k) {
         static const int64_t TILE_ROWS[] = {1, 16, 63, 64, 65, 128}; /* rows64: under a tile, whole */
         for (int j = 0; k->layout == LOWBIT_LAYOUT_ROWS64 && j < 6; j++)
             n += weight_case(i, k, type, TILE_ROWS[j], 3 * unit, batch, 1);
+        if (k->layout == LOWBIT_LAYOUT_Q8ROWS) /* a set's tails: 1 row, a set and one row */
+            for (int64_t r = 1; r <= 17; r += 16) n += weight_case(i, k, type, r, 3 * unit, batch, 1);
         /* rows64 GEMMs: every column tail (batch 1..9) on rows under, at and over a tile */
         for (int64_t bt = 1; k->layout == LOWBIT_LAYOUT_ROWS64 && k->role == LOWBIT_ROLE_GEMM && bt <= 9; bt++)
             for (int64_t r = 63; r <= 65; r++) n += weight_case(i, k, type, r, 2 * unit, bt, 1);

@@ -1,6 +1,6 @@
 /* C test of the packed copy in a caller's buffer: lowbit_matrix_pack_into, lowbit_matrix_wrap and
  * lowbit_matrix_unpack, for every repacked type, in every layout it can take (canonical 2-bit,
- * dense base-3 in both byte codes, rows16, Q1_0's rows64; forced as test_pack_layout.c forces
+ * dense base-3 in both byte codes, rows16, Q1_0's rows64, Q8_0's q8rows; forced as test_pack_layout.c forces
  * them, and as the variant chooses) under every variant this CPU runs.
  *
  *   round trip  file -> pack_into -> unpack gives the file byte for byte (random bytes: every
@@ -23,12 +23,14 @@
 
 static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
                             LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0,
-                            LOWBIT_TYPE_Q1_0};
+                            LOWBIT_TYPE_Q1_0, LOWBIT_TYPE_Q8_0};
 
-enum { CHOSEN, CANONICAL, BASE3, ROWS16, BASE3F, ROWS64, N_LAYOUTS };
-static const char *LAYOUT_NAME[] = {"chosen", "canonical", "base-3", "rows16", "base-3 f", "rows64"};
+enum { CHOSEN, CANONICAL, BASE3, ROWS16, BASE3F, ROWS64, Q8ROWS, N_LAYOUTS };
+static const char *LAYOUT_NAME[] = {"chosen", "canonical", "base-3", "rows16", "base-3 f", "rows64",
+                                    "q8rows"};
 static int has_layout(int type, int L) {
     if ((type == LOWBIT_TYPE_Q1_0) != (L == ROWS64)) return 0; /* Q1_0 has rows64 alone */
+    if ((type == LOWBIT_TYPE_Q8_0) != (L == Q8ROWS)) return 0; /* Q8_0 has q8rows alone */
     if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
         return type != LOWBIT_TYPE_I2_S;
@@ -39,6 +41,7 @@ static void set_layout(int L) {
     set_env("PYLOWBIT_BASE3F", L == CHOSEN ? NULL : L == BASE3F ? "1" : "0");
     set_env("PYLOWBIT_ROWS16", L == CHOSEN ? NULL : L == ROWS16 ? "1" : "0");
     set_env("PYLOWBIT_ROWS64", L == CHOSEN ? NULL : L == ROWS64 ? "1" : "0");
+    set_env("PYLOWBIT_Q8ROWS", L == CHOSEN ? NULL : L == Q8ROWS ? "1" : "0");
 }
 
 /* n bytes at a LOWBIT_PACKED_ALIGN-aligned address inside *base (free *base) */
@@ -106,13 +109,15 @@ static void test_round_trip(int type, int isa, int L, int64_t rows, int64_t cols
     lowbit_matrix *m = lowbit_matrix_pack_into(type, w, rows, cols, dst, st64, 2, &st);
     lowbit_matrix *own = lowbit_matrix_pack(type, w, rows, cols, 1, &st);
     CHECK(st64 > 0 && m && own && m->base3 == own->base3 && m->base3f == own->base3f &&
-              m->rows16 == own->rows16 && m->rows64 == own->rows64 && lowbit_matrix_nbytes(m) == 0,
+              m->rows16 == own->rows16 && m->rows64 == own->rows64 &&
+              m->q8rows == own->q8rows && lowbit_matrix_nbytes(m) == 0,
           "%s %s %s %lldx%lld: pack_into", lowbit_isa_name(isa), name, LAYOUT_NAME[L],
           (long long)rows, (long long)cols);
     if (!m || !own) goto done;
     CHECK(L == CHOSEN || (L == CANONICAL && !m->base3 && !m->rows16) ||
               (L == ROWS16 && m->rows16) || (L == BASE3 && m->base3 && !m->base3f) ||
-              (L == BASE3F && m->base3f) || (L == ROWS64 && m->rows64),
+              (L == BASE3F && m->base3f) || (L == ROWS64 && m->rows64) ||
+              (L == Q8ROWS && m->q8rows),
           "%s %s: layout %s not taken", lowbit_isa_name(isa), name, LAYOUT_NAME[L]);
     free(w); /* the borrowed matrix needs only dst */
     w = NULL;
@@ -124,6 +129,17 @@ static void test_round_trip(int type, int isa, int L, int64_t rows, int64_t cols
         CHECK(lowbit_matrix_unpack(m, back, n, threads) == LOWBIT_OK, "unpack");
         CHECK(memcmp(back, file, (size_t)n) == 0, "%s %s %s: borrowed and owned unpack differ",
               lowbit_isa_name(isa), name, LAYOUT_NAME[L]);
+    }
+    if (type != LOWBIT_TYPE_I2_S) { /* rows looked up: the same bytes, in the order asked */
+        const int64_t rb = lowbit_row_bytes(type, cols), idx[3] = {rows - 1, 0, rows / 2};
+        uint8_t *some = (uint8_t *)malloc((size_t)(3 * rb));
+        CHECK(lowbit_matrix_unpack_rows(m, idx, 3, some) == LOWBIT_OK &&
+                  !memcmp(some, file + idx[0] * rb, (size_t)rb) && !memcmp(some + rb, file, (size_t)rb) &&
+                  !memcmp(some + 2 * rb, file + idx[2] * rb, (size_t)rb),
+              "%s %s %s: unpack_rows", lowbit_isa_name(isa), name, LAYOUT_NAME[L]);
+        const int64_t bad[1] = {rows};
+        CHECK(lowbit_matrix_unpack_rows(m, bad, 1, some) == LOWBIT_EINVAL, "unpack_rows past the end");
+        free(some);
     }
     /* the products of the borrowed matrix and of a wrap of a copy of its bytes */
     CHECK(same_products(m, own, rows, cols), "%s %s %s %lldx%lld: borrowed products differ",
@@ -219,6 +235,14 @@ static void test_errors(void) {
     CHECK(m != NULL, "status NULL");
     lowbit_matrix_free(m);
     CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_Q8_0, rows, 32) == 0, "Q8_0 nbytes");
+    set_layout(Q8ROWS); /* Q8_0 asked for: a set of 16 rows, 34 bytes a block, 64 + 64 around */
+    CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_Q8_0, rows, 32) == 64 + 16 * 34 + 64,
+          "Q8_0 q8rows nbytes %lld", (long long)lowbit_matrix_packed_nbytes(LOWBIT_TYPE_Q8_0, rows, 32));
+    CHECK(!lowbit_matrix_pack_into(LOWBIT_TYPE_Q8_0, w, rows, 32, dst, 64 + 16 * 34 + 63, 1, &st) &&
+              st == LOWBIT_ESIZE, "Q8_0 q8rows too small: %d", st);
+    CHECK(!lowbit_matrix_pack_into(LOWBIT_TYPE_Q8_0, w, 0, 32, dst, need, 1, &st) &&
+              st == LOWBIT_ESIZE, "Q8_0 q8rows no rows: %d", st);
+    set_layout(CANONICAL);
     CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_TQ2_0, 0, cols) == 0, "empty nbytes");
     CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_TQ2_0, rows, 100) == LOWBIT_ESIZE, "ragged nbytes");
     CHECK(lowbit_matrix_packed_nbytes(LOWBIT_TYPE_TQ2_0, -1, cols) == LOWBIT_EINVAL, "negative");
@@ -330,7 +354,7 @@ int main(void) {
             for (int L = 0; L < N_LAYOUTS; L++) {
                 if (L != CHOSEN && !has_layout(type, L)) continue;
                 set_layout(L);
-                if (!lowbit_matrix_packed_nbytes(type, 1, bs)) continue; /* Q1_0, not repacked here */
+                if (!lowbit_matrix_packed_nbytes(type, 1, bs)) continue; /* Q1_0, Q8_0: not repacked here */
                 for (int k = 1; k <= 11; k += 2) {
                     const int64_t rows = ROWS[k % 5], cols = k * bs;
                     test_round_trip(type, isa, L, rows, cols, 0);

@@ -21,7 +21,8 @@
 static uint32_t rnd(void) { return (uint32_t)(rnd64() >> 32); }
 
 static const int TYPES[] = {LOWBIT_TYPE_TQ1_0, LOWBIT_TYPE_TQ2_0, LOWBIT_TYPE_I2_S,
-                            LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0};
+                            LOWBIT_TYPE_Q2_0,  LOWBIT_TYPE_PQ2_0, LOWBIT_TYPE_PTQ1_0,
+                            LOWBIT_TYPE_Q8_0};
 
 /* offset of the fp16 scale inside a block (-1: I2_S, fp32 per-tensor scale after the codes) */
 static int scale_offset(int type) {
@@ -85,9 +86,10 @@ static int cpu_amd(void) {
 
 /* The packed layouts a type is tested in: the canonical 2-bit one, dense base-3 (TQ1_0, PTQ1_0)
  * and rows16 (all but I2_S: the formats with rows16 kernels), each forced by
- * PYLOWBIT_BASE3 / PYLOWBIT_ROWS16. */
-enum { CANONICAL, BASE3, ROWS16, BASE3F, N_LAYOUTS };
+ * PYLOWBIT_BASE3 / PYLOWBIT_ROWS16; Q8_0 in q8rows alone (PYLOWBIT_Q8ROWS). */
+enum { CANONICAL, BASE3, ROWS16, BASE3F, Q8ROWS, N_LAYOUTS };
 static int has_layout(int type, int L) {
+    if ((type == LOWBIT_TYPE_Q8_0) != (L == Q8ROWS)) return 0;
     if (L == BASE3 || L == BASE3F) return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
     if (L == ROWS16)
         return type != LOWBIT_TYPE_I2_S;
@@ -97,6 +99,7 @@ static void set_layout(int L) {
     set_env("PYLOWBIT_BASE3", L == BASE3 ? "1" : "0");
     set_env("PYLOWBIT_BASE3F", L == BASE3F ? "1" : "0");
     set_env("PYLOWBIT_ROWS16", L == ROWS16 ? "1" : "0");
+    set_env("PYLOWBIT_Q8ROWS", L == Q8ROWS ? "1" : "0");
 }
 
 #define GUARD 8
@@ -126,6 +129,8 @@ static void test_type(int type, int isa) {
                 rows4 = (rows + 15) / 16 * 16;
             }
             if (m->rows16) rows4 = (rows + 15) / 16 * 16; /* chunks, rows in sets of 16 */
+            if (m->q8rows) /* the file's bytes, rows in sets of 16 */
+                rows4 = (rows + 15) / 16 * 16, nch = cols / 32;
             int64_t want = rows4 * nch * 32 + (type == LOWBIT_TYPE_I2_S ? 0 : rows4 * (cols / bs) * 2);
             CHECK(lowbit_matrix_nbytes(m) == want, "nbytes %lld != %lld",
                   (long long)lowbit_matrix_nbytes(m), (long long)want);
@@ -190,7 +195,8 @@ static void test_gemm_tails(int type, int isa) {
     const int64_t unit = bs < 128 ? 128 : bs;
     for (size_t bi = 0; bi < sizeof BATCH / sizeof BATCH[0]; bi++) {
         const int64_t batch = BATCH[bi], rows = ROWS[bi % 7];
-        const int64_t cols = KS[bi % 5] * unit + (type == LOWBIT_TYPE_Q2_0 && bi % 2 ? 64 : 0);
+        const int64_t cols = KS[bi % 5] * unit + (type == LOWBIT_TYPE_Q2_0 && bi % 2 ? 64 : 0) +
+                             (type == LOWBIT_TYPE_Q8_0 && bi % 2 ? 32 : 0); /* odd blocks */
         if (cols * rows * batch > (int64_t)40 << 20) continue;
         int64_t nb;
         uint8_t *w = random_weights(type, rows, cols, &nb);
@@ -231,7 +237,9 @@ static void test_gemm_tails(int type, int isa) {
             CHECK(lowbit_gemm_act(type, w, rows, cols, a, batch, fref, 1) == LOWBIT_OK, "file ref");
             CHECK(!memcmp(fref, ref, (size_t)(batch * rows) * 4),
                   "%s (%s layout) rows %lld cols %lld: packed reference != file reference",
-                  lowbit_type_name(type), m && m->base3 ? "base-3" : m && m->rows16 ? "rows16" : "2-bit", (long long)rows,
+                  lowbit_type_name(type),
+                  m && m->base3 ? "base-3" : m && m->rows16 ? "rows16" : m && m->q8rows ? "q8rows" : "2-bit",
+                  (long long)rows,
                   (long long)cols);
             free(fref);
         }
@@ -304,9 +312,13 @@ static void check_gemv(const lowbit_matrix *m, const lowbit_act *a, int64_t rows
     free(ref), free(y);
 }
 
-/* all codes 3 (2-bit formats: every code byte 0xFF), scales kept */
+/* all codes 3 (2-bit formats: every code byte 0xFF; Q8_0: every code -128), scales kept */
 static void codes_all_3(int type, uint8_t *w, int64_t nb) {
     const int off = scale_offset(type);
+    if (type == LOWBIT_TYPE_Q8_0) {
+        for (int64_t b = 0; b < nb / 34; b++) memset(w + b * 34 + 2, 0x80, 32);
+        return;
+    }
     if (off < 0) {
         memset(w, 0xFF, (size_t)(nb - 32));
         return;
@@ -420,6 +432,7 @@ int main(void) {
     set_env("PYLOWBIT_BASE3", NULL);
     set_env("PYLOWBIT_BASE3F", NULL);
     set_env("PYLOWBIT_ROWS16", NULL);
+    set_env("PYLOWBIT_Q8ROWS", NULL);
     { /* the layout each type gets: base-3 dense (rows16) only where asked for or the variant has
        * a kernel for it (base-3: avx512vnni with VBMI; rows16: avx512vnni, the group-256 formats
        * there on AMD cores only, and the 256-bit x86 variants) */
@@ -443,7 +456,8 @@ int main(void) {
                     lowbit_matrix *m = lowbit_matrix_pack(type, w, 4, 1280, 1, &st);
                     int want = L;
                     if (L < 0)
-                        want = avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
+                        want = type == LOWBIT_TYPE_Q8_0 ? (avx512 ? Q8ROWS : -1) /* -1: borrowed */
+                               : avx512 && has_layout(type, BASE3) && cpu_vbmi() ? BASE3
                                : has_layout(type, ROWS16) &&
                                          ((avx512 && (lowbit_type_block_size(type) != 256 ||
                                                       cpu_amd())) ||
@@ -451,20 +465,23 @@ int main(void) {
                                    ? ROWS16
                                                                                : CANONICAL;
                     CHECK(m && m->base3 == (want == BASE3 || want == BASE3F) &&
-                              m->base3f == (want == BASE3F) && m->rows16 == (want == ROWS16),
+                              m->base3f == (want == BASE3F) && m->rows16 == (want == ROWS16) &&
+                              m->q8rows == (want == Q8ROWS) && m->packed == (want >= 0),
                           "%s %s layout %d: base3 %d rows16 %d", lowbit_isa_name(isa),
                           lowbit_type_name(type), L, m ? m->base3 : -1, m ? m->rows16 : -1);
                     lowbit_matrix_free(m);
                     set_env("PYLOWBIT_BASE3", NULL);
                     set_env("PYLOWBIT_BASE3F", NULL);
                     set_env("PYLOWBIT_ROWS16", NULL);
+                    set_env("PYLOWBIT_Q8ROWS", NULL);
                 }
                 free(w);
             }
         }
         lowbit_set_isa(LOWBIT_ISA_SCALAR);
     }
-    /* types that are not repacked borrow the buffer and still compute */
+    /* types that are not repacked (Q8_0 on the scalar variant, set above) borrow the buffer and
+     * still compute */
     {
         int64_t nb;
         uint8_t *w = random_weights(LOWBIT_TYPE_Q8_0, 5, 64, &nb);

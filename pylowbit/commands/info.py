@@ -59,7 +59,7 @@ def selection() -> list:
             rows.append((fmt, "file", "float_gemv"))
             continue
         rows += [(fmt, "file", "gemv"), (fmt, "file", "gemm")]
-        for layout in ("packed", "base3", "base3f", "rows16", "rows64"):
+        for layout in ("packed", "base3", "base3f", "rows16", "rows64", "q8rows"):
             ref = _lowbit.kernel_selected("scalar", fmt, layout, "gemv", KERNEL_COLS)  # it packs so
             # rows16's reference reads any 2-bit matrix: listed where a variant has a kernel of its own
             if ref and (layout != "rows16" or any(

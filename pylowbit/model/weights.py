@@ -21,7 +21,8 @@ from .tensors import (FOREIGN_POLICIES, KERNEL_FORMATS, _gguf_dequantize, anon_a
 
 
 class Embedding:
-    """Row lookup from the mapped table, decoding only the rows asked for."""
+    """Row lookup from the mapped table, decoding only the rows asked for; or, once use_packed
+    gave it the tied head's packed copy, from that copy's rows in the file layout."""
 
     def __init__(self, t: TensorInfo, rot: Rotation | None):
         self.t = t
@@ -34,6 +35,21 @@ class Embedding:
         else:
             self.row_bytes = self.cols // ti.block_size * ti.type_size
         self.table = np.asarray(t.data[: self.rows * self.row_bytes]).reshape(self.rows, self.row_bytes)
+        self.packed = None
+
+    def use_packed(self, w) -> bool:
+        """Read rows from w (the tied head: a PackedTensor of this table) instead of the mapped
+        table, so that the table's pages can be released: whether it does (packed, not I2_S)."""
+        if not getattr(w, "is_packed", False) or self.t.fmt == "i2_s" or w.shape != (self.rows, self.cols):
+            return False
+        self.packed, self.table = w, None
+        return True
+
+    def _rows(self, tokens: np.ndarray) -> np.ndarray:
+        """The (checked) tokens' rows of file bytes"""
+        if self.packed is not None:
+            return self.packed.unpack_rows(tokens)
+        return self.table[tokens[0]:tokens[0] + 1] if tokens.size == 1 else self.table[tokens]
 
     def __call__(self, tokens: np.ndarray) -> np.ndarray:
         tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
@@ -41,12 +57,11 @@ class Embedding:
             tok = int(tokens[0])
             if not 0 <= tok < self.rows:
                 raise ModelError(f"token id {tok} out of range 0..{self.rows - 1}")
-            raw = self.table[tok:tok + 1]
         else:
             if tokens.size and (tokens.min() < 0 or tokens.max() >= self.rows):
                 bad = tokens[(tokens < 0) | (tokens >= self.rows)][0]
                 raise ModelError(f"token id {bad} out of range 0..{self.rows - 1}")
-            raw = self.table[tokens]  # (T, row_bytes) gathered bytes
+        raw = self._rows(tokens)  # (T, row_bytes) gathered bytes
         shape = (len(tokens), self.cols)
         fmt = self.t.fmt
         if fmt == "f32":
@@ -93,6 +108,9 @@ class Weights:
         else:  # tied head: the embedding table, rotated input if the table is stored rotated
             self.output = self.linear("token_embd.weight", (cfg.vocab_size, cfg.d_model),
                                       rotated=self.token_embd.rot is not None)
+            # the lookup reads the head's packed copy: one copy of the table in memory
+            if self.token_embd.use_packed(self.output.w):
+                f.release(self.token_embd.t)
         self.layers = [self._gdn_layer(i) if cfg.is_recurrent(i) else self._attention_layer(i)
                        for i in range(cfg.n_layer)]
         if self._converted and notice is not None:
@@ -187,8 +205,8 @@ class Weights:
             w = lb.QTensor(t.data, t.fmt, t.shape)
             if self.pack and lb.packing_pays_off():
                 # Repack once into the row-interleaved layout decoding streams fastest; the mapped
-                # pages are then dropped so that peak memory stays near the file size (the tied
-                # embedding table is still read by the lookup and stays mapped).
+                # pages are then dropped so that peak memory stays near the file size (a tied
+                # embedding table once the lookup reads the packed copy: __init__).
                 w = w.pack()
                 if w.is_packed and name != "token_embd.weight":
                     self.f.release(t)

@@ -75,7 +75,7 @@ def test_quantize_repack_holds_the_packed_bytes():
 
 
 
-def test_repacked_bytes_are_weight_memory():
+def test_repacked_bytes_are_weight_memory(monkeypatch):
     """A repacked layer's bytes are liblowbit's memory for packed matrices (empty_packed: huge
     pages on Linux where the kernel allows them, as the decoder's own; torch's allocator gives
     4 KB pages), and a view of them outlives the layer."""
@@ -95,7 +95,9 @@ def test_repacked_bytes_are_weight_memory():
     again = _layer("i2_s", out_f=4096, in_f=2560, bias=False).repack()
     with torch.no_grad():
         assert torch.equal(again(x), want)
-    # a format that is not repacked: its GGUF bytes, read in place, move there once
+    # a format that is not repacked (Q8_0 with its packed layout off): its GGUF bytes, read in
+    # place, move there once
+    monkeypatch.setenv("PYLOWBIT_Q8ROWS", "0")
     q8 = _layer("q8_0", out_f=1024, in_f=2560, bias=False)
     with torch.no_grad():
         want = q8(x)
@@ -255,9 +257,9 @@ def test_bad_packed_input():
     assert packed_nbytes(tid, 63, 512) == n
     with pytest.raises(ValueError, match=r"\(64, 512\), expected type \d+ \(63, 512\)"):
         OPS.gemm_packed(x, p, tid, 63, 512)
-    q8 = lb.format_info("q8_0").type_id
+    q4 = lb.format_info("q4_k").type_id
     with pytest.raises(ValueError, match="not repacked"):
-        OPS.gemm_packed(x, p, q8, 64, 512)
+        OPS.gemm_packed(x, p, q4, 64, 512)
     with pytest.raises(ValueError, match="last axis"):
         OPS.gemm_packed(torch.randn(1, 256), p, tid, 64, 512)
     with pytest.raises(ValueError, match="no valid header"):

@@ -127,8 +127,10 @@ LOWBIT_API int lowbit_gemm_act(int type, const void *w, int64_t rows, int64_t co
  * lowbit_matrix_pack copies a weight matrix (file layout, as above) into a row-interleaved layout
  * whose GEMV reads one sequential run of memory (see native/src/internal.h for the exact layout).
  * TQ1_0, TQ2_0, I2_S, Q2_0, PQ2_0 and PTQ1_0 are repacked (the file buffer may be released
- * afterwards); other types (Q8_0, Q1_0, F16, F32) are not: the matrix then *borrows* `w`, which must
- * outlive it, and runs the file-layout kernels.  Results equal lowbit_gemv / lowbit_gemm on the
+ * afterwards), and Q8_0 where the active variant has a kernel for its packed layout (the same
+ * bytes in 16-row sets; lowbit_matrix_is_packed says which); other types (Q1_0, F16, F32, Q8_0
+ * elsewhere) are not: the matrix then *borrows* `w`, which must outlive it, and runs the
+ * file-layout kernels.  Results equal lowbit_gemv / lowbit_gemm on the
  * file layout.  threads: for the repack itself (<= 0: library default).  On failure returns NULL
  * and sets *status (status may be NULL). */
 typedef struct lowbit_matrix lowbit_matrix;
@@ -177,6 +179,12 @@ LOWBIT_API lowbit_matrix *lowbit_matrix_pack_into(int type, const void *w, int64
 LOWBIT_API lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *status);
 LOWBIT_API int lowbit_matrix_unpack(const lowbit_matrix *m, void *file_bytes, int64_t nbytes,
                                     int threads);
+/* lowbit_matrix_unpack_rows: the file layout of the n rows idx[0..n) (each in [0, rows), else
+ * LOWBIT_EINVAL) one after another into out (n * lowbit_row_bytes(type, cols) bytes), as
+ * lowbit_matrix_unpack writes them: a lookup of a few rows (a tied embedding table) in a matrix
+ * kept only packed.  Not for I2_S (its tail is the tensor's, LOWBIT_ETYPE).  (Added in 0.1.) */
+LOWBIT_API int lowbit_matrix_unpack_rows(const lowbit_matrix *m, const int64_t *idx, int64_t n,
+                                         void *out);
 /* Memory for a packed copy the caller owns (lowbit_matrix_pack_into's dst), the allocator of
  * lowbit_matrix_pack's own copies: nbytes (> 0) at a LOWBIT_PACKED_ALIGN-aligned address; on
  * Linux, from 64 KB on, carved out of shared 2 MB-aligned slabs with the transparent-huge-page
@@ -291,6 +299,7 @@ typedef enum lowbit_layout {
     LOWBIT_LAYOUT_ROWS16 = 4, /* 2-bit codes in 16-row sets, a lane a row (Q2_0, PQ2_0) */
     LOWBIT_LAYOUT_BASE3F = 5, /* the dense base-3 copy with file-style bytes (trits as a fraction) */
     LOWBIT_LAYOUT_ROWS64 = 6, /* Q1_0's code bytes in 64-row tiles, a byte lane a row */
+    LOWBIT_LAYOUT_Q8ROWS = 7, /* Q8_0 in 16-row sets, a lane a row, codes offset by 128 */
 } lowbit_layout;
 typedef enum lowbit_role {
     LOWBIT_ROLE_GEMV = 0,
@@ -325,7 +334,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
 LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gelu_mul", "gdn"; NULL if unknown */
-LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3", "rows16", "base3f", "rows64"; NULL if unknown */
+LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3", "rows16", "base3f", "rows64", "q8rows"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
  * matter); type -1 for the quantizer and the read probe.  -1 if none (no pairing, or a type the

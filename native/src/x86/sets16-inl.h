@@ -1,5 +1,5 @@
-/* Steps shared by the GEMVs of the 16-row-set layouts (packed.h: dense base-3 and rows16), a lane a
- * row: the broadcast activation quad, a group's float step, the store of a set's rows, and the
+/* Steps shared by the kernels of the 16-row-set layouts (packed.h: dense base-3, rows16, q8rows), a
+ * lane a row: the broadcast activation quad, a group's float step, the store of a set's rows, and the
  * walks of a range and of a pair of ranges over the sets.  Only for files compiled with the
  * AVX-512 flags. */
 #ifndef LOWBIT_X86_SETS16_INL_H
