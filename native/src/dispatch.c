@@ -288,7 +288,9 @@ int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     /* not a layout whose GEMV only a variant further down the chain has, where the variant runs the
      * matrix's own layout (the file's, or the 2-bit row groups) itself: an AVX-512 core keeps its
      * 512-bit kernels rather than take a 256-bit one with a layout */
-    const int own_layout = layout == LOWBIT_LAYOUT_ROWS64 ? LOWBIT_LAYOUT_FILE : LOWBIT_LAYOUT_PACKED;
+    const int own_layout = layout == LOWBIT_LAYOUT_ROWS64 || layout == LOWBIT_LAYOUT_Q8ROWS
+                               ? LOWBIT_LAYOUT_FILE
+                               : LOWBIT_LAYOUT_PACKED;
     lowbit_matrix own = *m;
     lowbit_matrix_set_layout(&own, LOWBIT_LAYOUT_PACKED);
     const int j = select_entry(isa, own.type, own_layout, LOWBIT_ROLE_GEMV,
