@@ -93,6 +93,20 @@ AI void r16_chunk(const int NG, const int SH, const uint8_t *p, const uint16_t *
 #define LOWBIT_PF_R16_SETS 1
 #endif
 
+AI void r16_prefetch(const uint8_t *p, int64_t nch) { /* the chunk at p, this many sets ahead */
+    for (int l = 0; l < 8; l++)
+        _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l), _MM_HINT_T1);
+}
+
+/* y of the rows of set R in [r0, r1) (rows past m->rows: r1 is clipped to it) */
+AI void r16_store(const __m256 acc[2], int64_t R, int64_t r0, int64_t r1, float *y) {
+    float out[16];
+    _mm256_storeu_ps(out, acc[0]);
+    _mm256_storeu_ps(out + 8, acc[1]);
+    for (int l = 0; l < 16; l++)
+        if (R * 16 + l >= r0 && R * 16 + l < r1) y[R * 16 + l] = out[l];
+}
+
 /* Rows [r0, r1) of a group-32 matrix with qk = 1 << SH, a set at a time; a set's rows
  * past m->rows are its zero padding, read and not written. */
 AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
@@ -104,17 +118,11 @@ AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, c
         const uint16_t *sc = m->scales + R * m->nscales * 16;
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t c = 0; c < nfull; c++, p += 512) {
-            for (int l = 0; l < 8; l++)
-                _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l),
-                             _MM_HINT_T1);
+            r16_prefetch(p, nch);
             r16_chunk(4, SH, p, sc, c, a, acc);
         }
         if (nfull < nch) r16_chunk(2, SH, p, sc, nfull, a, acc); /* a last half chunk */
-        float out[16];
-        _mm256_storeu_ps(out, acc[0]);
-        _mm256_storeu_ps(out + 8, acc[1]);
-        for (int l = 0; l < 16; l++)
-            if (R * 16 + l >= r0 && R * 16 + l < r1) y[R * 16 + l] = out[l];
+        r16_store(acc, R, r0, r1, y);
     }
 }
 
@@ -138,9 +146,7 @@ AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_
         for (int64_t g = 0; g * TPG < nch; g++) {
             __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int c = 0; c < TPG; c++, p += 512) {
-                for (int l = 0; l < 8; l++)
-                    _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l),
-                                 _MM_HINT_T1);
+                r16_prefetch(p, nch);
                 __m256i isum[2][4];
                 r16_sums(4, p, a->q + (g * TPG + c) * 128, isum);
                 for (int h = 0; h < 2; h++)
@@ -152,11 +158,7 @@ AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_
             const __m256 da = _mm256_set1_ps(a->d[g]);
             for (int h = 0; h < 2; h++) acc[h] = group_acc8(acc[h], sum[h], off, r16_dw(sc, g, h), da);
         }
-        float out[16];
-        _mm256_storeu_ps(out, acc[0]);
-        _mm256_storeu_ps(out + 8, acc[1]);
-        for (int l = 0; l < 16; l++)
-            if (R * 16 + l >= r0 && R * 16 + l < r1) y[R * 16 + l] = out[l];
+        r16_store(acc, R, r0, r1, y);
     }
 }
 
