@@ -262,8 +262,7 @@ void lowbit_plan_packed(lowbit_matrix *m) {
 static int describe_packed(int type, int layout, int64_t cols, lowbit_matrix *m) {
     if ((layout == LOWBIT_LAYOUT_BASE3 || layout == LOWBIT_LAYOUT_BASE3F) && !lowbit_type_base3(type))
         return 0;
-    if (!lowbit_type_rows64_fits(type, layout)) return 0;
-    if (!lowbit_type_q8rows_fits(type, layout)) return 0;
+    if (!lowbit_type_file_repack_fits(type, layout)) return 0;
     if (lowbit_matrix_describe(type, cols, m) != LOWBIT_OK || !m->packed) return 0;
     lowbit_matrix_set_layout(m, layout);
     return 1;
@@ -288,9 +287,8 @@ int lowbit_layout_has_kernel(const lowbit_matrix *m, int layout) {
     /* not a layout whose GEMV only a variant further down the chain has, where the variant runs the
      * matrix's own layout (the file's, or the 2-bit row groups) itself: an AVX-512 core keeps its
      * 512-bit kernels rather than take a 256-bit one with a layout */
-    const int own_layout = layout == LOWBIT_LAYOUT_ROWS64 || layout == LOWBIT_LAYOUT_Q8ROWS
-                               ? LOWBIT_LAYOUT_FILE
-                               : LOWBIT_LAYOUT_PACKED;
+    const int own_layout =
+        lowbit_type_file_repack(m->type) >= 0 ? LOWBIT_LAYOUT_FILE : LOWBIT_LAYOUT_PACKED;
     lowbit_matrix own = *m;
     lowbit_matrix_set_layout(&own, LOWBIT_LAYOUT_PACKED);
     const int j = select_entry(isa, own.type, own_layout, LOWBIT_ROLE_GEMV,

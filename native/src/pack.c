@@ -168,15 +168,10 @@ static int forced(const char *name) {
  * where the chain has a GEMV for it (PYLOWBIT_ROWS64 forces it on or off), else FILE: not
  * repacked; Q8_0 the same with q8rows (PYLOWBIT_Q8ROWS). */
 static int choose_layout(const lowbit_matrix *m) {
-    if (lowbit_type_q8rows(m->type)) {
-        const int f = forced("PYLOWBIT_Q8ROWS");
-        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_Q8ROWS))
-                   ? LOWBIT_LAYOUT_Q8ROWS : LOWBIT_LAYOUT_FILE;
-    }
-    if (m->type == LOWBIT_TYPE_Q1_0) {
-        const int f = forced("PYLOWBIT_ROWS64");
-        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, LOWBIT_LAYOUT_ROWS64))
-                   ? LOWBIT_LAYOUT_ROWS64 : LOWBIT_LAYOUT_FILE;
+    const int own = lowbit_type_file_repack(m->type);
+    if (own >= 0) {
+        const int f = forced(own == LOWBIT_LAYOUT_ROWS64 ? "PYLOWBIT_ROWS64" : "PYLOWBIT_Q8ROWS");
+        return f == 1 || (f < 0 && lowbit_layout_has_kernel(m, own)) ? own : LOWBIT_LAYOUT_FILE;
     }
     if (lowbit_type_base3(m->type)) {
         const int f = forced("PYLOWBIT_BASE3"), ff = forced("PYLOWBIT_BASE3F");
@@ -357,7 +352,7 @@ lowbit_matrix *lowbit_matrix_wrap(const void *packed, int64_t nbytes, int *statu
     if (memcmp(h.magic, MAGIC, sizeof MAGIC) || !lowbit_type_known(h.type) ||
         !lowbit_type_packs(h.type) || h.rows <= 0 || h.cols <= 0 || h.rows > INT32_MAX ||
         h.cols > INT32_MAX || h.rows * h.cols > (INT64_C(1) << 56) || /* sizes cannot overflow */
-        !lowbit_type_rows64_fits(h.type, L) || !lowbit_type_q8rows_fits(h.type, L) ||
+        !lowbit_type_file_repack_fits(h.type, L) ||
         (L != LOWBIT_LAYOUT_PACKED && L != LOWBIT_LAYOUT_ROWS16 && L != LOWBIT_LAYOUT_ROWS64 &&
          L != LOWBIT_LAYOUT_Q8ROWS &&
          ((L != LOWBIT_LAYOUT_BASE3 && L != LOWBIT_LAYOUT_BASE3F) || !lowbit_type_base3(h.type))))

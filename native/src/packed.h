@@ -144,21 +144,23 @@ struct lowbit_matrix {
 
 /* ---- geometry ------------------------------------------------------------------------------ */
 
-/* 1 for the format the q8rows layout holds (Q8_0); whether a type fits a layout there (Q8_0 has
- * no other packed one) */
-static inline int lowbit_type_q8rows(int type) { return type == LOWBIT_TYPE_Q8_0; }
-static inline int lowbit_type_q8rows_fits(int type, int layout) {
-    return (layout == LOWBIT_LAYOUT_Q8ROWS) == lowbit_type_q8rows(type);
+/* The layout a type read in the file layout is repacked into where a variant has kernels for it
+ * (ROWS64: Q1_0, Q8ROWS: Q8_0), -1 for the other types */
+static inline int lowbit_type_file_repack(int type) {
+    return type == LOWBIT_TYPE_Q1_0 ? LOWBIT_LAYOUT_ROWS64
+           : type == LOWBIT_TYPE_Q8_0 ? LOWBIT_LAYOUT_Q8ROWS
+                                      : -1;
+}
+/* 0 if `layout` cannot hold `type` for that reason: those two types have no other packed layout,
+ * and those layouts hold no other type */
+static inline int lowbit_type_file_repack_fits(int type, int layout) {
+    const int own = lowbit_type_file_repack(type);
+    return own >= 0 ? layout == own : layout != LOWBIT_LAYOUT_ROWS64 && layout != LOWBIT_LAYOUT_Q8ROWS;
 }
 
 /* 1 for the base-3 formats the dense layout holds (TQ1_0, PTQ1_0) */
 static inline int lowbit_type_base3(int type) {
     return type == LOWBIT_TYPE_TQ1_0 || type == LOWBIT_TYPE_PTQ1_0;
-}
-/* 1 if a packed layout other than rows64 may hold `type`, or rows64 and it is Q1_0 (which has
- * no other) */
-static inline int lowbit_type_rows64_fits(int type, int layout) {
-    return (layout == LOWBIT_LAYOUT_ROWS64) == (type == LOWBIT_TYPE_Q1_0);
 }
 
 /* The shape fields of the matrix lowbit_matrix_pack makes of rows of `cols` weights of `type`
