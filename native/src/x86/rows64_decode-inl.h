@@ -14,49 +14,45 @@
 #define AI static inline __attribute__((always_inline))
 #endif
 
-/* Rows [T0 * 64, T0 * 64 + n) back to file blocks in dst (rb bytes a row): for each ymm half s,
+/* The first nl rows of tile T back to file blocks in dst (rb bytes a row): for each ymm half s,
  * 4 rounds of byte unpacks take a block's vector k (byte k of lanes 32 s ..) to 128-bit lane h of
  * register i holding the 16 bytes of lane 32 s + 16 h + i (q1_lut-inl.h's transpose, inverted),
  * stored straight into that lane's row */
-static void rows64_decode(const lowbit_matrix *m, int64_t T0, int64_t n, uint8_t *dst, int64_t rb) {
-    const int64_t nb = m->nchunks;
-    for (int64_t T = T0; (T - T0) * LOWBIT_ROWS64 < n; T++) {
-        const int64_t t0 = T * LOWBIT_ROWS64, base = (T - T0) * LOWBIT_ROWS64;
-        const int64_t nl = n - base < LOWBIT_ROWS64 ? n - base : LOWBIT_ROWS64; /* rows to write */
-        int64_t off[LOWBIT_ROWS64]; /* lane e's row offset in dst, -1 past n */
-        for (int e = 0; e < LOWBIT_ROWS64; e++) {
-            const int l = lowbit_rows64_row(e);
-            off[e] = l < nl ? (base + l) * rb : -1;
-        }
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *pb = m->codes + (t0 * nb + b * LOWBIT_ROWS64) * 16;
-            uint8_t *blk = dst + b * (int64_t)sizeof(lowbit_block_q1_0);
-            for (int s = 0; s < 2; s++) {
-                __m256i R[16];
-                for (int k = 0; k < 16; k++) R[k] = _mm256_loadu_si256((const __m256i *)(pb + 64 * k + 32 * s));
-                for (int round = 0; round < 4; round++) {
-                    __m256i U[16];
-                    for (int i = 0; i < 8; i++) {
-                        U[2 * i] = _mm256_unpacklo_epi8(R[i], R[i + 8]);
-                        U[2 * i + 1] = _mm256_unpackhi_epi8(R[i], R[i + 8]);
-                    }
-                    for (int i = 0; i < 16; i++) R[i] = U[i];
+static void rows64_decode(const lowbit_matrix *m, int64_t T, int64_t nl, uint8_t *dst, int64_t rb) {
+    const int64_t nb = m->nchunks, t0 = T * LOWBIT_ROWS64;
+    int64_t off[LOWBIT_ROWS64]; /* lane e's row offset in dst, -1 past nl */
+    for (int e = 0; e < LOWBIT_ROWS64; e++) {
+        const int l = lowbit_rows64_row(e);
+        off[e] = l < nl ? l * rb : -1;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = m->codes + (t0 * nb + b * LOWBIT_ROWS64) * 16;
+        uint8_t *blk = dst + b * (int64_t)sizeof(lowbit_block_q1_0);
+        for (int s = 0; s < 2; s++) {
+            __m256i R[16];
+            for (int k = 0; k < 16; k++) R[k] = _mm256_loadu_si256((const __m256i *)(pb + 64 * k + 32 * s));
+            for (int round = 0; round < 4; round++) {
+                __m256i U[16];
+                for (int i = 0; i < 8; i++) {
+                    U[2 * i] = _mm256_unpacklo_epi8(R[i], R[i + 8]);
+                    U[2 * i + 1] = _mm256_unpackhi_epi8(R[i], R[i + 8]);
                 }
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) {
-                    const int64_t o0 = off[32 * s + i], o1 = off[32 * s + 16 + i];
-                    if (o0 >= 0)
-                        _mm_storeu_si128((__m128i *)(blk + o0 + offsetof(lowbit_block_q1_0, qs)),
-                                         _mm256_castsi256_si128(R[i]));
-                    if (o1 >= 0)
-                        _mm_storeu_si128((__m128i *)(blk + o1 + offsetof(lowbit_block_q1_0, qs)),
-                                         _mm256_extracti128_si256(R[i], 1));
-                }
+                for (int i = 0; i < 16; i++) R[i] = U[i];
             }
-            const uint16_t *sc = m->scales + t0 * nb + b * LOWBIT_ROWS64;
-            uint8_t *d = dst + base * rb + b * (int64_t)sizeof(lowbit_block_q1_0) + offsetof(lowbit_block_q1_0, d);
-            for (int l = 0; l < nl; l++) memcpy(d + l * rb, sc + l, 2);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) {
+                const int64_t o0 = off[32 * s + i], o1 = off[32 * s + 16 + i];
+                if (o0 >= 0)
+                    _mm_storeu_si128((__m128i *)(blk + o0 + offsetof(lowbit_block_q1_0, qs)),
+                                     _mm256_castsi256_si128(R[i]));
+                if (o1 >= 0)
+                    _mm_storeu_si128((__m128i *)(blk + o1 + offsetof(lowbit_block_q1_0, qs)),
+                                     _mm256_extracti128_si256(R[i], 1));
+            }
         }
+        const uint16_t *sc = m->scales + t0 * nb + b * LOWBIT_ROWS64;
+        uint8_t *d = blk + offsetof(lowbit_block_q1_0, d);
+        for (int l = 0; l < nl; l++) memcpy(d + l * rb, sc + l, 2);
     }
 }
 
