@@ -8,9 +8,9 @@ cdef object _WRAP = object()  # PackedMatrix's constructor called by wrap(): fil
 
 def packed_nbytes(int type_id, int64_t rows, int64_t cols):
     """Bytes PackedMatrix(..., out=buf) needs in buf for a rows x cols matrix of type_id, in the
-    layout this CPU's variant (and PYLOWBIT_ISA) picks; 0 if the type is not repacked (Q1_0, F16,
-    ..., Q8_0 where the variant has no kernel for its packed layout: PackedMatrix borrows the file
-    bytes for those) or the matrix is empty."""
+    layout this CPU's variant (and PYLOWBIT_ISA) picks; 0 if the type is not repacked (F16, ...;
+    Q1_0 and Q8_0 where the variant has no kernel for their packed layouts: PackedMatrix borrows
+    the file bytes for those) or the matrix is empty."""
     cdef int64_t n = lowbit_matrix_packed_nbytes(type_id, rows, cols)
     if n < 0:
         check(<int>n, f"packed size of a {rows}x{cols} matrix of type {type_id}")
@@ -95,8 +95,8 @@ cdef class PackedMatrix:
     """A weight matrix repacked once into liblowbit's row-interleaved layout (lowbit_matrix).
 
     PackedMatrix(w, type_id, rows, cols, threads=0): the packed copy in memory of its own.  For types
-    that are not repacked (Q1_0, F16, F32; Q8_0 where the variant has no kernel for its packed
-    layout: is_packed) it borrows w, and keeps a reference to it so the buffer outlives the C
+    that are not repacked (F16, F32; Q1_0 and Q8_0 where the variant has no kernel for their packed
+    layouts: is_packed) it borrows w, and keeps a reference to it so the buffer outlives the C
     object.
 
     PackedMatrix(w, type_id, rows, cols, threads, out=buf): the packed copy written into `buf` (a

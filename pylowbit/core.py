@@ -159,7 +159,8 @@ class QTensor:
         """Repack once into the row-interleaved layout the decode path streams fastest.
 
         Ternary / 2-bit formats (and Q1_0 where the variant has a GEMV for its 64-row tiles:
-        AVX-512 with VBMI; Q8_0 where it has one for its 16-row sets: AVX-512 VNNI) are copied
+        AVX2, AVX-VNNI, AVX-512 with VBMI; Q8_0 where it has one for its 16-row sets: AVX-512
+        VNNI) are copied
         (PackedTensor.packed_nbytes) and the result drops its reference to these bytes unless
         keep_source; F16 and F32 (Q1_0, Q8_0 elsewhere) are not repacked and the result
         references (and computes on) these bytes.  threads: for the repack.

@@ -100,8 +100,9 @@ class Linear(nn.Module):
         torch.export) multiplies from it (torch.ops.pylowbit.gemm_packed), bit for bit as from
         the GGUF bytes; state_dict saves the GGUF bytes (unpacked on save) and load_state_dict
         packs what it loads; dequantize() and file_bytes() unpack.  Formats that are not repacked
-        (Q1_0, F16, ...; Q8_0 where the variant has no kernel for its packed layout) keep their
-        bytes, which the eager path then reads through a PackedMatrix borrowing them.  enable=False restores the GGUF bytes in `weight`."""
+        (F16, ...; Q1_0 and Q8_0 where the variant has no kernel for their packed layouts) keep
+        their bytes, which the eager path then reads through a PackedMatrix borrowing them.
+        enable=False restores the GGUF bytes in `weight`."""
         if not enable:
             if self.packed is not None:
                 w = self.file_bytes()
