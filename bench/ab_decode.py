@@ -30,12 +30,12 @@ from pathlib import Path
 from pylowbit.model import load_model
 from pylowbit.benchmark import read_bandwidth, probe_buffer, bytes_per_token
 import pylowbit._lowbit as ext
-path, threads, copy = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).resolve()
+path, threads, copy, ctx = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).resolve(), int(sys.argv[4])
 if Path(ext.__file__).resolve().parent != copy:  # else both processes would run one build
     sys.exit(f"ab_decode: pylowbit._lowbit loaded from {ext.__file__}, not from the copy in {copy} "
              "(an editable install's import hook wins over PYTHONPATH: `pip install .` instead)")
 buf = probe_buffer(512 << 20)
-m = load_model(path, ctx=128, threads=threads)
+m = load_model(path, ctx=ctx, threads=threads)
 m.forward([5])
 print("ready", bytes_per_token(path), flush=True)
 for line in sys.stdin:
@@ -102,7 +102,8 @@ def main() -> int:
         for k, lib in enumerate(args.libs):
             root = package_with(lib, Path(tmp) / str(k))
             procs.append(subprocess.Popen(
-                [sys.executable, "-c", SERVE, str(args.model), str(args.threads), str(root / "pylowbit")],
+                [sys.executable, "-c", SERVE, str(args.model), str(args.threads), str(root / "pylowbit"),
+                 str(max(128, args.n_gen, args.n_prompt) + 1)],
                 cwd=tmp, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env=dict(os.environ, PYTHONPATH=str(root), **({"PYLOWBIT_ISA": isas[k]} if isas else {}))))

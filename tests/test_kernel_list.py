@@ -196,7 +196,10 @@ def _op_gdn(rng, T, d, chunked):
 # per op (the "fmt" of a role-op entry): shapes with and without a SIMD tail
 OP_CASES = {
     "attention": (_op_attention, [(1, 4, 2, 64, 64, 40, 30, 0), (5, 2, 1, 20, 12, 16, 3, 0),
-                                  (3, 2, 2, 8, 8, 32, 20, 7), (9, 6, 3, 36, 36, 64, 40, 16)]),
+                                  (3, 2, 2, 8, 8, 32, 20, 7), (9, 6, 3, 36, 36, 64, 40, 16),
+                                  # query rows that share a key head run together (4, 2, 1 at a time)
+                                  (3, 8, 2, 64, 32, 50, 40, 0), (2, 6, 2, 48, 80, 70, 33, 9),
+                                  (1, 3, 3, 16, 16, 20, 17, 0), (4, 12, 2, 128, 128, 90, 70, 0)]),
     "silu_mul": (_op_gate_mul("silu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
     "gelu_mul": (_op_gate_mul("gelu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
     "gdn": (_op_gdn, [(3, 16, False), (70, 16, True), (3, 128, False), (3, 12, False), (70, 36, True)]),

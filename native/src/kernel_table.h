@@ -83,7 +83,7 @@ typedef void lowbit_fwht_sig(lowbit_fwht_kernels *k);
 
 /* The decoder ops (role OP, their entries' type a LOWBIT_OP_*; ops.c, ops_gdn.c):
  * attention: lowbit_attention's query rows [r0, r1) over the filled caches (ops_attention-inl.h),
- * p a scratch row of pos + T scores. */
+ * p scratch of attn_scratch_floats(pos, T) floats. */
 typedef void lowbit_attention_sig(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
                                   const float *kc, const float *vc, int64_t ctx, int64_t pos,
                                   int64_t window, float scale, float *out, float *p, int64_t r0,

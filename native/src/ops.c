@@ -85,14 +85,14 @@ int lowbit_softmax(float *x, int64_t rows, int64_t n) {
 typedef struct {
     const float *q, *kc, *vc;
     int64_t H, Hkv, hd, vd, ctx, pos, window, rows, ntasks;
-    float scale, *out, *p; /* p: ntasks scratch rows of pos + T scores */
+    float scale, *out, *p; /* p: ntasks scratches of attn_scratch_floats(pos, T) */
     lowbit_attention_fn loop;
 } attn_job;
 
 static void attn_task(void *ctx, int64_t i) {
     const attn_job *j = (const attn_job *)ctx;
     const int64_t r0 = j->rows * i / j->ntasks, r1 = j->rows * (i + 1) / j->ntasks;
-    float *p = j->p + i * (j->pos + j->rows / j->H);
+    float *p = j->p + i * attn_scratch_floats(j->pos, j->rows / j->H);
     j->loop(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos, j->window,
                    j->scale, j->out, p, r0, r1);
 }
@@ -115,7 +115,7 @@ int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t 
         const int nt = threads > 0 ? threads : lowbit_get_threads();
         ntasks = T * H < 4 * (int64_t)nt ? T * H : 4 * (int64_t)nt; /* 4 per thread: balance */
     }
-    float *p = malloc((size_t)(ntasks * (pos + T)) * sizeof(float));
+    float *p = malloc((size_t)(ntasks * attn_scratch_floats(pos, T)) * sizeof(float));
     if (!p) return LOWBIT_ENOMEM;
     for (int64_t t = 0; t < T; t++) /* the new positions into the caches, (T, Hkv) -> (Hkv, T) */
         for (int64_t kh = 0; kh < Hkv; kh++) {

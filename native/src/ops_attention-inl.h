@@ -1,7 +1,8 @@
 /* The attention loop of lowbit_attention (ops.c), compiled twice: in ops.c for the baseline ISA and
- * in x86/ops_avx2.c with AVX2 + FMA (the same C, 8 lanes wide).  It is O(T * S) per head: at prompt
- * lengths the baseline build was slower than numpy's BLAS had been.  Arguments are checked, and the
- * new keys / values stored, by lowbit_attention; p is scratch for pos + T scores. */
+ * in x86/ops_avx2.c with AVX2 + FMA (the same C, 8 lanes wide); x86/ops_attention_avx512.c does its
+ * operations in its order with intrinsics.  It is O(T * S) per head: at prompt lengths the baseline
+ * build was slower than numpy's BLAS had been.  Arguments are checked, and the new keys / values
+ * stored, by lowbit_attention; p is scratch of attn_scratch_floats(pos, T). */
 #ifndef LOWBIT_OPS_ATTENTION_H
 #define LOWBIT_OPS_ATTENTION_H
 
@@ -9,22 +10,30 @@
 #include <stdint.h>
 #include <string.h>
 
-/* 4 x 8 independent partial sums (in AVX2: 4 registers, 4 independent FMA chains instead of one
- * 16 deep), then 8 for the rest: a fixed order the compiler keeps in vector registers. */
-static inline float attn_dot(const float *a, const float *b, int64_t n) {
-    float s0[8] = {0}, s1[8] = {0}, s2[8] = {0}, s3[8] = {0};
+/* A loop's scratch: ATTN_GROUP rows of pos + T scores (a SIMD loop keeps those of the query rows
+ * that share a key head), and 16 floats of slack after them for its vector tails. */
+#define ATTN_GROUP 4
+static inline int64_t attn_scratch_floats(int64_t pos, int64_t T) { return ATTN_GROUP * (pos + T) + 16; }
+
+/* Fold 16 partial sums: lanes l and l + 8, then l + 4, l + 2, l + 1 (the halving steps of a vector
+ * reduction, which a SIMD build can also run on 16 sums at once, transposed). */
+static inline float fold16(const float *acc) {
+    float r[8];
+    for (int l = 0; l < 8; l++) r[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) r[l] = r[l] + r[l + 4];
+    for (int l = 0; l < 2; l++) r[l] = r[l] + r[l + 2];
+    return r[0] + r[1];
+}
+
+/* sum a[i] b[i]: 16 partial sums over the full blocks (one zmm, two ymm, four xmm), folded, then
+ * the tail in order. */
+static inline float dot16(const float *restrict a, const float *restrict b, int64_t n) {
+    float acc[16] = {0};
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int l = 0; l < 8; l++) s0[l] += a[i + l] * b[i + l];
-        for (int l = 0; l < 8; l++) s1[l] += a[i + 8 + l] * b[i + 8 + l];
-        for (int l = 0; l < 8; l++) s2[l] += a[i + 16 + l] * b[i + 16 + l];
-        for (int l = 0; l < 8; l++) s3[l] += a[i + 24 + l] * b[i + 24 + l];
-    }
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) s0[l] += a[i + l] * b[i + l];
-    float s = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
+    float s = fold16(acc);
     for (; i < n; i++) s += a[i] * b[i];
-    for (int l = 0; l < 8; l++) s += (s0[l] + s1[l]) + (s2[l] + s3[l]);
     return s;
 }
 
@@ -55,15 +64,15 @@ static inline float attn_exp(float x) {
     return p * two_k;
 }
 
-/* p[j] = e^(p[j] - m) for j < n; returns their sum (8 partial sums). */
+/* p[j] = e^(p[j] - m) for j < n; returns their sum (16 partial sums as dot16). */
 static inline float attn_exp_sum(float *restrict p, float m, int64_t n) {
     for (int64_t j = 0; j < n; j++) p[j] = attn_exp(p[j] - m);
-    float s8[8] = {0}, s = 0;
+    float acc[16] = {0};
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) s8[l] += p[j + l];
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) acc[l] += p[j + l];
+    float s = fold16(acc);
     for (; j < n; j++) s += p[j];
-    for (int l = 0; l < 8; l++) s += s8[l];
     return s;
 }
 
@@ -117,7 +126,7 @@ static inline void attention_loop(const float *q, int64_t H, int64_t Hkv, int64_
         float m = -INFINITY;
         int nan = 0;
         for (int64_t j = 0; j < n; j++) {
-            p[j] = attn_dot(qh, K + j * hd, hd) * scale;
+            p[j] = dot16(qh, K + j * hd, hd) * scale;
             m = p[j] > m ? p[j] : m;
             nan |= p[j] != p[j];
         }

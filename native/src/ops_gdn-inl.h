@@ -13,7 +13,7 @@
 
 #include "ops_common.h"
 
-#define GDN_LANES 16
+#define GDN_LANES 16 /* fold16's partial sums */
 #define GDN_CHUNK 64 /* tokens per block of the chunked delta rule */
 
 /* The arguments of lowbit_gated_delta_rule (shapes in lowbit/ops.h). */
@@ -40,27 +40,6 @@ typedef struct gdn_kernels {
                                 int64_t n, float eps, float *out);
     void (*sigmoid_mul)(const float *x, const float *gate, int64_t n, float *out);
 } gdn_kernels;
-
-/* Fold GDN_LANES partial sums: lanes l and l + 8, then l + 4, l + 2, l + 1 (the halving steps of
- * a vector reduction). */
-static inline float gdn_fold(const float *acc) {
-    float r[8];
-    for (int l = 0; l < 8; l++) r[l] = acc[l] + acc[l + 8];
-    for (int l = 0; l < 4; l++) r[l] = r[l] + r[l + 4];
-    for (int l = 0; l < 2; l++) r[l] = r[l] + r[l + 2];
-    return r[0] + r[1];
-}
-
-/* sum a[i] b[i]: GDN_LANES partial sums over the full blocks, folded, then the tail in order. */
-static inline float gdn_dot(const float *restrict a, const float *restrict b, int64_t n) {
-    float acc[GDN_LANES] = {0};
-    int64_t i = 0;
-    for (; i + GDN_LANES <= n; i += GDN_LANES)
-        for (int l = 0; l < GDN_LANES; l++) acc[l] += a[i + l] * b[i + l];
-    float s = gdn_fold(acc);
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
 
 /* ---- conv, norms, gates ------------------------------------------------------------------- */
 
@@ -172,7 +151,7 @@ static inline float gdn_row(float *restrict s, const float *restrict k, const fl
             s[i + l] = x;
             acc[l] += x * k[i + l];
         }
-    float e = gdn_fold(acc);
+    float e = fold16(acc);
     for (; i < d; i++) {
         s[i] *= alpha;
         e += s[i] * k[i];
@@ -185,7 +164,7 @@ static inline float gdn_row(float *restrict s, const float *restrict k, const fl
             s[i + l] = x;
             acc2[l] += x * q[i + l];
         }
-    float o = gdn_fold(acc2);
+    float o = fold16(acc2);
     for (; i < d; i++) {
         s[i] += k[i] * delta;
         o += s[i] * q[i];
@@ -270,8 +249,8 @@ static inline void gdn_delta_rule_chunked(const gdn_args *a, int64_t h, float *s
         for (int64_t t = 0; t < n; t++)
             for (int64_t u = 0; u <= t; u++) {
                 const float dec = expf(gam[t] - gam[u]);
-                if (u < t) A[t * CS + u] = bt[t] * dec * gdn_dot(GDN_K(t), GDN_K(u), d);
-                Mt[u * CS + t] = dec * gdn_dot(GDN_Q(t), GDN_K(u), d);
+                if (u < t) A[t * CS + u] = bt[t] * dec * dot16(GDN_K(t), GDN_K(u), d);
+                Mt[u * CS + t] = dec * dot16(GDN_Q(t), GDN_K(u), d);
             }
         for (int64_t t = 0; t < n; t++) {
             float *Ut = U + t * d, *Wr = W + t * d;

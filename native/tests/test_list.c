@@ -350,7 +350,9 @@ static int64_t run_op_inputs(int op, int s, int isa, float **out) {
         static const int64_t SH[][8] = {/* T, H, Hkv, hd, vd, ctx, pos, window */
                                         {1, 4, 2, 64, 64, 40, 30, 0},  {5, 2, 1, 20, 12, 16, 3, 0},
                                         {3, 2, 2, 8, 8, 32, 20, 7},    {1, 8, 1, 256, 128, 600, 599, 0},
-                                        {9, 6, 3, 36, 36, 64, 40, 16}};
+                                        {9, 6, 3, 36, 36, 64, 40, 16}, {3, 8, 2, 64, 32, 50, 40, 0},
+                                        {2, 6, 2, 48, 80, 70, 33, 9},  {1, 3, 3, 16, 16, 20, 17, 0},
+                                        {4, 12, 2, 128, 128, 90, 70, 0}};
         if (s >= (int)(sizeof SH / sizeof SH[0])) return 0;
         const int64_t *z = SH[s], T = z[0], H = z[1], Hkv = z[2], hd = z[3], vd = z[4], ctx = z[5];
         float *q = rnd_floats(T * H * hd, -1, 1), *k = rnd_floats(T * Hkv * hd, -1, 1);

@@ -4,7 +4,7 @@
  *   v16                 16 float lanes (GDN_LANES): one zmm, or two ymm for lanes 0-7 and 8-15
  *   v16_zero(), v16_set1(x), v16_load(p), v16_store(p, v), v16_add(a, b), v16_mul(a, b)
  *                       lane by lane, each one IEEE single operation (no contraction)
- *   v16_fold(v)         gdn_fold's tree: lanes l + (l + 8), then + 4, + 2, + 1
+ *   v16_fold(v)         fold16's tree: lanes l + (l + 8), then + 4, + 2, + 1
  *   GDN_ENTRY           the variant's kernel-list entry, which returns its table
  * rows16 then does gdn_row's operations in their order on each lane: the scalar bits. */
 #ifndef LOWBIT_GDN_DELTA_RULE_INL_H

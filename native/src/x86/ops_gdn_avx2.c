@@ -22,7 +22,7 @@ static inline v16 v16_add(v16 a, v16 b) {
 static inline v16 v16_mul(v16 a, v16 b) {
     return (v16){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
 }
-/* gdn_fold: lanes l + (l + 8) (the two registers), then + 4, + 2, + 1. */
+/* fold16: lanes l + (l + 8) (the two registers), then + 4, + 2, + 1. */
 static inline float v16_fold(v16 x) {
     const __m256 r8 = _mm256_add_ps(x.lo, x.hi);
     const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));

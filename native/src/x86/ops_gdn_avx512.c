@@ -13,7 +13,7 @@ static inline v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void v16_store(float *p, v16 x) { _mm512_storeu_ps(p, x); }
 static inline v16 v16_add(v16 a, v16 b) { return _mm512_add_ps(a, b); }
 static inline v16 v16_mul(v16 a, v16 b) { return _mm512_mul_ps(a, b); }
-/* gdn_fold: lanes l + (l + 8), then + 4, + 2, + 1. */
+/* fold16: lanes l + (l + 8), then + 4, + 2, + 1. */
 static inline float v16_fold(v16 x) {
     const __m256 r8 = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
     const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
