@@ -1,18 +1,91 @@
-/* lowbit_attention's loop built with AVX2 + FMA (this file's flags); see ops_attention-inl.h.  And
- * SiLU(gate) * up and GELU(gate) * up, 8 lanes at a time.  All are kernel-list entries (role OP). */
+/* lowbit_attention's loop on AVX2 + FMA (x86/attention_groups-inl.h, 16 lanes as two ymm, 4 (row,
+ * key) scores a step), and SiLU(gate) * up and GELU(gate) * up, 8 lanes at a time.  All are
+ * kernel-list entries (role OP). */
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
 
-void attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
-                         const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
-                         float scale, float *out, float *p, int64_t r0, int64_t r1);
+#define AI static inline __attribute__((always_inline))
 
-void attention_loop_avx2(const float *q, int64_t H, int64_t Hkv, int64_t hd, int64_t vd,
-                         const float *kc, const float *vc, int64_t ctx, int64_t pos, int64_t window,
-                         float scale, float *out, float *p, int64_t r0, int64_t r1) {
-    attention_loop(q, H, Hkv, hd, vd, kc, vc, ctx, pos, window, scale, out, p, r0, r1);
+/* attn_exp's operations after its clamp, 8 lanes (x already clamped at -87) */
+AI __m256 exp8_clamped(__m256 x) {
+    const __m256i k = _mm256_cvttps_epi32(
+        _mm256_sub_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _mm256_set1_ps(0.5f)));
+    const __m256 kf = _mm256_cvtepi32_ps(k);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145752f))),
+                                   _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-6f)));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
+    const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(p, two_k);
 }
+
+typedef struct {
+    __m256 lo, hi;
+} v16;
+AI v16 v16_zero(void) { return (v16){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+AI v16 v16_set1(float x) { return (v16){_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+AI v16 v16_load(const float *p) { return (v16){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+AI void v16_store(float *p, v16 x) {
+    _mm256_storeu_ps(p, x.lo);
+    _mm256_storeu_ps(p + 8, x.hi);
+}
+AI v16 v16_add(v16 a, v16 b) { return (v16){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+AI v16 v16_sub(v16 a, v16 b) { return (v16){_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+AI v16 v16_mul(v16 a, v16 b) { return (v16){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+AI v16 v16_max(v16 a, v16 b) { return (v16){_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+AI int v16_unordered(v16 a) {
+    return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a.lo, a.lo, _CMP_UNORD_Q),
+                                           _mm256_cmp_ps(a.hi, a.hi, _CMP_UNORD_Q)));
+}
+AI float v16_hmax(v16 a) {
+    const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+AI __m256 clamp8(__m256 x) { /* attn_exp's clamp at -87 on the bits: x <= 0 */
+    return _mm256_castsi256_ps(_mm256_min_epu32(_mm256_castps_si256(x), _mm256_set1_epi32((int)0xC2AE0000u)));
+}
+AI v16 v16_exp(v16 x) { return (v16){exp8_clamped(clamp8(x.lo)), exp8_clamped(clamp8(x.hi))}; }
+
+#define SLOTS 4
+typedef __m128 sv;
+/* fold16's steps on 4 vectors: + 8 is lo + hi; slot x lands in lane x */
+AI int slot_lane(int x) { return x; }
+AI sv slots_fold(const v16 a[4]) {
+    __m256 t[4], u[2];
+    for (int i = 0; i < 4; i++) t[i] = _mm256_add_ps(a[i].lo, a[i].hi);
+    for (int i = 0; i < 2; i++) /* + 4: [a 0..3 | b 0..3] */
+        u[i] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * i], t[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(t[2 * i], t[2 * i + 1], 0x31));
+    /* + 2: [a 0, a 1, c 0, c 1 | b 0, b 1, d 0, d 1] */
+    const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x44), _mm256_shuffle_ps(u[0], u[1], 0xEE));
+    /* + 1: lanes 0, 2, 4, 6 hold a, c, b, d */
+    const __m256 r = _mm256_add_ps(w, _mm256_permute_ps(w, 0xB1));
+    return _mm256_castps256_ps128(_mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6)));
+}
+AI sv sv_mul(sv s, float f) { return _mm_mul_ps(s, _mm_set1_ps(f)); }
+AI void sv_store_run(float *dst, sv s, int lane0, int n) {
+    if (n == 4) {
+        _mm_storeu_ps(dst, s);
+        return;
+    }
+    float t[4];
+    _mm_storeu_ps(t, s);
+    for (int i = 0; i < n; i++) dst[i] = t[lane0 + i];
+}
+#undef AI
+
+#define PV_VECS 1
+#define ATTN_ENTRY attention_loop_avx2
+#include "attention_groups-inl.h"
 
 /* out[i] = silu(gate[i]) * up[i] (gelu: gelu(gate[i]) * up[i]) for the first n - n % 8 values;
  * returns how many.  The operations of ops_silu() / ops_gelu() and attn_exp() (ops_common.h,
@@ -35,21 +108,7 @@ static inline __attribute__((always_inline)) int64_t sigmoid_act_mul(const float
         /* nb > lim as uint32: both have the sign bit, so a signed compare of the rest decides */
         const __m256i tiny = _mm256_cmpgt_epi32(_mm256_xor_si256(nb, sign), _mm256_xor_si256(lim, sign));
         const __m256 x = _mm256_castsi256_ps(_mm256_blendv_epi8(nb, lim, tiny)); /* attn_exp's clamp */
-        const __m256i k = _mm256_cvttps_epi32(
-            _mm256_sub_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _mm256_set1_ps(0.5f)));
-        const __m256 kf = _mm256_cvtepi32_ps(k);
-        const __m256 r = _mm256_sub_ps(
-            _mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145752f))),
-            _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-6f)));
-        __m256 p = _mm256_set1_ps(1.0f / 720);
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), one);
-        const __m256 two_k = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
-        const __m256 e = _mm256_mul_ps(p, two_k);
+        const __m256 e = exp8_clamped(x);
         /* the sigmoid's numerator: g < 0 ? (|g| > 87 ? 0 : e) : 1 */
         const __m256i neg = _mm256_srai_epi32(gb, 31);
         const __m256i numb = _mm256_or_si256(_mm256_andnot_si256(neg, one_bits),
