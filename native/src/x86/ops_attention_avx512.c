@@ -63,4 +63,4 @@ AI void sv_store_run(float *dst, sv s, int lane0, int n) {
 
 #define PV_VECS 4
 #define ATTN_ENTRY attention_loop_avx512
-#include "attention_groups-inl.h"
+#include "../attention_groups-inl.h"

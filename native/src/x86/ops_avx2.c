@@ -85,7 +85,7 @@ AI void sv_store_run(float *dst, sv s, int lane0, int n) {
 
 #define PV_VECS 1
 #define ATTN_ENTRY attention_loop_avx2
-#include "attention_groups-inl.h"
+#include "../attention_groups-inl.h"
 
 /* out[i] = silu(gate[i]) * up[i] (gelu: gelu(gate[i]) * up[i]) for the first n - n % 8 values;
  * returns how many.  The operations of ops_silu() / ops_gelu() and attn_exp() (ops_common.h,

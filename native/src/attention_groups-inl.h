@@ -1,9 +1,9 @@
 /* lowbit_attention's loop (ops_attention-inl.h's attention_loop, the same bits) with the query rows
  * that share a key / value head (grouped-query attention) run together, up to ATTN_GROUP at a time,
- * so that each key and value row is loaded once for all of them.  Shared by ops_avx2.c and
- * ops_attention_avx512.c, each compiled with its own flags; the includer defines, after including
+ * so that each key and value row is loaded once for all of them.  Shared by x86/ops_avx2.c,
+ * x86/ops_attention_avx512.c and arm/ops_neon.c, each compiled with its own flags; the includer defines, after including
  * ops_attention-inl.h and before this:
- *   v16                     16 float lanes: one zmm, or two ymm for lanes 0-7 and 8-15
+ *   v16                     16 float lanes: one zmm, two ymm or four NEON registers
  *   v16_zero(), v16_set1(x), v16_load(p), v16_store(p, v), v16_add(a, b), v16_sub(a, b),
  *   v16_mul(a, b), v16_max(a, b) lane by lane, each one IEEE single operation (no contraction)
  *   v16_unordered(a)        nonzero if a lane is NaN;  v16_hmax(a): the largest lane
@@ -35,14 +35,11 @@ AI void scores(const float *q, const float *K, int64_t hd, int64_t n, float scal
         for (int k = 0; k < KS; k++) kr[k] = K + (j0 + k < n ? j0 + k : n - 1) * hd;
         v16 acc[SLOTS];
         for (int x = 0; x < SLOTS; x++) acc[x] = v16_zero();
-        for (int64_t i = 0; i < hd; i += 16) {
-            v16 qv[ATTN_GROUP];
-            for (int r = 0; r < G; r++) qv[r] = v16_load(q + r * hd + i);
+        for (int64_t i = 0; i < hd; i += 16)
             for (int x = 0; x < SLOTS; x++) {
                 const int L = slot_lane(x);
-                acc[x] = v16_add(acc[x], v16_mul(qv[L / KS], v16_load(kr[L % KS] + i)));
+                acc[x] = v16_add(acc[x], v16_mul(v16_load(q + L / KS * hd + i), v16_load(kr[L % KS] + i)));
             }
-        }
         const sv s = sv_mul(slots_fold(acc), scale);
         const int left = n - j0 < KS ? (int)(n - j0) : KS;
         for (int r = 0; r < G; r++) sv_store_run(p + r * ps + j0, s, r * KS, left);
