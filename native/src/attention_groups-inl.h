@@ -24,6 +24,18 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* Software prefetch this far ahead in the key and value rows: each head's rows are one run, but
+ * a run is short (a few hundred KB) and the hardware prefetchers ramp up too late on it. */
+#ifndef ATTN_PF_BYTES
+#define ATTN_PF_BYTES 4096
+#endif
+AI void prefetch_run(const void *p, int64_t bytes) {
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + b);
+}
+AI void prefetch_rows(const float *row, int64_t floats) {
+    prefetch_run((const char *)row + ATTN_PF_BYTES, 4 * floats);
+}
+
 /* Scores of G rows (q, hd apart) against keys K[0 .. n) into p (stride ps a row), scaled:
  * SLOTS / G keys a step.  The slot whose result lands in lane L serves row L / (SLOTS / G), key
  * L % (SLOTS / G): each row's scores are one run of the result. */
@@ -33,6 +45,7 @@ AI void scores(const float *q, const float *K, int64_t hd, int64_t n, float scal
     for (int64_t j0 = 0; j0 < n; j0 += KS) {
         const float *kr[SLOTS]; /* the step's key rows (past n: the last one again, not stored) */
         for (int k = 0; k < KS; k++) kr[k] = K + (j0 + k < n ? j0 + k : n - 1) * hd;
+        prefetch_rows(K + j0 * hd, KS * hd);
         v16 acc[SLOTS];
         for (int x = 0; x < SLOTS; x++) acc[x] = v16_zero();
         for (int64_t i = 0; i < hd; i += 16)
@@ -90,6 +103,7 @@ AI void weighted_values(float *out, const float *p, int64_t ps, const float *inv
             for (int b = 0; b < PV_VECS; b++) acc[r][b] = v16_zero();
         for (int64_t j = 0; j < n; j++) {
             const float *v = V + j * vd + c0;
+            if (c0 == 0) prefetch_rows(V + j * vd, vd);
             v16 vv[PV_VECS];
             for (int b = 0; b < PV_VECS; b++) vv[b] = b < nv ? v16_load(v + 16 * b) : v16_zero();
             for (int r = 0; r < G; r++) {
@@ -106,6 +120,8 @@ AI void weighted_values(float *out, const float *p, int64_t ps, const float *inv
 /* G rows of one group: query rows q (hd apart), outputs out (vd apart), keys K / values V, n of them */
 AI void group_rows(const float *q, const float *K, const float *V, int64_t hd, int64_t vd, int64_t n,
                    float scale, float *out, float *p, int64_t ps, const int G) {
+    const int64_t vbytes = 4 * n * vd; /* the values' first rows, for when the scores are done */
+    prefetch_run(V, vbytes < ATTN_PF_BYTES ? vbytes : ATTN_PF_BYTES);
     scores(q, K, hd, n, scale, p, ps, G);
     float inv[ATTN_GROUP];
     for (int r = 0; r < G; r++) inv[r] = softmax_row(p + r * ps, n);
