@@ -37,6 +37,15 @@
 #ifndef LOWBIT_PF_BASE3_NEAR
 #define LOWBIT_PF_BASE3_NEAR 1024
 #endif
+/* The other entries (AMD cores) read a set at a time, one run of memory (no paired entry: two runs
+ * side by side streamed slower there), and prefetch each line this far ahead into L1: the
+ * hardware prefetchers alone leave the run short of the memory's rate.  Nearer than a few KB the
+ * prefetches only repeat theirs. */
+#ifndef LOWBIT_PF_BASE3_AMD
+#define LOWBIT_PF_BASE3_AMD 12288
+#endif
+/* Vectors the decode runs ahead of the dot products in those entries */
+#define B3_AHEAD 4
 /* t4 and 84 t4 by v >> 2; the 2-bit byte of t0..t3 by r (128 entries, r < 81 used) */
 static _Alignas(64) uint8_t TABLES[4][64];
 
@@ -119,12 +128,13 @@ AI void unit16(const int NS, const int PF, const int X4, const uint8_t *const t[
     }
 }
 
-/* The same unit with the decode one vector ahead of the dot products (the entries without
- * prefetch; the _l2pf instances keep unit16).  Each vector's dot products wait on a chain of two
- * lookups (load, shift, vpermb, sub, vpermi2b, and: ~25 cycles on some cores); issued one
- * vector earlier, the core has the next vector's decode to run beside them.  The steps are asm
- * because gcc 12 adds each vpdpbusd into a fresh register and copies it back and hoists a
- * unit's quads into registers it then spills; volatile, so that they stay in the order written.
+/* The same unit of one set with the decode B3_AHEAD vectors ahead of the dot products (the AMD
+ * entries; the _l2pf instances keep unit16).  Each vector's dot products wait on a chain of two
+ * lookups (load, shift, vpermb, sub, vpermi2b, and: ~25 cycles on some cores); issued that much
+ * earlier, the core has later vectors' decodes to run beside them (one set has no second set's
+ * vector to fill the wait).  The steps are asm because gcc 12 adds each vpdpbusd into a fresh
+ * register and copies it back and hoists a unit's quads into registers it then spills; volatile,
+ * so that they stay in the order written.
  *
  * decode_step: decode64_gemv of the 64 bytes at v.  A tail vector decodes the same way: its
  * plane 4 holds zeros, so t84 = 0 and c is the lookup of the bytes themselves. */
@@ -139,34 +149,25 @@ AI void decode_step(const uint8_t *v, const b3_tables *T, __m512i *c, __m512i *t
                        [hi] "v"(T->hi));
 }
 
-/* The quads of planes 0..3 at qa + 32 k, each in every lane */
-AI void quads4(const int8_t *qa, __m512i Q[4]) {
-    __asm__ volatile("vpbroadcastd (%[qa]), %[q0]\n\t"
-                     "vpbroadcastd 32(%[qa]), %[q1]\n\t"
-                     "vpbroadcastd 64(%[qa]), %[q2]\n\t"
-                     "vpbroadcastd 96(%[qa]), %[q3]"
-                     : [q0] "=v"(Q[0]), [q1] "=v"(Q[1]), [q2] "=v"(Q[2]), [q3] "=v"(Q[3])
-                     : [qa] "r"(qa), "m"(*(const int8_t(*)[100])qa));
-}
-
-/* dot_step: planes 0..3 of c masked in place (M[k]) into P[0..3] against Q[0..3]; X4: 84 t4
- * into P[4] against the quad at q4 (a broadcast operand: one register fewer) */
-AI void dot_step(const int X4, __m512i c, __m512i t84, const __m512i M[4], const __m512i Q[4],
+/* dot_step: planes 0..3 of c masked in place (M[k]) into P[0..3] against the quads at qa + 32 k;
+ * X4: 84 t4 into P[4] against the quad at q4.  Each quad is a broadcast operand: with one set a
+ * quad serves one vpdpbusd, and a broadcast of its own would be one op more. */
+AI void dot_step(const int X4, __m512i c, __m512i t84, const __m512i M[4], const int8_t *qa,
                  const int8_t *q4, __m512i P[5]) {
     __m512i w;
 #define B3_PLANES                                                                                  \
     "vpandd %[m0], %[c], %[w]\n\t"                                                                 \
-    "vpdpbusd %[q0], %[w], %[p0]\n\t"                                                              \
+    "vpdpbusd (%[qa])%{1to16%}, %[w], %[p0]\n\t"                                                    \
     "vpandd %[m1], %[c], %[w]\n\t"                                                                 \
-    "vpdpbusd %[q1], %[w], %[p1]\n\t"                                                              \
+    "vpdpbusd 32(%[qa])%{1to16%}, %[w], %[p1]\n\t"                                                  \
     "vpandd %[m2], %[c], %[w]\n\t"                                                                 \
-    "vpdpbusd %[q2], %[w], %[p2]\n\t"                                                              \
+    "vpdpbusd 64(%[qa])%{1to16%}, %[w], %[p2]\n\t"                                                  \
     "vpandd %[m3], %[c], %[w]\n\t"                                                                 \
-    "vpdpbusd %[q3], %[w], %[p3]"
+    "vpdpbusd 96(%[qa])%{1to16%}, %[w], %[p3]"
 #define B3_OPERANDS                                                                                \
     [p0] "+v"(P[0]), [p1] "+v"(P[1]), [p2] "+v"(P[2]), [p3] "+v"(P[3]), [w] "=&v"(w)               \
-    : [c] "v"(c), [m0] "v"(M[0]), [m1] "v"(M[1]), [m2] "v"(M[2]), [m3] "v"(M[3]), [q0] "v"(Q[0]),  \
-      [q1] "v"(Q[1]), [q2] "v"(Q[2]), [q3] "v"(Q[3])
+    : [c] "v"(c), [m0] "v"(M[0]), [m1] "v"(M[1]), [m2] "v"(M[2]), [m3] "v"(M[3]), [qa] "r"(qa),    \
+      "m"(*(const int8_t(*)[100])qa)
     if (X4)
         __asm__ volatile("vpdpbusd %[q4]%{1to16%}, %[t], %[p4]\n\t" B3_PLANES
                          : [p4] "+v"(P[4]), B3_OPERANDS, [t] "v"(t84),
@@ -177,29 +178,27 @@ AI void dot_step(const int X4, __m512i c, __m512i t84, const __m512i M[4], const
 #undef B3_OPERANDS
 }
 
-/* unit16 with the decode ahead: D[s] holds set s's first vector of the unit decoded (c, 84 t4)
- * and on return the one at nx[s] (the next unit's first, or any vector of the row at its end) */
-AI void unit16_ahead(const int NS, const int X4, const uint8_t *const t[2],
-                     const uint8_t *const nx[2], const int8_t *const q[5], const b3_tables *T,
-                     const __m512i M[4], __m512i D[2][2], __m512i P[2][5][2]) {
-    const int NA = NA_OF(NS);
+/* unit16 of one set with the decode ahead: D[i] holds the unit's vector i decoded (c, 84 t4), on
+ * return the vectors at nx (the next unit, or at the run's end any of its vectors) */
+AI void unit16_ahead(const int X4, const uint8_t *const t[2], const uint8_t *const nx[2],
+                     const int8_t *const q[5], const b3_tables *T, const __m512i M[4],
+                     __m512i D[B3_AHEAD][2], __m512i P[2][5][2]) {
     const uint8_t *b[2];
-    opaque_bases(NS, t, b);
+    opaque_bases(1, t, b);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
-        const int ac = j % NA;
-        __m512i Q[4];
-        quads4(q[0] + 4 * j, Q);
-#pragma GCC unroll 2
-        for (int s = 0; s < NS; s++) {
-            __m512i c, t84;
-            decode_step(j < 7 ? b[s] + 64 * (j + 1) : nx[s], T, &c, &t84);
-            __m512i A[5];
-            for (int k = 0; k < 5; k++) A[k] = P[s][k][ac];
-            dot_step(X4, D[s][0], D[s][1], M, Q, q[4] + 4 * j, A);
-            for (int k = 0; k < 5; k++) P[s][k][ac] = A[k];
-            D[s][0] = c, D[s][1] = t84;
-        }
+        const int ac = j % 2;
+        _mm_prefetch((const char *)(b[0] + 64 * j + LOWBIT_PF_BASE3_AMD), _MM_HINT_T0);
+        __m512i c, t84;
+        decode_step(j + B3_AHEAD < 8 ? b[0] + 64 * (j + B3_AHEAD)
+                                     : nx[0] + 64 * (j + B3_AHEAD - 8),
+                    T, &c, &t84);
+        __m512i A[5];
+        for (int k = 0; k < 5; k++) A[k] = P[0][k][ac];
+        dot_step(X4, D[0][0], D[0][1], M, q[0] + 4 * j, q[4] + 4 * j, A);
+        for (int k = 0; k < 5; k++) P[0][k][ac] = A[k];
+        for (int i = 0; i + 1 < B3_AHEAD; i++) D[i][0] = D[i + 1][0], D[i][1] = D[i + 1][1];
+        D[B3_AHEAD - 1][0] = c, D[B3_AHEAD - 1][1] = t84;
     }
 }
 
@@ -224,7 +223,7 @@ AI __m512i acc_sum84(const int NA, __m512i P[5][2]) {
 }
 
 /* Row sets R[0..NS) of a matrix of S slices a group (4: PTQ1_0, 8: TQ1_0); PF the prefetch
- * distance, a constant in each instance */
+ * distance of the _l2pf instances, a constant in each, or 0: one set (NS 1), unit16_ahead */
 AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, const int64_t R[2],
                const int64_t lim[4], const lowbit_act *a, const b3_tables *T, float *y) {
     const int64_t G = 32 * S, ng = m->cols / G, np = ng / 5, nu = m->nunits;
@@ -232,11 +231,12 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
     const uint8_t *t[2];
     for (int s = 0; s < NS; s++) t[s] = m->codes + R[s] * nu * 512;
     __m512 acc[2];
-    __m512i P[2][5][2], D[2][2], M[4]; /* D, M: unit16_ahead's (PF 0) */
+    __m512i P[2][5][2], D[B3_AHEAD][2], M[4]; /* D, M: unit16_ahead's (PF 0) */
     for (int k = 0; k < 4; k++) M[k] = _mm512_set1_epi8((char)(3 << (2 * k)));
     for (int s = 0; s < NS; s++) {
         acc[s] = _mm512_setzero_ps();
-        if (!PF) decode_step(t[s], T, &D[s][0], &D[s][1]);
+        if (!PF) /* NS 1; the order of these lines decided gcc 12's spills in the loop */
+            for (int i = 0; i < B3_AHEAD; i++) decode_step(t[s] + 64 * i, T, &D[i][0], &D[i][1]);
     }
     int64_t u = 0; /* units done */
     for (int64_t g0 = 0; g0 < ng; g0 += 5) {
@@ -264,9 +264,9 @@ AI void rows16(const int NS, const int S, const int PF, const lowbit_matrix *m, 
                 else if (PF)
                     unit16(NS, PF, 0, t, q, T, P);
                 else if (full)
-                    unit16_ahead(NS, 1, t, nx, q, T, M, D, P);
+                    unit16_ahead(1, t, nx, q, T, M, D, P);
                 else
-                    unit16_ahead(NS, 0, t, nx, q, T, M, D, P);
+                    unit16_ahead(0, t, nx, q, T, M, D, P);
                 for (int s = 0; s < NS; s++) t[s] += 512;
             }
             for (int s = 0; s < NS; s++)
@@ -290,28 +290,28 @@ typedef void rows16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t
     }
 ROWS16_INSTANCE(1, 4, 0)
 ROWS16_INSTANCE(1, 8, 0)
-ROWS16_INSTANCE(2, 4, 0)
-ROWS16_INSTANCE(2, 8, 0)
 ROWS16_INSTANCE(1, 4, LOWBIT_PF_BASE3_INTEL)
 ROWS16_INSTANCE(1, 8, LOWBIT_PF_BASE3_INTEL)
 ROWS16_INSTANCE(2, 4, LOWBIT_PF_BASE3_INTEL)
 ROWS16_INSTANCE(2, 8, LOWBIT_PF_BASE3_INTEL)
 #undef ROWS16_INSTANCE
 
-/* The instance for NS sets of m (its group: S) at prefetch distance pf (0 or LOWBIT_PF_BASE3_INTEL) */
+/* The instance for NS sets of m (its group: S) at prefetch distance pf (0, one set only, or
+ * LOWBIT_PF_BASE3_INTEL) */
 static rows16_fn *rows16_for(int NS, int pf, const lowbit_matrix *m) {
-    static rows16_fn *const BY[2][2][2] = {
-        {{rows16_1_4_0, rows16_1_8_0}, {rows16_2_4_0, rows16_2_8_0}},
-        {{rows16_1_4_LOWBIT_PF_BASE3_INTEL, rows16_1_8_LOWBIT_PF_BASE3_INTEL},
-         {rows16_2_4_LOWBIT_PF_BASE3_INTEL, rows16_2_8_LOWBIT_PF_BASE3_INTEL}}};
-    return BY[pf != 0][NS == 2][m->group == 256];
+    static rows16_fn *const BY[3][2] = {
+        {rows16_1_4_0, rows16_1_8_0},
+        {rows16_1_4_LOWBIT_PF_BASE3_INTEL, rows16_1_8_LOWBIT_PF_BASE3_INTEL},
+        {rows16_2_4_LOWBIT_PF_BASE3_INTEL, rows16_2_8_LOWBIT_PF_BASE3_INTEL}};
+    return NS == 2 && !pf ? NULL : BY[pf ? NS : 0][m->group == 256];
 }
 
 static lowbit_once g_tables_once = LOWBIT_ONCE_INIT;
 
 static void tables_init(void) { tables_fill(); }
 
-/* The tables and instances of one call (one set and two at a time): the walks' ctx */
+/* The tables and instances of one call (one set and two at a time, NULL without prefetch): the
+ * walks' ctx */
 typedef struct {
     b3_tables T;
     rows16_fn *one, *two;
@@ -339,22 +339,23 @@ static void b3_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64_t
     sets16_range(b3_one, ctx, m, r0, r1, a, y);
 }
 
-/* The entries at each prefetch distance: _l2pf for Intel cores (kernel_list.inc) */
-#define BASE3_ENTRIES(SUFFIX, PF)                                                                  \
+/* The entries at each prefetch distance: _l2pf for Intel cores, alone and paired; the others
+ * (AMD cores) alone (kernel_list.inc) */
+#define BASE3_GEMV(SUFFIX, PF)                                                                     \
     void base3_gemv_avx512vbmi##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,             \
                                        const lowbit_act *a, float *y) {                            \
         const b3_call C = b3_call_for(m, PF);                                                      \
         b3_rows(&C, m, r0, r1, a, y);                                                              \
-    }                                                                                              \
-    void base3_gemv_pair_avx512vbmi##SUFFIX(const lowbit_matrix *m, int64_t a0, int64_t a1,        \
-                                            int64_t b0, int64_t b1, const lowbit_act *a,           \
-                                            float *y) {                                            \
-        const b3_call C = b3_call_for(m, PF);                                                      \
-        sets16_pair(b3_two, b3_rows, &C, m, a0, a1, b0, b1, a, y);                                 \
     }
-BASE3_ENTRIES(, 0)
-BASE3_ENTRIES(_l2pf, LOWBIT_PF_BASE3_INTEL)
-#undef BASE3_ENTRIES
+BASE3_GEMV(, 0)
+BASE3_GEMV(_l2pf, LOWBIT_PF_BASE3_INTEL)
+#undef BASE3_GEMV
+
+void base3_gemv_pair_avx512vbmi_l2pf(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                     int64_t b1, const lowbit_act *a, float *y) {
+    const b3_call C = b3_call_for(m, LOWBIT_PF_BASE3_INTEL);
+    sets16_pair(b3_two, b3_rows, &C, m, a0, a1, b0, b1, a, y);
+}
 
 /* ---- the GEMM: rows decoded into the 2-bit layout ---------------------------------------------
  * A unit's planes 0..3 are one 128-weight chunk of the 2-bit layout (its byte is the decoded c as
