@@ -151,8 +151,11 @@ int main(int argc, char **argv) {
     const int64_t rows = argc > 4 ? atoll(argv[3]) : 2048, cols = argc > 4 ? atoll(argv[4]) : 2560;
     const int rounds = argc > 5 ? atoi(argv[5]) : 41;
     const char *isa = argc > 6 && strcmp(argv[6], "-") ? argv[6] : NULL;
-    int copies = argc > 7 ? atoi(argv[7]) : 1;
-    if (copies < 1 || copies > 64) copies = 1;
+    const int copies = argc > 7 ? atoi(argv[7]) : 1;
+    if (copies < 1 || copies > 64) {
+        fprintf(stderr, "COPIES must be 1 .. 64, not %s\n", argv[7]);
+        return 2;
+    }
     lib_t L[8];
     int nl = 0;
     char *libs = strdup(argv[1]), *isas = isa ? strdup(isa) : NULL, *isa2 = NULL;
@@ -221,9 +224,12 @@ int main(int argc, char **argv) {
             T->calls = (int)(4e8 / (double)(rows * cols)) + 1;
         }
     }
-    for (int r = 0; r < rounds; r++) /* forward then backward: the second slot of a round ran up */
-        for (int j = 0; j < ns; j++) { /* to ~1.1x faster in the DRAM regime */
-            slot_t *T = &S[r & 1 ? ns - 1 - j : j];
+    /* Forward then backward, from a start that moves on every two rounds: each slot runs in each
+     * place of a round equally often (a slot's place biased it by -7 .. +10 % in the DRAM regime). */
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < ns; j++) {
+            const int start = r / 2 % ns;
+            slot_t *T = &S[r & 1 ? (start + ns - 1 - j) % ns : (start + j) % ns];
             use(&L[T->l]);
             double t0 = now();
             for (int i = 0; i < T->calls; i++, T->next = (T->next + 1) % copies)
