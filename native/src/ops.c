@@ -91,7 +91,9 @@ typedef struct {
 
 static void attn_task(void *ctx, int64_t i) {
     const attn_job *j = (const attn_job *)ctx;
-    const int64_t r0 = j->rows * i / j->ntasks, r1 = j->rows * (i + 1) / j->ntasks;
+    /* whole groups of the H / Hkv rows that share a key head: a loop runs those together */
+    const int64_t G = j->H / j->Hkv, groups = j->rows / G;
+    const int64_t r0 = groups * i / j->ntasks * G, r1 = groups * (i + 1) / j->ntasks * G;
     float *p = j->p + i * attn_scratch_floats(j->pos, j->rows / j->H);
     j->loop(j->q, j->H, j->Hkv, j->hd, j->vd, j->kc, j->vc, j->ctx, j->pos, j->window,
                    j->scale, j->out, p, r0, r1);
@@ -113,7 +115,7 @@ int lowbit_attention_mt(const float *q, const float *k, const float *v, int64_t 
     int64_t ntasks = 1;
     if (threads != 1 && work >= ATTN_PARALLEL_MIN) {
         const int nt = threads > 0 ? threads : lowbit_get_threads();
-        ntasks = T * H < 4 * (int64_t)nt ? T * H : 4 * (int64_t)nt; /* 4 per thread: balance */
+        ntasks = T * Hkv < 4 * (int64_t)nt ? T * Hkv : 4 * (int64_t)nt; /* 4 per thread: balance */
     }
     float *p = malloc((size_t)(ntasks * attn_scratch_floats(pos, T)) * sizeof(float));
     if (!p) return LOWBIT_ENOMEM;
