@@ -176,18 +176,20 @@ def test_attention_threads_give_the_same_bits(variant, T, H, Hkv, pos, window):
     close(one, ref_attention(q, kc2, vc2, pos + T, window, 0.125))
 
 
-def test_attention_exp_range_and_non_finite_inputs(variant):
+@pytest.mark.parametrize("hd, keys", [(8, 4), (16, 4), (48, 37)])  # 16 and 48: the grouped loops
+def test_attention_exp_range_and_non_finite_inputs(variant, hd, keys):
     """Score gaps past the fast exp's -87 clamp weigh ~0; NaN or inf in q gives NaN for that head
-    only (numpy's result), never a crash."""
-    kc, vc = f32(np.zeros((1, 4, 8))), f32(np.zeros((1, 4, 8)))
-    kc[0, :2, 0] = [0.0, -1e6]  # position 1 scores a million below position 0
+    only (numpy's result), never a crash; the rows beside it in its key head's group are exact."""
+    kc, vc = f32(np.zeros((1, keys, hd))), f32(np.zeros((1, keys, hd)))
+    kc[0, 1:, 0] = -1e6  # the other positions score a million below position 0
     vc[0, :2, 0] = [1.0, 5.0]
-    q, k, v = f32(np.ones((1, 3, 8))), f32(np.zeros((1, 1, 8))), f32(np.zeros((1, 1, 8)))
-    k[0, 0, 0] = -2e6  # the new position 2 scores even lower
+    q, k, v = f32(np.ones((1, 4, hd))), f32(np.zeros((1, 1, hd))), f32(np.zeros((1, 1, hd)))
+    k[0, 0, 0] = -2e6  # the new last position scores even lower
     q[0, 1, 3] = np.nan
     q[0, 2, 0] = np.inf
-    out = ops.attention(q, k, v, kc, vc, 2, 0, 1.0)
-    assert np.allclose(out[0, 0], [1, 0, 0, 0, 0, 0, 0, 0])  # all weight on position 0
+    out = ops.attention(q, k, v, kc, vc, keys - 2, 0, 1.0)
+    one_hot = np.eye(1, hd)[0]
+    assert np.allclose(out[0, 0], one_hot) and np.allclose(out[0, 3], one_hot)  # all on position 0
     assert np.all(np.isnan(out[0, 1])) and np.all(np.isnan(out[0, 2]))
 
 
