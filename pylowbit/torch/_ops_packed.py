@@ -39,9 +39,10 @@ def packed_nbytes(type_id: int, rows: int, cols: int) -> int:
 @functools.lru_cache(maxsize=64)
 def _repacked(type_id: int) -> bool:
     """Whether the type has a packed layout: every variant's for the ternary / 2-bit formats,
-    Q8_0's where a variant has a kernel for it (bytes packed there run under any variant)"""
+    Q8_0's and Q1_0's where a variant has a kernel for it (bytes packed there run under any
+    variant, so the answer must not depend on the variant of the first call)"""
     info = format_info(type_id)
-    return info.name == "q8_0" or _lowbit.packed_nbytes(type_id, 1, info.block_size) > 0
+    return info.name in ("q8_0", "q1_0") or _lowbit.packed_nbytes(type_id, 1, info.block_size) > 0
 
 
 def _check_packed(p: torch.Tensor, type_id: int, rows: int, cols: int, cpu: bool) -> None:

@@ -16,6 +16,9 @@ from pylowbit import _lowbit
 from pylowbit.torch._ops_packed import empty_aligned, packed_nbytes
 
 REPACKED = ["i2_s", "tq2_0", "tq1_0", "ptq1_0", "q2_0", "pq2_0"]
+# Q1_0 is repacked where the variant has a GEMV for its rows64 layout (every x86 SIMD variant)
+if _lowbit.packed_nbytes(lb.format_info("q1_0").type_id, 64, 128):
+    REPACKED.append("q1_0")
 OPS = torch.ops.pylowbit
 
 
