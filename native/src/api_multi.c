@@ -78,6 +78,12 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
     }
     int64_t bt = 0;
     const int64_t ncol = lowbit_plan_tiles(work, row_tasks, batch > 0 ? batch : 1, threads, &bt);
+    /* GLU: gate and up widen together or not at all (one counter per task of both) */
+    int widen[LOWBIT_MULTI_MAX];
+    for (int j = 0; j < n; j++) widen[j] = lowbit_job_widens(&M->part[j], *threads);
+    if (act >= 0 && widen[0] != widen[1]) widen[0] = widen[1] = 0;
+    for (int j = 0; j < n; j++)
+        if (widen[j]) lowbit_job_widen(&M->part[j]); /* batch 1: ncol stays 1 */
     M->first[0] = 0;
     for (int j = 0; j < n; j++) {
         M->part[j].bt = bt;

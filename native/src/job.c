@@ -6,13 +6,13 @@
 
 /* The rows of task t: [r[0], r[1]) and, paired, its twin tile [r[2], r[3]) (empty: r[2] == r[3]). */
 void lowbit_job_task_rows(const job *J, int64_t t, int64_t r[4]) {
-    const int64_t tile = t % J->row_tasks;
-    r[0] = tile * ROWS_PER_TASK;
-    r[1] = r[0] + ROWS_PER_TASK < J->rows ? r[0] + ROWS_PER_TASK : J->rows;
+    const int64_t tile = t % J->row_tasks, tr = J->task_rows;
+    r[0] = tile * tr;
+    r[1] = r[0] + tr < J->rows ? r[0] + tr : J->rows;
     r[2] = r[3] = 0;
-    if (J->paired && (tile + J->row_tasks) * ROWS_PER_TASK < J->rows) {
-        r[2] = (tile + J->row_tasks) * ROWS_PER_TASK;
-        r[3] = r[2] + ROWS_PER_TASK < J->rows ? r[2] + ROWS_PER_TASK : J->rows;
+    if (J->paired && (tile + J->row_tasks) * tr < J->rows) {
+        r[2] = (tile + J->row_tasks) * tr;
+        r[3] = r[2] + tr < J->rows ? r[2] + tr : J->rows;
     }
 }
 
@@ -59,7 +59,7 @@ void lowbit_job_run_chunk(void *ctx, int64_t t) {
 /* The job's row tasks: one row tile each, or paired (a tile and its twin) where `pair` allows it
  * and there are two tiles or more. */
 void lowbit_job_set_pairing(job *J, int pair) {
-    const int64_t tiles = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    const int64_t tiles = (J->rows + J->task_rows - 1) / J->task_rows;
     J->paired = pair && tiles > 1;
     J->row_tasks = J->paired ? (tiles + 1) / 2 : tiles;
 }
@@ -79,7 +79,22 @@ void lowbit_job_prepare(job *J) {
         J->row_scale = 1.0f;
     }
     J->pair = J->m && J->batch == 1 ? pair_kernel(J->k, J->m) : NULL;
+    J->task_rows = ROWS_PER_TASK;
     lowbit_job_set_pairing(J, J->pair != NULL);
+}
+
+/* A rows64 GEMV (Q1_0) sets up per kernel call: it takes the activation's tables out of a shared
+ * cache (q1_lut_cache.h) with locked instructions, which hold back the loads behind them (the
+ * next call's weights), and compares the codes.  On one thread no task has to balance another,
+ * so one call takes all the rows. */
+int lowbit_job_widens(const job *J, int threads) {
+    return threads == 1 && J->m && J->m->rows64 && J->batch == 1 && !J->paired;
+}
+
+void lowbit_job_widen(job *J) {
+    if (J->rows > ROWS_PER_TASK) /* whole tiles */
+        J->task_rows = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK * ROWS_PER_TASK;
+    lowbit_job_set_pairing(J, 0);
 }
 
 /* Bytes i2s_exponents needs for a job, 64 of slack for alignment. */

@@ -32,6 +32,7 @@ typedef struct {
     float *y;
     float row_scale; /* I2_S per-tensor scale, else 1 */
     int64_t row_tasks, bt;
+    int64_t task_rows; /* rows of a task (paired: of each of its two ranges) */
     int paired;
     /* paired tasks' kernel (pair_kernel) */
     lowbit_pair_fn pair;
@@ -47,6 +48,10 @@ void lowbit_job_run_chunk(void *ctx, int64_t t);
 void lowbit_job_set_pairing(job *J, int pair);
 /* The per-tensor scale and row tiles of a job. */
 void lowbit_job_prepare(job *J);
+/* Whether the job, run on `threads` threads, should be one task (lowbit_job_widen) */
+int lowbit_job_widens(const job *J, int threads);
+/* One task for all the job's rows (batch 1, unpaired) */
+void lowbit_job_widen(job *J);
 /* Bytes lowbit_job_i2s_exponents needs for a job, 64 of slack for alignment; and the I2_S
  * activations it makes there (job.c) */
 size_t lowbit_job_i2s_bytes(const job *J);
