@@ -13,7 +13,9 @@ probes, as `pylowbit bench` reports it.  On a machine whose bandwidth moves from
 only shares taken round by round compare: the medians, and how many rounds each build won, are
 the result, with the median per round of new's tokens/s over base's.  --isa forces a variant in
 each process (PYLOWBIT_ISA): one build twice gives two of its variants side by side.  -p N times
-a prompt of N tokens in one batch instead (pp N, as `pylowbit bench`; no shares, tokens/s only).  Both models are resident at once: two 27B files need about 2 x 6 GB.
+a prompt of N tokens in one batch instead (pp N, as `pylowbit bench`; no shares, tokens/s only).
+--cpu-time times each run in its process's CPU time instead of wall time, without probes (tokens
+per CPU second): on a machine whose cores other jobs take, steadier than wall time at one thread.  Both models are resident at once: two 27B files need about 2 x 6 GB.
 """
 import argparse
 import os
@@ -31,6 +33,7 @@ from pylowbit.model import load_model
 from pylowbit.benchmark import read_bandwidth, probe_buffer, bytes_per_token
 import pylowbit._lowbit as ext
 path, threads, copy, ctx = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]).resolve(), int(sys.argv[4])
+clock = time.process_time if sys.argv[5] == "cpu" else time.perf_counter
 if Path(ext.__file__).resolve().parent != copy:  # else both processes would run one build
     sys.exit(f"ab_decode: pylowbit._lowbit loaded from {ext.__file__}, not from the copy in {copy} "
              "(an editable install's import hook wins over PYTHONPATH: `pip install .` instead)")
@@ -42,15 +45,15 @@ for line in sys.stdin:
     cmd = line.split()
     if cmd[0] == "gen":  # from an empty cache, as pylowbit bench's tg (the reset untimed)
         m.reset()
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(int(cmd[1])):
             m.forward([100 + i])
-        print(time.perf_counter() - t0, flush=True)
+        print(clock() - t0, flush=True)
     elif cmd[0] == "pp":
         m.reset()
-        t0 = time.perf_counter()
+        t0 = clock()
         m.forward(list(range(100, 100 + int(cmd[1]))))
-        print(time.perf_counter() - t0, flush=True)
+        print(clock() - t0, flush=True)
     elif cmd[0] == "probe":
         print(read_bandwidth(threads, reps=2, buf=buf), flush=True)
     else:
@@ -86,6 +89,9 @@ def main() -> int:
     ap.add_argument("-r", "--rounds", type=int, default=12)
     ap.add_argument("-p", "--n-prompt", type=int, default=0, help="time pp N instead of tg")
     ap.add_argument("--isa", default="", help="NEW,BASE: the variant each process runs")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time runs in process CPU time, no probes: tokens per CPU second (steadier "
+                         "than wall time where other jobs take the cores; one thread)")
     args = ap.parse_args()
     isas = args.isa.split(",") if args.isa else []
     if isas and len(isas) != 2:
@@ -103,7 +109,7 @@ def main() -> int:
             root = package_with(lib, Path(tmp) / str(k))
             procs.append(subprocess.Popen(
                 [sys.executable, "-c", SERVE, str(args.model), str(args.threads), str(root / "pylowbit"),
-                 str(max(128, args.n_gen, args.n_prompt) + 1)],
+                 str(max(128, args.n_gen, args.n_prompt) + 1), "cpu" if args.cpu_time else "wall"],
                 cwd=tmp, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env=dict(os.environ, PYTHONPATH=str(root), **({"PYLOWBIT_ISA": isas[k]} if isas else {}))))
@@ -123,14 +129,15 @@ def main() -> int:
         shares, secs_of = [[], []], [[], []]
         run = f"pp {args.n_prompt}" if args.n_prompt else f"gen {args.n_gen}"
         ntok = args.n_prompt or args.n_gen
+        rates = args.n_prompt or args.cpu_time  # tokens/s, not shares
         print(f"{args.model.name}, {args.threads} thread(s), {run} a run; "
-              f"{'tokens/s' if args.n_prompt else 'share'} per round:")
+              f"{'tokens/s' if rates else 'share'} per round:")
         for r in range(args.rounds):
             for k in (0, 1) if r % 2 == 0 else (1, 0):
-                before = 0 if args.n_prompt else ask(procs[0], "probe")
+                before = 0 if rates else ask(procs[0], "probe")
                 secs = ask(procs[k], run)
-                after = 0 if args.n_prompt else ask(procs[0], "probe")
-                shares[k].append(ntok / secs if args.n_prompt
+                after = 0 if rates else ask(procs[0], "probe")
+                shares[k].append(ntok / secs if rates
                                  else per_token * ntok / secs / max(before, after))
                 secs_of[k].append(secs)
             print(f"  {r:3d}  new {shares[0][-1]:.3f}  base {shares[1][-1]:.3f}", flush=True)
@@ -139,7 +146,8 @@ def main() -> int:
             p.stdin.flush()
             p.wait()
     wins = sum(a > b for a, b in zip(*shares))
-    print(f"median {'tokens/s' if args.n_prompt else 'share'}: new {statistics.median(shares[0]):.3f}, base {statistics.median(shares[1]):.3f}; "
+    rates = args.n_prompt or args.cpu_time
+    print(f"median {'tokens/s' if rates else 'share'}: new {statistics.median(shares[0]):.3f}, base {statistics.median(shares[1]):.3f}; "
           f"new ahead in {wins} of {args.rounds} rounds; tokens/s new / base, median of the rounds "
           f"{statistics.median(b / a for a, b in zip(*secs_of)):.3f}")
     return 0
