@@ -12,6 +12,10 @@
 #define LOWBIT_PF_L1_AMD 12288
 #endif
 
+/* The prefetch distance that kernels templated on one (a constant in each instance, > 0: that many
+ * bytes into L2) take for lowbit_pf_l1_amd */
+#define PF_L1 (-1)
+
 /* The line LOWBIT_PF_L1_AMD bytes past p, into L1 */
 static inline __attribute__((always_inline)) void lowbit_pf_l1_amd(const void *p) {
     _mm_prefetch((const char *)p + LOWBIT_PF_L1_AMD, _MM_HINT_T0);

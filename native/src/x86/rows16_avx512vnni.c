@@ -25,8 +25,6 @@
 #ifndef LOWBIT_PF_ROWS16_INTEL
 #define LOWBIT_PF_ROWS16_INTEL 16384
 #endif
-/* The prefetch "distance" of the AMD entries' instances: one set at a time, lowbit_pf_l1_amd */
-#define PF_L1 (-1)
 
 /* NS row sets in one step (1, or 2 far apart: paired tasks), NA_OF(NS) accumulators of each plane
  * per set: eight independent vpdpbusd chains either way. */
