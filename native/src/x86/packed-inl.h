@@ -5,6 +5,7 @@
 #ifndef LOWBIT_PACKED_INL_H
 #define LOWBIT_PACKED_INL_H
 #include "packed_step-inl.h"
+#include "pf_l1-inl.h"
 
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
@@ -252,9 +253,10 @@ void KN(packed_gemv128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lo
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
  * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
  * float step.  Row groups rgs[0 .. NR): NR = 1, or 2 for packed_gemv_pair, a run of 8 chunks of
- * each in turn, two runs of memory side by side (docs/PERFORMANCE.md#i2s-row-sums). */
-AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const lowbit_act *a,
-                 int32_t stot, float *y) {
+ * each in turn, two runs of memory side by side (docs/PERFORMANCE.md#i2s-row-sums).  L1: the AMD
+ * entries' prefetch (pf_l1-inl.h), NR 1. */
+AI void i2s_rows(const int NR, const int L1, const lowbit_matrix *m, const int64_t *rgs,
+                 const lowbit_act *a, int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
     __m256i acc[2][4];
     for (int j = 0; j < NR; j++)
@@ -267,7 +269,12 @@ AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const
                             _mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int64_t c = c0; c < c1; c++) {
                 const uint8_t *tile = base + c * 128;
-                pf_tile(tile);
+                if (L1) {
+                    lowbit_pf_l1_amd(tile);
+                    lowbit_pf_l1_amd(tile + 64);
+                } else {
+                    pf_tile(tile);
+                }
                 const int8_t *aq = a->q + c * 128;
                 __m256i av[4];
                 chunk_acts(aq, av);
@@ -294,10 +301,10 @@ AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const
     }
 }
 
-static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                                float *y) {
+AI void packed_gemv_i2s_row(const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                           const lowbit_act *a, float *y) {
     const int32_t stot = lowbit_i2s_code_offset(m, a);
-    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, m, &rg, a, stot, y);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, L1, m, &rg, a, stot, y);
 }
 
 /* The group kernel packed_gemv_k for each activation group, G a constant in each. */
@@ -319,9 +326,25 @@ void KN(packed_gemv_g256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
 void KN(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     if (lowbit_i2s_row_sums_ok(m, a))
-        packed_gemv_i2s_row(m, r0, r1, a, y);
+        packed_gemv_i2s_row(0, m, r0, r1, a, y);
     else
         packed_gemv_k(128, m, r0, r1, a, y);
+}
+
+/* The AMD twins: a row group at a time, the run prefetched into L1; the pair role one range after
+ * the other (two runs side by side streamed slower there than one) */
+void KN_AMDPF(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               float *y) {
+    if (lowbit_i2s_row_sums_ok(m, a))
+        packed_gemv_i2s_row(1, m, r0, r1, a, y);
+    else
+        packed_gemv_k(128, m, r0, r1, a, y);
+}
+
+void KN_AMDPF(packed_gemv_pair_i2s)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                    int64_t b1, const lowbit_act *a, float *y) {
+    KN_AMDPF(packed_gemv_i2s)(m, a0, a1, a, y);
+    KN_AMDPF(packed_gemv_i2s)(m, b0, b1, a, y);
 }
 
 void KN(packed_gemv_pair)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
@@ -343,9 +366,9 @@ void KN(packed_gemv_pair)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_
     const int64_t npair = (b1 - b0 + 3) / 4;
     for (int64_t k = 0; k < npair; k++) {
         const int64_t rgs[2] = {a0 / 4 + k, b0 / 4 + k};
-        i2s_rows(2, m, rgs, a, stot, y);
+        i2s_rows(2, 0, m, rgs, a, stot, y);
     }
-    if (a0 + 4 * npair < a1) packed_gemv_i2s_row(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
+    if (a0 + 4 * npair < a1) packed_gemv_i2s_row(0, m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }
 
 #endif /* LOWBIT_PACKED_INL_H */

@@ -19,11 +19,6 @@
 #include "packed_step-inl.h"
 #include "pf_l1-inl.h"
 
-/* The name of an AMD twin in this variant: name_avx2_amdpf, ... */
-#define KN_CAT_(a, b) a##b
-#define KN_CAT(a, b) KN_CAT_(a, b)
-#define KN_AMDPF(name) KN_CAT(KN(name), _amdpf)
-
 void KN(packed_gemm)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                      int64_t batch, float *y, int64_t ldy);
 
