@@ -1,8 +1,7 @@
-/* The software prefetch of the AMD entries of the GEMVs that stream their codes as one run of
- * memory (a task reads one row set at a time, unpaired): each line LOWBIT_PF_L1_AMD bytes ahead
- * in the run, into L1.  The hardware prefetchers alone leave such a run short of the memory's
- * rate there, and two runs side by side (the paired entries) streamed slower than one; nearer than
- * a few KB the prefetches only repeat the hardware's.  Any x86 variant's files include it. */
+/* The software prefetch of the AMD entries of the GEMVs that stream their codes one run of memory
+ * at a time (no two ranges side by side): each line LOWBIT_PF_L1_AMD bytes ahead in the run, into
+ * L1.  The hardware prefetchers alone leave such a run short of the memory's rate there; nearer
+ * than a few KB the prefetches only repeat the hardware's.  Any x86 variant's files include it. */
 #ifndef LOWBIT_X86_PF_L1_INL_H
 #define LOWBIT_X86_PF_L1_INL_H
 
@@ -11,10 +10,6 @@
 #ifndef LOWBIT_PF_L1_AMD
 #define LOWBIT_PF_L1_AMD 12288
 #endif
-
-/* The prefetch distance that kernels templated on one (a constant in each instance, > 0: that many
- * bytes into L2) take for lowbit_pf_l1_amd */
-#define PF_L1 (-1)
 
 /* The line LOWBIT_PF_L1_AMD bytes past p, into L1 */
 static inline __attribute__((always_inline)) void lowbit_pf_l1_amd(const void *p) {

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "../internal.h"
-#include "pf_l1-inl.h"
 #include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -39,18 +38,13 @@ AI void chunk16(const int NS, const int PF, const uint8_t *const t[2], const int
     for (int j = 0; j < 8; j++) {
 #pragma GCC unroll 2
         for (int s = 0; s < NS; s++) {
-            if (PF > 0) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
-            if (PF < 0) lowbit_pf_l1_amd(t[s] + 64 * j);
+            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
             const __m512i v = _mm512_loadu_si512(t[s] + 64 * j);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const __m512i w = _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * k))));
-                __m512i *p = &P[s][k][j % NA];
-                if (PF < 0) /* one set (the AMD entries): each quad serves one vpdpbusd */
-                    *p = sets16_dot_quad(*p, w, q + 32 * k + 4 * j);
-                else
-                    *p = _mm512_dpbusd_epi32(*p, w, sets16_quad(q + 32 * k + 4 * j));
-            }
+            for (int k = 0; k < 4; k++)
+                P[s][k][j % NA] = _mm512_dpbusd_epi32(
+                    P[s][k][j % NA], _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * k)))),
+                    sets16_quad(q + 32 * k + 4 * j));
         }
     }
 }
@@ -68,8 +62,8 @@ AI __m512i group_sum(const int NA, __m512i P[4][2]) {
 }
 
 /* Row sets R[0..NS); lim[2s], lim[2s + 1]: the rows of set s to write; TPG the chunks of a group
- * of one scale block (1: PQ2_0 / PTQ1_0, 2: TQ2_0 / TQ1_0); PF the prefetch distance into L2,
- * 0 or PF_L1 (NS 1); all constants in each instance. */
+ * of one scale block (1: PQ2_0 / PTQ1_0, 2: TQ2_0 / TQ1_0); PF the prefetch distance; all
+ * constants in each instance. */
 AI void sets16(const int TPG, const int NS, const int PF, const lowbit_matrix *m, const int64_t R[2],
                const int64_t lim[4], const lowbit_act *a, float *y) {
     const int64_t nch = m->nchunks;
@@ -107,12 +101,13 @@ typedef void sets16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t
     }
 #define SETS16_INSTANCES(tpg)                                                                      \
     SETS16_INSTANCE(tpg, 1, 0)                                                                     \
+    SETS16_INSTANCE(tpg, 2, 0)                                                                     \
     SETS16_INSTANCE(tpg, 1, LOWBIT_PF_ROWS16_INTEL)                                                \
     SETS16_INSTANCE(tpg, 2, LOWBIT_PF_ROWS16_INTEL)
 SETS16_INSTANCES(1)
 #undef SETS16_INSTANCES
-SETS16_INSTANCE(1, 1, PF_L1)
-SETS16_INSTANCE(2, 1, PF_L1)
+SETS16_INSTANCE(2, 1, 0)
+SETS16_INSTANCE(2, 2, 0)
 #undef SETS16_INSTANCE
 
 /* The instances of one call, a set (one) and two sets (two) at a time: the ctx of the walks'
@@ -136,37 +131,36 @@ static void call_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64
     sets16_range(call_one, ctx, m, r0, r1, a, y);
 }
 
-/* The group-128 entries at each prefetch distance: _l2pf for Intel cores, alone and paired
+/* The group-128 entries, alone and paired, at each prefetch distance: _l2pf for Intel cores
  * (kernel_list.inc) */
-#define ROWS16_GEMV(SUFFIX, PF)                                                                    \
+#define ROWS16_ENTRIES(SUFFIX, PF)                                                                 \
     void rows16_gemv128_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t r0, int64_t r1,         \
                                            const lowbit_act *a, float *y) {                        \
         const sets16_call C = {sets16_1_1_##PF, NULL};                                             \
         call_rows(&C, m, r0, r1, a, y);                                                            \
+    }                                                                                              \
+    void rows16_gemv_pair128_avx512vnni##SUFFIX(const lowbit_matrix *m, int64_t a0, int64_t a1,    \
+                                                int64_t b0, int64_t b1, const lowbit_act *a,       \
+                                                float *y) {                                        \
+        const sets16_call C = {sets16_1_1_##PF, sets16_1_2_##PF};                                  \
+        sets16_pair(call_two, call_rows, &C, m, a0, a1, b0, b1, a, y);                             \
     }
-ROWS16_GEMV(, 0)
-ROWS16_GEMV(_l2pf, LOWBIT_PF_ROWS16_INTEL)
-#undef ROWS16_GEMV
+ROWS16_ENTRIES(, 0)
+ROWS16_ENTRIES(_l2pf, LOWBIT_PF_ROWS16_INTEL)
+#undef ROWS16_ENTRIES
 
-void rows16_gemv_pair128_avx512vnni_l2pf(const lowbit_matrix *m, int64_t a0, int64_t a1,
-                                         int64_t b0, int64_t b1, const lowbit_act *a, float *y) {
-    const sets16_call C = {sets16_1_1_LOWBIT_PF_ROWS16_INTEL, sets16_1_2_LOWBIT_PF_ROWS16_INTEL};
-    sets16_pair(call_two, call_rows, &C, m, a0, a1, b0, b1, a, y);
-}
-
-/* The AMD entries (no paired one): a set at a time, one run of memory prefetched into L1.  Group
- * 256 only on AMD cores, where it reads a token faster than the 8-row kernels of the canonical
- * layout (docs/PERFORMANCE.md). */
-void rows16_gemv128_avx512vnni_amdpf(const lowbit_matrix *m, int64_t r0, int64_t r1,
-                                     const lowbit_act *a, float *y) {
-    const sets16_call C = {sets16_1_1_PF_L1, NULL};
-    call_rows(&C, m, r0, r1, a, y);
-}
-
+/* The group-256 entries: on AMD cores only, where they read a token faster than the 8-row kernels
+ * of the canonical layout (docs/PERFORMANCE.md) */
 void rows16_gemv256_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                float *y) {
-    const sets16_call C = {sets16_2_1_PF_L1, NULL};
+    const sets16_call C = {sets16_2_1_0, NULL};
     call_rows(&C, m, r0, r1, a, y);
+}
+
+void rows16_gemv_pair256_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                    int64_t b1, const lowbit_act *a, float *y) {
+    const sets16_call C = {sets16_2_1_0, sets16_2_2_0};
+    sets16_pair(call_two, call_rows, &C, m, a0, a1, b0, b1, a, y);
 }
 
 /* ---- the GEMM ---------------------------------------------------------------------------------- */

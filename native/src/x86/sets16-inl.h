@@ -17,17 +17,6 @@ static inline __attribute__((always_inline)) __m512i sets16_quad(const int8_t *q
     return _mm512_set1_epi32(v);
 }
 
-/* p + the dot products of w's bytes with the quad at q in every lane, the quad a broadcast operand
- * of the vpdpbusd: where a quad serves one vpdpbusd, a broadcast of its own is one op more (asm:
- * gcc 12 does not fold it, and adds into a fresh register that it then copies back) */
-static inline __attribute__((always_inline)) __m512i sets16_dot_quad(__m512i p, __m512i w,
-                                                                     const int8_t *q) {
-    __asm__("vpdpbusd %[q]%{1to16%}, %[w], %[p]"
-            : [p] "+v"(p)
-            : [w] "v"(w), [q] "m"(*(const int32_t *)q));
-    return p;
-}
-
 /* acc += (float)(isum - s[g]) * (dw * d[g]) for the 16 rows of set R (lane = row), rounded product
  * then add (-ffp-contract=off): the references' order */
 static inline __attribute__((always_inline)) __m512 sets16_float_step(
