@@ -301,10 +301,52 @@ AI void i2s_rows(const int NR, const int L1, const lowbit_matrix *m, const int64
     }
 }
 
+#if !DOT_INT16
+/* i2s_rows of one row group in the AMD twins of the int32 (vpdpbusd) variants: the planes as
+ * tile_sums takes them (one shift, planes 1 and 3 masked in place: 4 x their sums, shifted out
+ * exactly once per row group), each product added into one of two int32 accumulators per row
+ * (no int16 runs to widen, no adds between products), and the line prefetched into L1. */
+AI void i2s_rows_dp(const lowbit_matrix *m, int64_t rg, const lowbit_act *a, int32_t stot,
+                    float *y) {
+    const int64_t nch = m->nchunks;
+    const uint8_t *base = m->codes + rg * nch * 128;
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
+    __m256i s02[4], s13[4];
+    for (int i = 0; i < 4; i++) s02[i] = s13[i] = _mm256_setzero_si256();
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *tile = base + c * 128;
+        lowbit_pf_l1_amd(tile);
+        lowbit_pf_l1_amd(tile + 64);
+        __m256i av[4];
+        chunk_acts(a->q + c * 128, av);
+        for (int i = 0; i < 4; i++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+            const __m256i h = _mm256_srli_epi16(v, 4);
+            s02[i] = dot_acc(dot_acc(s02[i], _mm256_and_si256(v, m3), av[0]),
+                             _mm256_and_si256(h, m3), av[2]);
+            s13[i] = dot_acc(dot_acc(s13[i], _mm256_and_si256(v, m12), av[1]),
+                             _mm256_and_si256(h, m12), av[3]);
+        }
+    }
+    __m256i acc[4];
+    for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(s02[i], _mm256_srai_epi32(s13[i], 2));
+    const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
+    float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
+    _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_set1_ps(a->d[0])));
+    for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+}
+#endif
+
 AI void packed_gemv_i2s_row(const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
                            const lowbit_act *a, float *y) {
     const int32_t stot = lowbit_i2s_code_offset(m, a);
-    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, L1, m, &rg, a, stot, y);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++)
+#if !DOT_INT16
+        if (L1)
+            i2s_rows_dp(m, rg, a, stot, y);
+        else
+#endif
+            i2s_rows(1, L1, m, &rg, a, stot, y);
 }
 
 /* The group kernel packed_gemv_k for each activation group, G a constant in each. */
