@@ -337,8 +337,9 @@ AI void i2s_rows_dp(const lowbit_matrix *m, int64_t rg, const lowbit_act *a, int
 }
 #endif
 
-AI void packed_gemv_i2s_row(const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
-                           const lowbit_act *a, float *y) {
+/* Rows [r0, r1) a row group at a time; L1: the AMD twins' (i2s_rows_dp where it exists) */
+AI void i2s_row_walk(const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                     const lowbit_act *a, float *y) {
     const int32_t stot = lowbit_i2s_code_offset(m, a);
     for (int64_t rg = r0 / 4; rg * 4 < r1; rg++)
 #if !DOT_INT16
@@ -347,6 +348,11 @@ AI void packed_gemv_i2s_row(const int L1, const lowbit_matrix *m, int64_t r0, in
         else
 #endif
             i2s_rows(1, L1, m, &rg, a, stot, y);
+}
+
+static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                                float *y) {
+    i2s_row_walk(0, m, r0, r1, a, y);
 }
 
 /* The group kernel packed_gemv_k for each activation group, G a constant in each. */
@@ -368,7 +374,7 @@ void KN(packed_gemv_g256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const 
 void KN(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                           float *y) {
     if (lowbit_i2s_row_sums_ok(m, a))
-        packed_gemv_i2s_row(0, m, r0, r1, a, y);
+        packed_gemv_i2s_row(m, r0, r1, a, y);
     else
         packed_gemv_k(128, m, r0, r1, a, y);
 }
@@ -378,7 +384,7 @@ void KN(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const l
 void KN_AMDPF(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                float *y) {
     if (lowbit_i2s_row_sums_ok(m, a))
-        packed_gemv_i2s_row(1, m, r0, r1, a, y);
+        i2s_row_walk(1, m, r0, r1, a, y);
     else
         packed_gemv_k(128, m, r0, r1, a, y);
 }
@@ -410,7 +416,7 @@ void KN(packed_gemv_pair)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_
         const int64_t rgs[2] = {a0 / 4 + k, b0 / 4 + k};
         i2s_rows(2, 0, m, rgs, a, stot, y);
     }
-    if (a0 + 4 * npair < a1) packed_gemv_i2s_row(0, m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
+    if (a0 + 4 * npair < a1) packed_gemv_i2s_row(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }
 
 #endif /* LOWBIT_PACKED_INL_H */
