@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "pf_l1-inl.h"
 #include "sets16-inl.h"
 #include "../platform.h" /* lowbit_once */
 
@@ -37,13 +38,8 @@
 #ifndef LOWBIT_PF_BASE3_NEAR
 #define LOWBIT_PF_BASE3_NEAR 1024
 #endif
-/* The other entries (AMD cores) read a set at a time, one run of memory (no paired entry: two runs
- * side by side streamed slower there), and prefetch each line this far ahead into L1: the
- * hardware prefetchers alone leave the run short of the memory's rate.  Nearer than a few KB the
- * prefetches only repeat theirs. */
-#ifndef LOWBIT_PF_BASE3_AMD
-#define LOWBIT_PF_BASE3_AMD 12288
-#endif
+/* The other entries (AMD cores) read a set at a time, one run of memory (no paired entry), and
+ * prefetch each line into L1 (lowbit_pf_l1_amd, pf_l1-inl.h). */
 /* Vectors the decode runs ahead of the dot products in those entries */
 #define B3_AHEAD 4
 /* t4 and 84 t4 by v >> 2; the 2-bit byte of t0..t3 by r (128 entries, r < 81 used) */
@@ -188,7 +184,7 @@ AI void unit16_ahead(const int X4, const uint8_t *const t[2], const uint8_t *con
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const int ac = j % 2;
-        _mm_prefetch((const char *)(b[0] + 64 * j + LOWBIT_PF_BASE3_AMD), _MM_HINT_T0);
+        lowbit_pf_l1_amd(b[0] + 64 * j);
         __m512i c, t84;
         decode_step(j + B3_AHEAD < 8 ? b[0] + 64 * (j + B3_AHEAD)
                                      : nx[0] + 64 * (j + B3_AHEAD - 8),

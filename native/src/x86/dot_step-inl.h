@@ -18,6 +18,7 @@
  *   dot_wide(acc)         int32 lanes: lane i the sum of the products of bytes 4i .. 4i + 3
  *   dot16_acc(acc, a, b)  acc + (int32 lanes) the sums of the int16 pair products of a and b
  *   KN(name)              the kernel's name in this variant: name_avx2, name_avxvnni, ...
+ *   KN_AMDPF(name)        its AMD twin's (kernel_list.inc): name_avx2_amdpf, ...
  *   DOT_ISA               its LOWBIT_ISA_*
  *
  * Every sum is exact in every variant (integer, no saturation), so the int32 results and the
@@ -83,5 +84,8 @@ AI dot_t dot_add(dot_t a, dot_t b) { return _mm256_add_epi32(a, b); }
 #define dot_slli _mm256_slli_epi32
 AI __m256i dot_wide(dot_t acc) { return acc; }
 #endif
+#define KN_CAT_(a, b) a##b
+#define KN_CAT(a, b) KN_CAT_(a, b)
+#define KN_AMDPF(name) KN_CAT(KN(name), _amdpf)
 
 #endif /* LOWBIT_DOT_STEP_INL_H */

@@ -5,6 +5,7 @@
 #ifndef LOWBIT_PACKED_INL_H
 #define LOWBIT_PACKED_INL_H
 #include "packed_step-inl.h"
+#include "pf_l1-inl.h"
 
 /* Group G of the activations (32, 128 or 256): CG = min(G, 128) weights of it lie in one chunk,
  * a chunk holds 128 / CG group parts, a group spans CPG = max(G / 128, 1) chunks.  The int32
@@ -252,9 +253,10 @@ void KN(packed_gemv128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lo
  * are added across all its chunks, in int16 for runs of 8 chunks (32 vpmaddubsw of codes <= 3 x
  * |a| <= 127: <= 24384 per lane), and reduced once per row group; no per-chunk horizontal sum or
  * float step.  Row groups rgs[0 .. NR): NR = 1, or 2 for packed_gemv_pair, a run of 8 chunks of
- * each in turn, two runs of memory side by side (docs/PERFORMANCE.md#i2s-row-sums). */
-AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const lowbit_act *a,
-                 int32_t stot, float *y) {
+ * each in turn, two runs of memory side by side (docs/PERFORMANCE.md#i2s-row-sums).  L1: the AMD
+ * entries' prefetch (pf_l1-inl.h), NR 1. */
+AI void i2s_rows(const int NR, const int L1, const lowbit_matrix *m, const int64_t *rgs,
+                 const lowbit_act *a, int32_t stot, float *y) {
     const int64_t nch = m->nchunks;
     __m256i acc[2][4];
     for (int j = 0; j < NR; j++)
@@ -267,7 +269,12 @@ AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const
                             _mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int64_t c = c0; c < c1; c++) {
                 const uint8_t *tile = base + c * 128;
-                pf_tile(tile);
+                if (L1) {
+                    lowbit_pf_l1_amd(tile);
+                    lowbit_pf_l1_amd(tile + 64);
+                } else {
+                    pf_tile(tile);
+                }
                 const int8_t *aq = a->q + c * 128;
                 __m256i av[4];
                 chunk_acts(aq, av);
@@ -294,10 +301,58 @@ AI void i2s_rows(const int NR, const lowbit_matrix *m, const int64_t *rgs, const
     }
 }
 
+#if !DOT_INT16
+/* i2s_rows of one row group in the AMD twins of the int32 (vpdpbusd) variants: the planes as
+ * tile_sums takes them (one shift, planes 1 and 3 masked in place: 4 x their sums, shifted out
+ * exactly once per row group), each product added into one of two int32 accumulators per row
+ * (no int16 runs to widen, no adds between products), and the line prefetched into L1. */
+AI void i2s_rows_dp(const lowbit_matrix *m, int64_t rg, const lowbit_act *a, int32_t stot,
+                    float *y) {
+    const int64_t nch = m->nchunks;
+    const uint8_t *base = m->codes + rg * nch * 128;
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12);
+    __m256i s02[4], s13[4];
+    for (int i = 0; i < 4; i++) s02[i] = s13[i] = _mm256_setzero_si256();
+    for (int64_t c = 0; c < nch; c++) {
+        const uint8_t *tile = base + c * 128;
+        lowbit_pf_l1_amd(tile);
+        lowbit_pf_l1_amd(tile + 64);
+        __m256i av[4];
+        chunk_acts(a->q + c * 128, av);
+        for (int i = 0; i < 4; i++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(tile + 32 * i));
+            const __m256i h = _mm256_srli_epi16(v, 4);
+            s02[i] = dot_acc(dot_acc(s02[i], _mm256_and_si256(v, m3), av[0]),
+                             _mm256_and_si256(h, m3), av[2]);
+            s13[i] = dot_acc(dot_acc(s13[i], _mm256_and_si256(v, m12), av[1]),
+                             _mm256_and_si256(h, m12), av[3]);
+        }
+    }
+    __m256i acc[4];
+    for (int i = 0; i < 4; i++) acc[i] = _mm256_add_epi32(s02[i], _mm256_srai_epi32(s13[i], 2));
+    const __m128i isum = _mm_sub_epi32(hsum4(acc[0], acc[1], acc[2], acc[3]), _mm_set1_epi32(stot));
+    float out[4]; /* exact: |isum| < 2^24 and d a power of two (or 0) */
+    _mm_storeu_ps(out, _mm_mul_ps(_mm_cvtepi32_ps(isum), _mm_set1_ps(a->d[0])));
+    for (int i = 0; i < 4 && rg * 4 + i < m->rows; i++) y[rg * 4 + i] = out[i];
+}
+#endif
+
+/* Rows [r0, r1) a row group at a time; L1: the AMD twins' (i2s_rows_dp where it exists) */
+AI void i2s_row_walk(const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                     const lowbit_act *a, float *y) {
+    const int32_t stot = lowbit_i2s_code_offset(m, a);
+    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++)
+#if !DOT_INT16
+        if (L1)
+            i2s_rows_dp(m, rg, a, stot, y);
+        else
+#endif
+            i2s_rows(1, L1, m, &rg, a, stot, y);
+}
+
 static void packed_gemv_i2s_row(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                                 float *y) {
-    const int32_t stot = lowbit_i2s_code_offset(m, a);
-    for (int64_t rg = r0 / 4; rg * 4 < r1; rg++) i2s_rows(1, m, &rg, a, stot, y);
+    i2s_row_walk(0, m, r0, r1, a, y);
 }
 
 /* The group kernel packed_gemv_k for each activation group, G a constant in each. */
@@ -324,6 +379,22 @@ void KN(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const l
         packed_gemv_k(128, m, r0, r1, a, y);
 }
 
+/* The AMD twins: a row group at a time, the run prefetched into L1; the pair role one range after
+ * the other (two runs side by side streamed slower there than one) */
+void KN_AMDPF(packed_gemv_i2s)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                               float *y) {
+    if (lowbit_i2s_row_sums_ok(m, a))
+        i2s_row_walk(1, m, r0, r1, a, y);
+    else
+        packed_gemv_k(128, m, r0, r1, a, y);
+}
+
+void KN_AMDPF(packed_gemv_pair_i2s)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
+                                    int64_t b1, const lowbit_act *a, float *y) {
+    KN_AMDPF(packed_gemv_i2s)(m, a0, a1, a, y);
+    KN_AMDPF(packed_gemv_i2s)(m, b0, b1, a, y);
+}
+
 void KN(packed_gemv_pair)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_t b0,
                                   int64_t b1, const lowbit_act *a, float *y) {
     if (m->type != LOWBIT_TYPE_I2_S) {
@@ -343,7 +414,7 @@ void KN(packed_gemv_pair)(const lowbit_matrix *m, int64_t a0, int64_t a1, int64_
     const int64_t npair = (b1 - b0 + 3) / 4;
     for (int64_t k = 0; k < npair; k++) {
         const int64_t rgs[2] = {a0 / 4 + k, b0 / 4 + k};
-        i2s_rows(2, m, rgs, a, stot, y);
+        i2s_rows(2, 0, m, rgs, a, stot, y);
     }
     if (a0 + 4 * npair < a1) packed_gemv_i2s_row(m, a0 + 4 * npair, a1, a, y); /* A's rows past B's */
 }

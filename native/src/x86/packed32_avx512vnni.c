@@ -6,6 +6,7 @@
 
 #include "../internal.h"
 #include "avx512_reduce.h"
+#include "pf_l1-inl.h"
 #include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -205,12 +206,13 @@ AI void q32_rows(const int SH, const int FAST, const int PAIRED, const lowbit_ma
  * permutation */
 typedef struct {
     q32_tables T;
-    int fast;
+    int fast, l1; /* l1: the rows16 AMD entry's prefetch (r16_sets) */
     __m512i idx[2];
 } q32_call;
 
 static void q32_call_init(q32_call *C, const lowbit_matrix *m, const lowbit_act *a) {
     C->fast = q32_tables_fill(&C->T, a, m->cols / 32);
+    C->l1 = 0;
     q32_scale_index(C->idx);
 }
 
@@ -292,11 +294,12 @@ AI __m512 r16_scales(const uint16_t *s) {
 
 /* Prefetch: a set is one run of nchunks x 512 bytes and the sets of a range follow each other;
  * each chunk step prefetches the next 512 bytes of each run LOWBIT_PF_Q32_SETS sets ahead (the
- * distance of q32_rows), into L2. */
+ * distance of q32_rows), into L2, or with L1 (the AMD entry, one set at a time) LOWBIT_PF_L1_AMD
+ * ahead into L1 (pf_l1-inl.h). */
 
 /* y of row sets R[0..NS-1] (NS 2: two ranges far apart, side by side), qk = 1 << SH (64 or
  * 128).  A row of set s is written if in [lim[2s], lim[2s + 1]) and below m->rows. */
-AI void r16_sets(const int NS, const int SH, const int FAST, const lowbit_matrix *m,
+AI void r16_sets(const int NS, const int SH, const int FAST, const int L1, const lowbit_matrix *m,
                  const int64_t R[2], const lowbit_act *a, const q32_tables *T, const int64_t lim[4],
                  float *y) {
     const int64_t nch = m->nchunks, nfull = m->cols / 128, set_bytes = nch * 512;
@@ -311,8 +314,11 @@ AI void r16_sets(const int NS, const int SH, const int FAST, const lowbit_matrix
     for (int64_t c = 0; c < nfull; c++) {
         for (int s = 0; s < NS; s++)
             for (int l = 0; l < 8; l++)
-                _mm_prefetch((const char *)(p[s] + LOWBIT_PF_Q32_SETS * set_bytes + 64 * l),
-                             _MM_HINT_T1);
+                if (L1)
+                    lowbit_pf_l1_amd(p[s] + 64 * l);
+                else
+                    _mm_prefetch((const char *)(p[s] + LOWBIT_PF_Q32_SETS * set_bytes + 64 * l),
+                                 _MM_HINT_T1);
         for (int s = 0; s < NS; s++) {
             __m512i isum[4];
             __m512 dw[2];
@@ -348,12 +354,19 @@ AI void r16_sets(const int NS, const int SH, const int FAST, const lowbit_matrix
 AI void r16_step(const int NS, const void *ctx, const lowbit_matrix *m, const int64_t R[2],
                  const int64_t lim[4], const lowbit_act *a, float *y) {
     const q32_call *C = ctx;
-    if (m->qk == 64 && C->fast)
-        r16_sets(NS, 6, 1, m, R, a, &C->T, lim, y);
+    if (NS == 1 && C->l1) {
+        if (m->qk == 64 && C->fast)
+            r16_sets(1, 6, 1, 1, m, R, a, &C->T, lim, y);
+        else if (m->qk == 64)
+            r16_sets(1, 6, 0, 1, m, R, a, &C->T, lim, y);
+        else
+            r16_sets(1, 7, 0, 1, m, R, a, &C->T, lim, y);
+    } else if (m->qk == 64 && C->fast)
+        r16_sets(NS, 6, 1, 0, m, R, a, &C->T, lim, y);
     else if (m->qk == 64)
-        r16_sets(NS, 6, 0, m, R, a, &C->T, lim, y);
+        r16_sets(NS, 6, 0, 0, m, R, a, &C->T, lim, y);
     else
-        r16_sets(NS, 7, 0, m, R, a, &C->T, lim, y);
+        r16_sets(NS, 7, 0, 0, m, R, a, &C->T, lim, y);
 }
 
 AI void r16_one(const void *ctx, const lowbit_matrix *m, const int64_t R[2], const int64_t lim[4],
@@ -375,6 +388,16 @@ void rows16_gemv32_avx512vnni(const lowbit_matrix *m, int64_t r0, int64_t r1, co
                               float *y) {
     q32_call C;
     C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
+    C.l1 = 0;
+    r16_rows(&C, m, r0, r1, a, y);
+}
+
+/* The AMD entry: a set at a time (no paired entry there), its run prefetched into L1 */
+void rows16_gemv32_avx512vnni_amdpf(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, float *y) {
+    q32_call C;
+    C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
+    C.l1 = 1;
     r16_rows(&C, m, r0, r1, a, y);
 }
 
@@ -382,5 +405,6 @@ void rows16_gemv_pair32_avx512vnni(const lowbit_matrix *m, int64_t a0, int64_t a
                                    int64_t b1, const lowbit_act *a, float *y) {
     q32_call C;
     C.fast = q32_tables_fill(&C.T, a, m->cols / 32);
+    C.l1 = 0;
     sets16_pair(r16_two, r16_rows, &C, m, a0, a1, b0, b1, a, y);
 }

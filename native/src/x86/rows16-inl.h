@@ -11,10 +11,13 @@
  * lies, with the same planes: 0 and 1 of the byte, 2 and 3 of the byte shifted right by 4, planes
  * 1 and 3 masked in place (code x 4, shifted out of the int32 sum exactly), so that one shift per
  * vector serves both steps and vpmaddubsw's int16 lanes cannot saturate over the 8 vectors of a
- * chunk (two products a lane, codes at most 12, activations at most 128 in size).  The float step is the spec's, per group in group order. */
+ * chunk (two products a lane, codes at most 12, activations at most 128 in size).  The float step is the spec's, per group in group order.
+ * Each GEMV has an AMD twin (_amdpf) that prefetches its run into L1 (pf_l1-inl.h) in place of
+ * the L2 prefetch a set ahead. */
 #ifndef LOWBIT_ROWS16_INL_H
 #define LOWBIT_ROWS16_INL_H
 #include "packed_step-inl.h"
+#include "pf_l1-inl.h"
 
 void KN(packed_gemm)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                      int64_t batch, float *y, int64_t ldy);
@@ -88,14 +91,17 @@ AI void r16_chunk(const int NG, const int SH, const uint8_t *p, const uint16_t *
 
 /* Prefetch: the sets of a range are one run of memory; each chunk step prefetches the 512 bytes
  * this many sets ahead, into L2 (the hardware prefetchers alone leave the GEMV well short of the
- * read bandwidth) */
+ * read bandwidth), or in the AMD entries (_amdpf, L1 set) LOWBIT_PF_L1_AMD ahead into L1 */
 #ifndef LOWBIT_PF_R16_SETS
 #define LOWBIT_PF_R16_SETS 1
 #endif
 
-AI void r16_prefetch(const uint8_t *p, int64_t nch) { /* the chunk at p, this many sets ahead */
+AI void r16_prefetch(const int L1, const uint8_t *p, int64_t nch) { /* the chunk at p */
     for (int l = 0; l < 8; l++)
-        _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l), _MM_HINT_T1);
+        if (L1)
+            lowbit_pf_l1_amd(p + 64 * l);
+        else
+            _mm_prefetch((const char *)(p + LOWBIT_PF_R16_SETS * nch * 512 + 64 * l), _MM_HINT_T1);
 }
 
 /* y of the rows of set R in [r0, r1) (rows past m->rows: r1 is clipped to it) */
@@ -109,8 +115,8 @@ AI void r16_store(const __m256 acc[2], int64_t R, int64_t r0, int64_t r1, float 
 
 /* Rows [r0, r1) of a group-32 matrix with qk = 1 << SH, a set at a time; a set's rows
  * past m->rows are its zero padding, read and not written. */
-AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
-                 float *y) {
+AI void r16_rows(const int SH, const int L1, const lowbit_matrix *m, int64_t r0, int64_t r1,
+                 const lowbit_act *a, float *y) {
     const int64_t nch = m->nchunks, nfull = m->cols / 128;
     if (r1 > m->rows) r1 = m->rows;
     for (int64_t R = r0 / 16; R * 16 < r1; R++) {
@@ -118,7 +124,7 @@ AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, c
         const uint16_t *sc = m->scales + R * m->nscales * 16;
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t c = 0; c < nfull; c++, p += 512) {
-            r16_prefetch(p, nch);
+            r16_prefetch(L1, p, nch);
             r16_chunk(4, SH, p, sc, c, a, acc);
         }
         if (nfull < nch) r16_chunk(2, SH, p, sc, nfull, a, acc); /* a last half chunk */
@@ -129,14 +135,19 @@ AI void r16_rows(const int SH, const lowbit_matrix *m, int64_t r0, int64_t r1, c
 /* Group 32, qk 64: Q2_0 (kernel_list.inc: group32_qk64) */
 void KN(rows16_gemv32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                        float *y) {
-    r16_rows(6, m, r0, r1, a, y);
+    r16_rows(6, 0, m, r0, r1, a, y);
+}
+
+void KN_AMDPF(rows16_gemv32)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                             float *y) {
+    r16_rows(6, 1, m, r0, r1, a, y);
 }
 
 /* Rows [r0, r1) of a matrix whose activation group is one scale block of TPG whole chunks (1:
  * group 128, qk 128; 2: group 256, qk 256): a group's four planes summed per chunk, then one float
  * step a group for 16 rows, where the 4-row tiles of the canonical layout reduce it across lanes. */
-AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_t r1,
-                       const lowbit_act *a, float *y) {
+AI void r16_group_rows(const int TPG, const int L1, const lowbit_matrix *m, int64_t r0,
+                       int64_t r1, const lowbit_act *a, float *y) {
     const int64_t nch = m->nchunks;
     if (r1 > m->rows) r1 = m->rows;
     for (int64_t R = r0 / 16; R * 16 < r1; R++) {
@@ -146,7 +157,7 @@ AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_
         for (int64_t g = 0; g * TPG < nch; g++) {
             __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
             for (int c = 0; c < TPG; c++, p += 512) {
-                r16_prefetch(p, nch);
+                r16_prefetch(L1, p, nch);
                 __m256i isum[2][4];
                 r16_sums(4, p, a->q + (g * TPG + c) * 128, isum);
                 for (int h = 0; h < 2; h++)
@@ -165,13 +176,23 @@ AI void r16_group_rows(const int TPG, const lowbit_matrix *m, int64_t r0, int64_
 /* Group 128, qk 128: PQ2_0, PTQ1_0 (kernel_list.inc: group128_qk128) */
 void KN(rows16_gemv128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
-    r16_group_rows(1, m, r0, r1, a, y);
+    r16_group_rows(1, 0, m, r0, r1, a, y);
+}
+
+void KN_AMDPF(rows16_gemv128)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    r16_group_rows(1, 1, m, r0, r1, a, y);
 }
 
 /* Group 256 in whole groups: TQ2_0, TQ1_0 (kernel_list.inc: group256_whole) */
 void KN(rows16_gemv256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
                         float *y) {
-    r16_group_rows(2, m, r0, r1, a, y);
+    r16_group_rows(2, 0, m, r0, r1, a, y);
+}
+
+void KN_AMDPF(rows16_gemv256)(const lowbit_matrix *m, int64_t r0, int64_t r1, const lowbit_act *a,
+                              float *y) {
+    r16_group_rows(2, 1, m, r0, r1, a, y);
 }
 
 /* ---- the GEMM ------------------------------------------------------------------------------ */
