@@ -83,7 +83,7 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
     for (int j = 0; j < n; j++) widen[j] = lowbit_job_widens(&M->part[j], *threads);
     if (act >= 0 && widen[0] != widen[1]) widen[0] = widen[1] = 0;
     for (int j = 0; j < n; j++)
-        if (widen[j]) lowbit_job_widen(&M->part[j]); /* batch 1: ncol stays 1 */
+        if (widen[j]) lowbit_job_widen(&M->part[j], *threads); /* batch 1: ncol stays 1 */
     M->first[0] = 0;
     for (int j = 0; j < n; j++) {
         M->part[j].bt = bt;

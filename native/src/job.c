@@ -85,15 +85,16 @@ void lowbit_job_prepare(job *J) {
 
 /* A rows64 GEMV (Q1_0) sets up per kernel call: it takes the activation's tables out of a shared
  * cache (q1_lut_cache.h) with locked instructions, which hold back the loads behind them (the
- * next call's weights), and compares the codes.  On one thread no task has to balance another,
- * so one call takes all the rows. */
+ * next call's weights), and compares the codes.  So its tasks are as large as balance allows:
+ * on one thread one call takes all the rows, on more 4 tasks a thread (the pool steals). */
 int lowbit_job_widens(const job *J, int threads) {
-    return threads == 1 && J->m && J->m->rows64 && J->batch == 1 && !J->paired;
+    return J->m && J->m->rows64 && J->batch == 1 && !J->paired;
 }
 
-void lowbit_job_widen(job *J) {
-    if (J->rows > ROWS_PER_TASK) /* whole tiles */
-        J->task_rows = (J->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK * ROWS_PER_TASK;
+void lowbit_job_widen(job *J, int threads) {
+    const int64_t tasks = threads == 1 ? 1 : 4 * (int64_t)threads;
+    const int64_t rows = (J->rows + tasks - 1) / tasks; /* in whole tiles */
+    if (rows > ROWS_PER_TASK) J->task_rows = (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK * ROWS_PER_TASK;
     lowbit_job_set_pairing(J, 0);
 }
 
