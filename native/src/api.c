@@ -28,7 +28,7 @@ static int run_job(job *J, int threads) {
         lowbit_job_i2s_exponents(J, mem);
     }
     const int64_t ncol = lowbit_plan_tiles(lowbit_job_work(J), J->row_tasks, J->batch, &threads, &J->bt);
-    if (lowbit_job_widens(J, threads)) lowbit_job_widen(J, threads); /* batch 1: ncol stays 1 */
+    if (lowbit_job_widens(J)) lowbit_job_widen(J, threads); /* batch 1: ncol stays 1 */
     lowbit_parallel_for(J->row_tasks * ncol, lowbit_job_run_chunk, J, threads);
     free(heap);
     return LOWBIT_OK;

@@ -80,7 +80,7 @@ static int multi_plan(multi_job *M, const lowbit_matrix *const *ms, int n, int64
     const int64_t ncol = lowbit_plan_tiles(work, row_tasks, batch > 0 ? batch : 1, threads, &bt);
     /* GLU: gate and up widen together or not at all (one counter per task of both) */
     int widen[LOWBIT_MULTI_MAX];
-    for (int j = 0; j < n; j++) widen[j] = lowbit_job_widens(&M->part[j], *threads);
+    for (int j = 0; j < n; j++) widen[j] = lowbit_job_widens(&M->part[j]);
     if (act >= 0 && widen[0] != widen[1]) widen[0] = widen[1] = 0;
     for (int j = 0; j < n; j++)
         if (widen[j]) lowbit_job_widen(&M->part[j], *threads); /* batch 1: ncol stays 1 */

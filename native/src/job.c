@@ -87,7 +87,7 @@ void lowbit_job_prepare(job *J) {
  * cache (q1_lut_cache.h) with locked instructions, which hold back the loads behind them (the
  * next call's weights), and compares the codes.  So its tasks are as large as balance allows:
  * on one thread one call takes all the rows, on more 4 tasks a thread (the pool steals). */
-int lowbit_job_widens(const job *J, int threads) {
+int lowbit_job_widens(const job *J) {
     return J->m && J->m->rows64 && J->batch == 1 && !J->paired;
 }
 

@@ -48,8 +48,8 @@ void lowbit_job_run_chunk(void *ctx, int64_t t);
 void lowbit_job_set_pairing(job *J, int pair);
 /* The per-tensor scale and row tiles of a job. */
 void lowbit_job_prepare(job *J);
-/* Whether the job, run on `threads` threads, should take larger tasks (lowbit_job_widen) */
-int lowbit_job_widens(const job *J, int threads);
+/* Whether the job should take larger tasks (lowbit_job_widen) */
+int lowbit_job_widens(const job *J);
 /* Tasks of whole tiles as large as `threads` threads balance: one on one thread (batch 1, unpaired) */
 void lowbit_job_widen(job *J, int threads);
 /* Bytes lowbit_job_i2s_exponents needs for a job, 64 of slack for alignment; and the I2_S

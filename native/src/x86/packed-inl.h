@@ -303,8 +303,8 @@ AI void i2s_rows(const int NR, const int L1, const lowbit_matrix *m, const int64
 
 #if !DOT_INT16
 /* i2s_rows of one row group in the AMD twins of the int32 (vpdpbusd) variants: the planes as
- * tile_sums takes them (one shift, planes 1 and 3 masked in place: 4 x their sums, shifted out
- * exactly once per row group), each product added into one of two int32 accumulators per row
+ * tile_sums takes them (one shift; planes 1 and 3 masked in place, so their sums come out scaled
+ * and are shifted back exactly once per row group), each product added into one of two int32 accumulators per row
  * (no int16 runs to widen, no adds between products), and the line prefetched into L1. */
 AI void i2s_rows_dp(const lowbit_matrix *m, int64_t rg, const lowbit_act *a, int32_t stot,
                     float *y) {
