@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "../platform.h" /* lowbit_fmaf */
+
 /* ---- format traits (compile-time constants after inlining) ---------------------------------- */
 
 enum { F_TQ1_0, F_TQ2_0, F_I2_S, F_Q1_0, F_Q2_0, F_PQ2_0, F_PTQ1_0, F_Q8_0 };
@@ -88,6 +90,7 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
                 for (int t = 0; t < nt; t++) {
                     const lowbit_act *A = &a[b0 + t];
                     const int8_t *q = A->q + blk * BS;
+                    float sb = 0.0f; /* Q1_0: the block's sum of (float)isum * d_a[g] */
                     for (int gi = 0; gi < GPB; gi++) {
                         int32x4_t vs = vdupq_n_s32(0);
                         for (int k = 0; k < RPG; k++) {
@@ -99,8 +102,12 @@ AI void rows_kernel(const int f, const void *w, int64_t row_bytes, int64_t r0, i
                         int32_t isum = vaddvq_s32(vs);
                         if (fmt_negated(f)) isum = -isum;
                         isum -= fmt_offset(f) * A->s[g];
-                        acc[t] += (float)isum * (dw * A->d[g]);
+                        if (f != F_Q1_0)
+                            acc[t] += (float)isum * (dw * A->d[g]);
+                        else
+                            sb = gi ? lowbit_fmaf((float)isum, A->d[g], sb) : (float)isum * A->d[g];
                     }
+                    if (f == F_Q1_0) acc[t] = lowbit_fmaf(dw, sb, acc[t]);
                 }
             }
             for (int t = 0; t < nt; t++) y[(b0 + t) * ldy + r - ybase] = acc[t];
@@ -139,6 +146,7 @@ AI void rows_kernel_mmla(const int f, const void *w, int64_t row_bytes, int64_t 
                 for (int t = 0; t < nt; t += 2) {
                     const lowbit_act *A0 = &a[b0 + t], *A1 = t + 1 < nt ? A0 + 1 : A0;
                     const int8_t *q0 = A0->q + blk * BS, *q1 = A1->q + blk * BS;
+                    float32x4_t sb = vdupq_n_f32(0.0f); /* Q1_0: the block's sum */
                     for (int gi = 0; gi < GPB; gi++) {
                         int32x4_t vs = vdupq_n_s32(0);
                         for (int k = gi * RPG; k < (gi + 1) * RPG; k++)
@@ -150,10 +158,13 @@ AI void rows_kernel_mmla(const int f, const void *w, int64_t row_bytes, int64_t 
                             vs = vsubq_s32(vs, vcombine_s32(s, s));
                         }
                         const float32x2_t d = vset_lane_f32(A1->d[g], vdup_n_f32(A0->d[g]), 1);
-                        /* acc += (float)isum * (d_w * d_a[g]) */
-                        acc[t / 2] = vaddq_f32(acc[t / 2], vmulq_f32(vcvtq_f32_s32(vs),
-                                                                     vmulq_f32(dw, vcombine_f32(d, d))));
+                        const float32x4_t dd = vcombine_f32(d, d), fs = vcvtq_f32_s32(vs);
+                        if (f != F_Q1_0) /* acc += (float)isum * (d_w * d_a[g]) */
+                            acc[t / 2] = vaddq_f32(acc[t / 2], vmulq_f32(fs, vmulq_f32(dw, dd)));
+                        else
+                            sb = gi ? vfmaq_f32(sb, fs, dd) : vmulq_f32(fs, dd);
                     }
+                    if (f == F_Q1_0) acc[t / 2] = vfmaq_f32(acc[t / 2], dw, sb);
                 }
             }
             for (int t = 0; t < nt; t++) {

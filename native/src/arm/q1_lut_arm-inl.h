@@ -2,7 +2,8 @@
  * per-quad tables (q1_lut_cache.h: T_m + 508 split into two 5-bit byte tables a quad) are looked
  * up with vqtbl1q_u8, a byte lane a row, so one lookup serves 16 rows.  A group's 8 quads add up
  * below 256 in each half; isum + 8 * 508 = lo + 32 hi is exact in uint16, then int32, then the
- * reference's float step (acc += (float)isum * (dw * da), unfused), so results are bit-identical.
+ * reference's float steps (the block's sum of (float)isum * da, then acc = fma(dw, sum, acc)),
+ * so results are bit-identical.
  * The 16 rows' code bytes of a block are transposed in registers (4 rounds of byte zips).
  * Included by file_arm-inl.h (neon and dotprod variants: the lookups need no dot product). */
 #ifndef LOWBIT_Q1_LUT_ARM_INL_H
@@ -64,6 +65,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
         for (int j = 0; j < 4; j++)
             dw[j] = vcvt_f32_f16(vreinterpret_f16_u16(vcreate_u16(dh[j])));
         const uint8_t *tb = tab + 32 * 32 * b;
+        float32x4_t S[4]; /* the block's sum of (float)isum * da, rows 4 j.. 4 j + 3 */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) { /* unrolled: R stays in registers */
             uint8x16_t A = vdupq_n_u8(0), B = A;
@@ -84,9 +86,10 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
                 vreinterpretq_s32_u32(vsubl_u16(vget_low_u16(W1), vget_low_u16(bias))),
                 vreinterpretq_s32_u32(vsubl_high_u16(W1, bias))};
             const float32x4_t da = vdupq_n_f32(a->d[4 * b + g]);
-            for (int j = 0; j < 4; j++) /* the reference's acc += (float)isum * (dw * da) */
-                acc[j] = vaddq_f32(acc[j], vmulq_f32(vcvtq_f32_s32(V[j]), vmulq_f32(dw[j], da)));
+            for (int j = 0; j < 4; j++)
+                S[j] = g ? vfmaq_f32(S[j], vcvtq_f32_s32(V[j]), da) : vmulq_f32(vcvtq_f32_s32(V[j]), da);
         }
+        for (int j = 0; j < 4; j++) acc[j] = vfmaq_f32(acc[j], dw[j], S[j]); /* the reference's steps */
     }
 }
 

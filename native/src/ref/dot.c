@@ -4,6 +4,10 @@
  *   dot(row, a) = sum over groups g of  (d_w(block of g) * d_a[g]) * isum_g      (float, in order)
  *   isum_g      = sum_j c_j * q_j - off * s[g]                                     (exact int32)
  *
+ * but Q1_0, whose 128-weight block holds 4 groups, takes llama.cpp's order, one weight scale a
+ * block: s_b = (float)isum_0 * d_a[0], then s_b = fma((float)isum_g, d_a[g], s_b) for g = 1..3,
+ * and acc = fma(d_w, s_b, acc), blocks in order (fma: one rounding, as SIMD FMA).
+ *
  * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
  * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
  * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 128 = the
@@ -119,14 +123,18 @@ static float dot_ref(int k, const lowbit_type_facts *f, const uint8_t *row, cons
     int codes[256];
     float acc = 0.0f;
     for (int64_t b = 0; b < a->n / bs; b++) {
-        float dw = block_codes(k, row, b, codes);
+        float dw = block_codes(k, row, b, codes), sb = 0.0f;
         for (int64_t g0 = 0; g0 < bs; g0 += G) {
             int64_t g = (b * bs + g0) / G;
             int32_t isum = 0;
             for (int64_t j = 0; j < G; j++) isum += codes[g0 + j] * a->q[b * bs + g0 + j];
             isum -= f->code_offset * a->s[g];
-            acc += (float)isum * (dw * a->d[g]);
+            if (k != LOWBIT_K_Q1_0)
+                acc += (float)isum * (dw * a->d[g]);
+            else
+                sb = g0 ? lowbit_fmaf((float)isum, a->d[g], sb) : (float)isum * a->d[g];
         }
+        if (k == LOWBIT_K_Q1_0) acc = lowbit_fmaf(dw, sb, acc);
     }
     return acc;
 }

@@ -85,6 +85,13 @@ AI __m256 group_acc8(__m256 acc, __m256i isum, __m256i off, __m256 dw, __m256 da
     return _mm256_add_ps(acc, p);
 }
 
+/* Q1_0's block sum (ref/dot.c): sb = (float)(isum - off) * da for a block's first group, a fused
+ * step for the others; the block ends with acc = fma(dw, sb, acc) */
+AI __m128 block_sum(__m128 sb, int first, __m128i isum, __m128i off, __m128 da) {
+    const __m128 f = _mm_cvtepi32_ps(_mm_sub_epi32(isum, off));
+    return first ? _mm_mul_ps(f, da) : _mm_fmadd_ps(f, da, sb);
+}
+
 AI uint16_t ld16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);

@@ -31,9 +31,9 @@ AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
                 decode(F, row[i] + u * US, ng < NG, c);
                 for (int gi = 0; gi < ng && gi < NG; gi++) iv[i][gi] = group_dot(F, c, gi, a->q + u * U);
             }
+            __m128 dw = _mm_set1_ps(1.0f), sb = _mm_setzero_ps();
             for (int gi = 0; gi < ng && gi < NG; gi++) {
                 const int64_t g = u * NG + gi;
-                __m128 dw = _mm_set1_ps(1.0f);
                 if (F != F_I2S)
                     dw = _mm_cvtph_ps(_mm_setr_epi16((short)file_scale(F, row[0] + u * US, gi),
                                                      (short)file_scale(F, row[1] + u * US, gi),
@@ -41,9 +41,13 @@ AI void gemv_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
                                                      (short)file_scale(F, row[3] + u * US, gi), 0,
                                                      0, 0, 0));
                 __m128i isum = hsum4(iv[0][gi], iv[1][gi], iv[2][gi], iv[3][gi]);
-                acc = group_acc(acc, isum, _mm_set1_epi32(off * a->s[g]), dw,
-                                _mm_set1_ps(a->d[g]));
+                const __m128i s = _mm_set1_epi32(off * a->s[g]);
+                if (F == F_Q1)
+                    sb = block_sum(sb, gi == 0, isum, s, _mm_set1_ps(a->d[g]));
+                else
+                    acc = group_acc(acc, isum, s, dw, _mm_set1_ps(a->d[g]));
             }
+            if (F == F_Q1) acc = _mm_fmadd_ps(dw, sb, acc);
         }
         float out[4];
         _mm_storeu_ps(out, acc);
@@ -99,17 +103,24 @@ AI void gemm_file(const int F, const void *w, int64_t row_bytes, int64_t r0, int
                 if (ng == 0) break;
                 __m256i c[8];
                 decode(F, row + u * US, ng < NG, c);
+                float dw = 1.0f;
+                __m128 sb = _mm_setzero_ps();
                 for (int gi = 0; gi < ng && gi < NG; gi++) {
                     const int64_t g = u * NG + gi;
                     __m128i isum = hsum4(group_dot(F, c, gi, aq[0] + u * U),
                                          group_dot(F, c, gi, aq[1] + u * U),
                                          group_dot(F, c, gi, aq[2] + u * U),
                                          group_dot(F, c, gi, aq[3] + u * U));
-                    const float dw = F == F_I2S ? 1.0f : _cvtsh_ss(file_scale(F, row + u * US, gi));
+                    if (F != F_I2S) dw = _cvtsh_ss(file_scale(F, row + u * US, gi));
                     __m128i s = _mm_loadu_si128((const __m128i *)(T.s + g * bp + j));
                     if (!off) s = _mm_setzero_si128();
-                    acc = group_acc(acc, isum, s, _mm_set1_ps(dw), _mm_loadu_ps(T.d + g * bp + j));
+                    const __m128 da = _mm_loadu_ps(T.d + g * bp + j);
+                    if (F == F_Q1)
+                        sb = block_sum(sb, gi == 0, isum, s, da);
+                    else
+                        acc = group_acc(acc, isum, s, _mm_set1_ps(dw), da);
                 }
+                if (F == F_Q1) acc = _mm_fmadd_ps(_mm_set1_ps(dw), sb, acc);
             }
             float out[4];
             _mm_storeu_ps(out, acc);
@@ -157,6 +168,7 @@ AI void q1_rows8(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const i
             hi |= (uint64_t)ld16(p + (4 + i) * rb + o + AT(q1_0, d)) << (16 * i);
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+        __m256 S[4]; /* the block's sum of (float) isum * da, column j */
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             const __m256i xl = _mm256_and_si256(G[g], lo4);
@@ -173,10 +185,11 @@ AI void q1_rows8(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const i
             }
             for (int j = 0; j < NC; j++) {
                 const __m256i isum = _mm256_sub_epi32(dot_wide(s[j]), _mm256_set1_epi32(aq[j]->s[gg]));
-                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(aq[j]->d[gg]));
-                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc));
+                const __m256 da = _mm256_set1_ps(aq[j]->d[gg]), f = _mm256_cvtepi32_ps(isum);
+                S[j] = g ? _mm256_fmadd_ps(f, da, S[j]) : _mm256_mul_ps(f, da);
             }
         }
+        for (int j = 0; j < NC; j++) acc[j] = _mm256_fmadd_ps(dw, S[j], acc[j]);
     }
 }
 

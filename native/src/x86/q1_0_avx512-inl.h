@@ -4,8 +4,8 @@
  * The reference's codes are c = 2 * bit and a 32-weight activation group's isum = sum(c * q) -
  * s[g] (s: the activation code sum, which every A8 quantizer returns): the dot products below
  * add 2 * q where a bit is set, vpdpbusd on exact int32 lanes, and subtract s[g] once per group.
- * The float steps, acc += (float)isum * (dw * da), run groups in order on 16 rows at once (the
- * reference's roundings; -ffp-contract=off keeps the multiply and the add apart).
+ * The float steps run on 16 rows at once with the reference's roundings: a block's sum of
+ * (float)isum * da over its groups in order, then acc = fma(dw, sum, acc).
  *
  * Rows of the file layout read side by side need a horizontal sum per row and group (8 dwords
  * to 1), which costs more shuffles than the dot products themselves; here a lane is a row from
@@ -99,6 +99,7 @@ AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const 
         const __m512i G[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                               _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
         const __m512 dw = q1_scales16(p, rb, rb3, b);
+        __m512 S[4]; /* the block's sum of (float) isum * da, column j */
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             __m512i s[4][2];
@@ -115,10 +116,11 @@ AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const 
             for (int j = 0; j < NC; j++) {
                 const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[j][0], s[j][1]),
                                                       _mm512_set1_epi32(aq[j]->s[gg]));
-                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(aq[j]->d[gg]));
-                acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), sc));
+                const __m512 da = _mm512_set1_ps(aq[j]->d[gg]), f = _mm512_cvtepi32_ps(isum);
+                S[j] = g ? _mm512_fmadd_ps(f, da, S[j]) : _mm512_mul_ps(f, da);
             }
         }
+        for (int j = 0; j < NC; j++) acc[j] = _mm512_fmadd_ps(dw, S[j], acc[j]);
     }
 }
 

@@ -5,7 +5,8 @@
  * into 5-bit halves (lo = v & 31, hi = v >> 5, both <= 31): two 16-byte tables a quad, so one
  * vpshufb looks a nibble up for 32 rows at once (a byte lane a row), and 8 quads of byte sums
  * stay below 256.  Per group: isum + 4064 = lo + 32 hi (vpmaddubsw of the interleaved byte sums,
- * exact in int16), then the reference float step, so results stay bit-identical.
+ * exact in int16), then the reference's float steps (the block's sum of isum * da, then one fused
+ * step by dw a block), so results stay bit-identical.
  * The 32 rows' code bytes are transposed in registers (4 rounds of byte unpacks: each 128-bit
  * lane is a 16 x 16 byte transpose of 16 rows, rows 16.. 31 in the high lanes).  Tables are
  * stored 16 bytes a half and broadcast on load, half the cache room of pre-broadcast ones
@@ -58,7 +59,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
         for (int v = 0; v < 4; v++)
             dw[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh16 + 8 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
-        __m256 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
+        __m256 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             /* the last round for this group's 4 bytes: 2 g, 2 g + 1 (and + 8) hold them */
@@ -86,14 +87,11 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             const __m256i V[4] = {_mm256_madd_epi16(W0, ev), _mm256_madd_epi16(W0, od),
                                   _mm256_madd_epi16(W1, ev), _mm256_madd_epi16(W1, od)};
             const __m256 da = _mm256_set1_ps(a->d[4 * b + g]);
-            for (int v = 0; v < 4; v++) /* the reference's (float) isum * (dw * da) */
-                P[g][v] = _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), _mm256_mul_ps(dw[v], da));
+            for (int v = 0; v < 4; v++)
+                S[v] = g ? _mm256_fmadd_ps(_mm256_cvtepi32_ps(V[v]), da, S[v])
+                         : _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), da);
         }
-        /* the adds in the spec's order, once a block: acc lives in memory (registers are short)
-         * and a chain of store-forwarded adds per group would be the critical path */
-        for (int v = 0; v < 4; v++)
-            acc[v] = _mm256_add_ps(
-                _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
+        for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(dw[v], S[v], acc[v]);
     }
 }
 

@@ -65,18 +65,16 @@ AI void q1_lut_tile64(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *t
         for (int v = 0; v < 4; v++)
             dw[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dh16 + 16 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
-        __m512 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
+        __m512 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             const __m512i X[4] = {_mm512_unpacklo_epi8(R[2 * g], R[2 * g + 8]),
                                   _mm512_unpackhi_epi8(R[2 * g], R[2 * g + 8]),
                                   _mm512_unpacklo_epi8(R[2 * g + 1], R[2 * g + 9]),
                                   _mm512_unpackhi_epi8(R[2 * g + 1], R[2 * g + 9])};
-            q1_lut512_group(X, tb + 256 * g, dw, a->d[4 * b + g], P[g]);
+            q1_lut512_group(X, tb + 256 * g, g, a->d[4 * b + g], S);
         }
-        for (int v = 0; v < 4; v++) /* the spec's order of adds */
-            acc[v] = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
+        for (int v = 0; v < 4; v++) acc[v] = _mm512_fmadd_ps(dw[v], S[v], acc[v]);
     }
 }
 

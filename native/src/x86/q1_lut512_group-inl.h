@@ -5,7 +5,8 @@
  * X[k] byte e is code byte 4 g + k of lane e (weights 32 g + 8 k .. + 7); its low and high nibbles
  * look the quads' tables up (q1_lut_cache.h: the 5-bit halves of T_m + 508), byte adds over the
  * group's 4 bytes (8 quads: below 256), then isum = lo + 32 hi - 8 * 508 by vpdpbusd on the
- * interleaved halves, one row a dword, and the reference's (float) isum * (dw * da).  Q1_VBMI: 1,
+ * interleaved halves, one row a dword, and the reference's block sum of (float) isum * da (its
+ * includers end a block with one fused step by dw).  Q1_VBMI: 1,
  * vpermb (it reads 6 index bits: the tables' 4 copies of their 16 bytes absorb the neighbour
  * nibble's 2); 0, vpshufb on masked nibbles.  The includer defines AI and Q1_VBMI. */
 #ifndef LOWBIT_Q1_LUT512_GROUP_INL_H
@@ -14,10 +15,10 @@
 
 #include "../q1_lut_cache.h"
 
-/* P[v] = (float) isum * (dw[v] * da) of the group's rows in output vector v; t: the group's
- * tables (4 code bytes, 64 bytes each: quads 2 (4 g + k) and 2 (4 g + k) + 1, lo and hi halves) */
-AI void q1_lut512_group(const __m512i X[4], const uint8_t *t, const __m512 dw[4], float da,
-                        __m512 P[4]) {
+/* S[v]: the block's sum of (float) isum * da over its groups so far, rows of output vector v
+ * (set by group g = 0, a fused step for the others); t: the group's tables (4 code bytes, 64
+ * bytes each: quads 2 (4 g + k) and 2 (4 g + k) + 1, lo and hi halves) */
+AI void q1_lut512_group(const __m512i X[4], const uint8_t *t, int g, float da, __m512 S[4]) {
     const __m512i bias = _mm512_set1_epi32(-8 * Q1_LUT_BIAS);
     const __m512i ev = _mm512_set1_epi32(0x2001), od = _mm512_set1_epi32(0x20010000);
     __m512i A = _mm512_setzero_si512(), B = _mm512_setzero_si512();
@@ -47,7 +48,7 @@ AI void q1_lut512_group(const __m512i X[4], const uint8_t *t, const __m512 dw[4]
                           _mm512_dpbusd_epi32(bias, U1, ev), _mm512_dpbusd_epi32(bias, U1, od)};
     const __m512 d = _mm512_set1_ps(da);
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++) /* the reference's (float) isum * (dw * da) */
-        P[v] = _mm512_mul_ps(_mm512_cvtepi32_ps(V[v]), _mm512_mul_ps(dw[v], d));
+    for (int v = 0; v < 4; v++)
+        S[v] = g ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(V[v]), d, S[v]) : _mm512_mul_ps(_mm512_cvtepi32_ps(V[v]), d);
 }
 #endif /* LOWBIT_Q1_LUT512_GROUP_INL_H */

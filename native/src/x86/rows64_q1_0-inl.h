@@ -10,9 +10,9 @@
  * quads' tables (q1_lut_cache.h: the 5-bit halves of T_m + 508) by vpshufb, the tables broadcast
  * to both 128-bit lanes and loaded once for both ymm; byte adds over a group's 4 bytes (8 quads:
  * below 256), then isum = lo + 32 hi - 8 * 508 (dot_step: vpmaddubsw + vpmaddwd, or vpdpbusd) and
- * the reference's float step, acc += (float)isum * (dw * da), groups in order
- * (-ffp-contract=off).  The layout's lane order (lowbit_rows64_row) makes the interleaved sums of
- * ymm half s, output v, rows 16 v + 8 s .. 16 v + 8 s + 7 in order. */
+ * the reference's float steps (the block's sum of (float)isum * da, then acc = fma(dw, sum,
+ * acc)).  The layout's lane order (lowbit_rows64_row) makes the interleaved sums of ymm half s,
+ * output v, rows 16 v + 8 s .. 16 v + 8 s + 7 in order. */
 #ifndef LOWBIT_ROWS64_Q1_0_INL_H
 #define LOWBIT_ROWS64_Q1_0_INL_H
 #include <string.h>
@@ -61,6 +61,7 @@ AI void r64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint8_t
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pb = p + 1024 * b, *tb = tab + 1024 * b;
         const uint16_t *sb = sc + 64 * b;
+        __m256 S[4][2]; /* the block's sum of (float) isum * da, rows of acc[v][s] */
         if (LOWBIT_PF_ROWS64Y) {
             for (int i = 0; i < 1024; i += 64)
                 _mm_prefetch((const char *)pb + LOWBIT_PF_ROWS64Y + i, _MM_HINT_T0);
@@ -96,13 +97,18 @@ AI void r64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint8_t
                 __m256i V[4];
                 r64_isums(A[s], B[s], V);
 #pragma GCC unroll 4
-                for (int v = 0; v < 4; v++) { /* the reference's acc += (float) isum * (dw * da) */
-                    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16 * v + 8 * s)));
-                    acc[v][s] = _mm256_add_ps(acc[v][s],
-                                              _mm256_mul_ps(_mm256_cvtepi32_ps(V[v]), _mm256_mul_ps(dw, da)));
+                for (int v = 0; v < 4; v++) {
+                    const __m256 f = _mm256_cvtepi32_ps(V[v]);
+                    S[v][s] = g ? _mm256_fmadd_ps(f, da, S[v][s]) : _mm256_mul_ps(f, da);
                 }
             }
         }
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++)
+            for (int s = 0; s < 2; s++) {
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16 * v + 8 * s)));
+                acc[v][s] = _mm256_fmadd_ps(dw, S[v][s], acc[v][s]);
+            }
     }
 }
 

@@ -5,8 +5,8 @@
  * The GEMV is the lookup of q1_lut512-inl.h without its loads, inserts and byte transposes: the
  * layout stores what those produce.  Vector k of a block is byte k of the tile's 64 rows, and 4
  * of them are a group's input to the step both GEMVs share (q1_lut512_group-inl.h: table
- * lookups, byte sums, isum by vpdpbusd, the reference's float step); groups in order
- * (-ffp-contract=off).  The lane order of the layout (lowbit_rows64_row) makes its 4 output
+ * lookups, byte sums, isum by vpdpbusd, the block's sum of isum * da); then one fused step by dw
+ * a block, as the reference.  The lane order of the layout (lowbit_rows64_row) makes its 4 output
  * vectors rows 0..15, .., 48..63. */
 #include <immintrin.h>
 #include <stdlib.h>
@@ -42,17 +42,15 @@ AI void rows64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             dw[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 64 * b + 16 * v)));
-        __m512 P[4][4]; /* (float) isum * (dw * da) of group g, rows of acc[v] */
+        __m512 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             const __m512i X[4] = {_mm512_loadu_si512(pb + 64 * (4 * g)), _mm512_loadu_si512(pb + 64 * (4 * g + 1)),
                                   _mm512_loadu_si512(pb + 64 * (4 * g + 2)), _mm512_loadu_si512(pb + 64 * (4 * g + 3))};
-            q1_lut512_group(X, tb + 256 * g, dw, a->d[4 * b + g], P[g]);
+            q1_lut512_group(X, tb + 256 * g, g, a->d[4 * b + g], S);
         }
 #pragma GCC unroll 4
-        for (int v = 0; v < 4; v++) /* the spec's order of adds */
-            acc[v] = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[v], P[0][v]), P[1][v]), P[2][v]), P[3][v]);
+        for (int v = 0; v < 4; v++) acc[v] = _mm512_fmadd_ps(dw[v], S[v], acc[v]);
     }
 }
 
@@ -89,7 +87,7 @@ void rows64_gemv_q1_0_avx512vbmi(const lowbit_matrix *m, int64_t r0, int64_t r1,
  * dword i of 128-bit lane h is group g of lane 16 h + 4 q + i: q1_rows16's G[g] (q1_0_avx512-inl.h)
  * with no loads from 16 rows and no transpose.  From there the same dot products: bit t of every
  * byte (q1_codes) against the reordered activation quad t (q1_quads.h), vpdpbusd into exact int32
- * lanes, s[g] subtracted, then the reference's float step, groups in order.  The scales follow
+ * lanes, s[g] subtracted, then the reference's float steps.  The scales follow
  * the lanes by one vpermw per two X; results leave in lane order (rows64_row). */
 
 /* Lane l = 4 h + i of X[q] holds lane 16 h + 4 q + i: row[q][l], its row in the tile; idx[p]: the
@@ -119,6 +117,7 @@ AI void rows64_pair(const int NC, const int p, const uint8_t *codes, const uint1
         const __m512i w = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(sc + 64 * b + 32 * p));
         const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(w)),
                               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1))};
+        __m512 S[2][4];
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             const __m512i v0 = _mm512_loadu_si512(pb + 64 * (4 * g)), v1 = _mm512_loadu_si512(pb + 64 * (4 * g + 1));
@@ -142,12 +141,14 @@ AI void rows64_pair(const int NC, const int p, const uint8_t *codes, const uint1
             for (int j = 0; j < NC; j++) {
                 const __m512i sj = _mm512_set1_epi32(aq[j]->s[gg]);
                 const __m512 da = _mm512_set1_ps(aq[j]->d[gg]);
-                for (int qq = 0; qq < 2; qq++) /* the reference's (float) isum * (dw * da) */
-                    acc[qq][j] = _mm512_add_ps(acc[qq][j],
-                                               _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s[qq][j], sj)),
-                                                             _mm512_mul_ps(dw[qq], da)));
+                for (int qq = 0; qq < 2; qq++) { /* the reference's block sum of (float) isum * da */
+                    const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[qq][j], sj));
+                    S[qq][j] = g ? _mm512_fmadd_ps(f, da, S[qq][j]) : _mm512_mul_ps(f, da);
+                }
             }
         }
+        for (int qq = 0; qq < 2; qq++)
+            for (int j = 0; j < NC; j++) acc[qq][j] = _mm512_fmadd_ps(dw[qq], S[qq][j], acc[qq][j]);
     }
 }
 
