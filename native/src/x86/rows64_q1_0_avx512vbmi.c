@@ -23,7 +23,7 @@
 /* Software prefetch distance into L1 in the code run (the scales' run: an eighth of it); tiles
  * follow each other, so it runs on across them (the hardware prefetchers alone fall behind) */
 #ifndef LOWBIT_PF_ROWS64
-#define LOWBIT_PF_ROWS64 16384
+#define LOWBIT_PF_ROWS64 8192
 #endif
 
 /* acc[v] lane i: row 16 v + i of the tile whose codes are p and scales sc (nb blocks) */
