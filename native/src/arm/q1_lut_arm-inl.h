@@ -66,6 +66,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             dw[j] = vcvt_f32_f16(vreinterpret_f16_u16(vcreate_u16(dh[j])));
         const uint8_t *tb = tab + 32 * 32 * b;
         float32x4_t S[4]; /* the block's sum of (float)isum * da, rows 4 j.. 4 j + 3 */
+        for (int j = 0; j < 4; j++) S[j] = vdupq_n_f32(0.0f);
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) { /* unrolled: R stays in registers */
             uint8x16_t A = vdupq_n_u8(0), B = A;

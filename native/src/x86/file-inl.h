@@ -169,6 +169,7 @@ AI void q1_rows8(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const i
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
         __m256 S[4]; /* the block's sum of (float) isum * da, column j */
+        for (int j = 0; j < 4; j++) S[j] = _mm256_setzero_ps();
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             const __m256i xl = _mm256_and_si256(G[g], lo4);

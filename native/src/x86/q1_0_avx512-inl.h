@@ -100,6 +100,7 @@ AI void q1_rows16(const int NC, const uint8_t *p, int64_t rb, int64_t nb, const 
                               _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
         const __m512 dw = q1_scales16(p, rb, rb3, b);
         __m512 S[4]; /* the block's sum of (float) isum * da, column j */
+        for (int j = 0; j < 4; j++) S[j] = _mm512_setzero_ps();
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             __m512i s[4][2];

@@ -60,6 +60,7 @@ AI void q1_lut_tile(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *tab
             dw[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh16 + 8 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
         __m256 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
+        for (int v = 0; v < 4; v++) S[v] = _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             /* the last round for this group's 4 bytes: 2 g, 2 g + 1 (and + 8) hold them */

@@ -66,6 +66,7 @@ AI void q1_lut_tile64(const uint8_t *p, int64_t rb, int64_t nb, const uint8_t *t
             dw[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dh16 + 16 * v)));
         const uint8_t *tb = tab + 32 * 32 * b;
         __m512 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
+        for (int v = 0; v < 4; v++) S[v] = _mm512_setzero_ps();
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             const __m512i X[4] = {_mm512_unpacklo_epi8(R[2 * g], R[2 * g + 8]),

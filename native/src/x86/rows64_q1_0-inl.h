@@ -62,6 +62,7 @@ AI void r64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint8_t
         const uint8_t *pb = p + 1024 * b, *tb = tab + 1024 * b;
         const uint16_t *sb = sc + 64 * b;
         __m256 S[4][2]; /* the block's sum of (float) isum * da, rows of acc[v][s] */
+        for (int v = 0; v < 4; v++) S[v][0] = S[v][1] = _mm256_setzero_ps();
         if (LOWBIT_PF_ROWS64Y) {
             for (int i = 0; i < 1024; i += 64)
                 _mm_prefetch((const char *)pb + LOWBIT_PF_ROWS64Y + i, _MM_HINT_T0);

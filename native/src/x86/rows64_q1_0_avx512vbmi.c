@@ -43,6 +43,7 @@ AI void rows64_tile(const uint8_t *p, const uint16_t *sc, int64_t nb, const uint
         for (int v = 0; v < 4; v++)
             dw[v] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 64 * b + 16 * v)));
         __m512 S[4]; /* the block's sum of (float) isum * da, rows of acc[v] */
+        for (int v = 0; v < 4; v++) S[v] = _mm512_setzero_ps();
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             const __m512i X[4] = {_mm512_loadu_si512(pb + 64 * (4 * g)), _mm512_loadu_si512(pb + 64 * (4 * g + 1)),
@@ -117,7 +118,9 @@ AI void rows64_pair(const int NC, const int p, const uint8_t *codes, const uint1
         const __m512i w = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(sc + 64 * b + 32 * p));
         const __m512 dw[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(w)),
                               _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1))};
-        __m512 S[2][4];
+        __m512 S[2][4]; /* the block's sum of (float) isum * da */
+        for (int qq = 0; qq < 2; qq++)
+            for (int j = 0; j < 4; j++) S[qq][j] = _mm512_setzero_ps();
         for (int g = 0; g < 4; g++) {
             const int64_t gg = 4 * b + g;
             const __m512i v0 = _mm512_loadu_si512(pb + 64 * (4 * g)), v1 = _mm512_loadu_si512(pb + 64 * (4 * g + 1));
