@@ -4,15 +4,15 @@
  *   dot(row, a) = sum over groups g of  (d_w(block of g) * d_a[g]) * isum_g      (float, in order)
  *   isum_g      = sum_j c_j * q_j - off * s[g]                                     (exact int32)
  *
- * but Q1_0, whose 128-weight block holds 4 groups, takes llama.cpp's order, one weight scale a
- * block: s_b = (float)isum_0 * d_a[0], then s_b = fma((float)isum_g, d_a[g], s_b) for g = 1..3,
- * and acc = fma(d_w, s_b, acc), blocks in order (fma: one rounding, as SIMD FMA).
- *
  * where c_j is the stored code and `off` undoes its offset: off = 1 for the ternary/2-bit codes
  * (value c - 1), Q1_0 uses c = 2*bit (value 2*bit - 1, so isum = 2*sum(bit*q) - s), Q8_0 has none.
  * A group never straddles two weight blocks (lowbit_act_group: 256 = the TQ block, 128 = the
  * PQ2_0 / PTQ1_0 block and I2_S's, 32 divides every other block).  I2_S returns the sum without
- * its per-tensor scale (d_w = 1); the caller multiplies once per row. */
+ * its per-tensor scale (d_w = 1); the caller multiplies once per row.
+ *
+ * Q1_0, whose 128-weight block holds 4 groups, takes llama.cpp's order instead, one weight-scale
+ * step a block: s_b = (float)isum_0 * d_a[0], then s_b = fma((float)isum_g, d_a[g], s_b) for
+ * g = 1..3, and acc = fma(d_w, s_b, acc), blocks in order (fma: one rounding, as SIMD FMA). */
 #include <stdlib.h>
 #include <string.h>
 
