@@ -50,7 +50,7 @@ AI float v16_hmax(v16 a) {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
 }
-AI __m256 clamp8(__m256 x) { /* attn_exp's clamp, on the bits (x <= 0) */
+AI __m256 clamp8(__m256 x) { /* attn_exp's clamp as an unsigned min (x not positive) */
     return _mm256_castsi256_ps(_mm256_min_epu32(_mm256_castps_si256(x), _mm256_set1_epi32((int)0xC2AE0000u)));
 }
 AI v16 v16_exp(v16 x) { return (v16){exp8_clamped(clamp8(x.lo)), exp8_clamped(clamp8(x.hi))}; }
