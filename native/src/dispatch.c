@@ -185,7 +185,9 @@ static int fits(const lowbit_kernel_entry *e, int type, int layout, int role,
 /* Whether this CPU has what `needs` asks beyond the ISA (LOWBIT_NEEDS_*) */
 static int needs_met(int needs) {
     return (!(needs & LOWBIT_NEEDS_INTEL) || g_intel) && (!(needs & LOWBIT_NEEDS_AMD) || g_amd) &&
-           (!(needs & LOWBIT_NEEDS_L1_48K) || g_l1_48k) && (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
+           (!(needs & LOWBIT_NEEDS_L1_48K) || g_l1_48k) &&
+           (!(needs & LOWBIT_NEEDS_NOT_AMD_L1_48K) || !g_l1_48k) &&
+           (!(needs & LOWBIT_NEEDS_VBMI) || g_vbmi);
 }
 
 /* The first entry of isa's chain for (layout, role) that reads `type` (or any type) and takes m
@@ -195,7 +197,8 @@ static int select_entry(int isa, int type, int layout, int role, const lowbit_ma
      * needs */
     if (g_prefer >= 0 && fits(&lowbit_kernel_list[g_prefer], type, layout, role, m) &&
         needs_met(lowbit_kernel_list[g_prefer].needs &
-                  ~(LOWBIT_NEEDS_INTEL | LOWBIT_NEEDS_AMD | LOWBIT_NEEDS_L1_48K)))
+                  ~(LOWBIT_NEEDS_INTEL | LOWBIT_NEEDS_AMD | LOWBIT_NEEDS_L1_48K |
+                    LOWBIT_NEEDS_NOT_AMD_L1_48K)))
         for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
             if (lowbit_kernel_list[g_prefer].isa == FALLBACK[isa][c]) return g_prefer;
     for (int c = 0; c < CHAIN_MAX && FALLBACK[isa][c] >= 0; c++)
@@ -370,7 +373,9 @@ int lowbit_kernel_get(int i, lowbit_kernel_info *info) {
                                               [LOWBIT_NEEDS_INTEL_VBMI] = "intel,vbmi",
                                               [LOWBIT_NEEDS_ASKED] = "asked",
                                               [LOWBIT_NEEDS_AMD] = "amd",
-                                              [LOWBIT_NEEDS_AMD_L1_48K] = "amd,l1-48k"};
+                                              [LOWBIT_NEEDS_AMD_L1_48K] = "amd,l1-48k",
+                                              [LOWBIT_NEEDS_NOT_AMD_L1_48K] = "not amd,l1-48k",
+                                              [LOWBIT_NEEDS_AMD_NOT_L1_48K] = "amd,not l1-48k"};
     if (i < 0 || i >= lowbit_kernel_list_count || !info) return LOWBIT_EINVAL;
     const lowbit_kernel_entry *e = &lowbit_kernel_list[i];
     *info = (lowbit_kernel_info){.name = e->name, .isa = e->isa, .type = e->type,

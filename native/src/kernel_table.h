@@ -150,13 +150,16 @@ typedef union {
  * first); AMD, a tuning for AMD cores (a prefetch twin suffixed _amdpf, or the kernel of a layout
  * that pays only there); L1_48K, an L1 data cache of 48 KB or more (AMD_L1_48K: an AMD core with
  * one: a twin suffixed _l1pf prefetches into L1 as far ahead as the _amdpf one does into L2, a
- * distance a smaller L1 could not hold); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
+ * distance a smaller L1 could not hold); NOT_AMD_L1_48K, any core but those (AMD_NOT_L1_48K: an
+ * AMD core with a smaller L1): the pair entries of a GEMV that reads faster there as one run with
+ * its _l1pf twin; VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
  * condition: the kernel of a packed layout that the variant's CPUs read slower than the layout
  * they would get otherwise, so pack.c takes that layout only where it is asked for (PYLOWBIT_*);
  * a matrix packed so runs on it (tested like any entry, for the machines where it may win). */
 enum { LOWBIT_NEEDS_ANY = 0, LOWBIT_NEEDS_INTEL = 1, LOWBIT_NEEDS_VBMI = 2,
        LOWBIT_NEEDS_INTEL_VBMI = 3, LOWBIT_NEEDS_ASKED = 4, LOWBIT_NEEDS_AMD = 8,
-       LOWBIT_NEEDS_L1_48K = 16, LOWBIT_NEEDS_AMD_L1_48K = 24 };
+       LOWBIT_NEEDS_L1_48K = 16, LOWBIT_NEEDS_AMD_L1_48K = 24, LOWBIT_NEEDS_NOT_AMD_L1_48K = 32,
+       LOWBIT_NEEDS_AMD_NOT_L1_48K = 40 };
 
 typedef struct lowbit_kernel_entry {
     const char *name;

@@ -15,15 +15,18 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "pf_l1-inl.h"
 #include "sets16-inl.h"
 
 #define AI static inline __attribute__((always_inline))
 
 /* Software prefetch of each code line this far ahead in its run, into L2, on Intel (the choice of
- * the 2-bit 8-row kernels, packed_avx512vnni.c) */
+ * the 2-bit 8-row kernels, packed_avx512vnni.c); PF_L1, lowbit_pf_l1_amd's into L1 (the _l1pf
+ * entries: one run a call, unpaired) */
 #ifndef LOWBIT_PF_ROWS16_INTEL
 #define LOWBIT_PF_ROWS16_INTEL 16384
 #endif
+#define PF_L1 (-1)
 
 /* NS row sets in one step (1, or 2 far apart: paired tasks), NA_OF(NS) accumulators of each plane
  * per set: eight independent vpdpbusd chains either way. */
@@ -38,7 +41,8 @@ AI void chunk16(const int NS, const int PF, const uint8_t *const t[2], const int
     for (int j = 0; j < 8; j++) {
 #pragma GCC unroll 2
         for (int s = 0; s < NS; s++) {
-            if (PF) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            if (PF > 0) _mm_prefetch((const char *)(t[s] + 64 * j + PF), _MM_HINT_T1);
+            if (PF == PF_L1) lowbit_pf_l1_amd(t[s] + 64 * j);
             const __m512i v = _mm512_loadu_si512(t[s] + 64 * j);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
@@ -106,8 +110,10 @@ typedef void sets16_fn(const lowbit_matrix *m, const int64_t R[2], const int64_t
     SETS16_INSTANCE(tpg, 2, LOWBIT_PF_ROWS16_INTEL)
 SETS16_INSTANCES(1)
 #undef SETS16_INSTANCES
+SETS16_INSTANCE(1, 1, PF_L1)
 SETS16_INSTANCE(2, 1, 0)
 SETS16_INSTANCE(2, 2, 0)
+SETS16_INSTANCE(2, 1, PF_L1)
 #undef SETS16_INSTANCE
 
 /* The instances of one call, a set (one) and two sets (two) at a time: the ctx of the walks'
@@ -148,6 +154,20 @@ static void call_rows(const void *ctx, const lowbit_matrix *m, int64_t r0, int64
 ROWS16_ENTRIES(, 0)
 ROWS16_ENTRIES(_l2pf, LOWBIT_PF_ROWS16_INTEL)
 #undef ROWS16_ENTRIES
+
+/* The _l1pf entries (AMD cores with a 48 KB L1, group 128 and 256): one run a call, each line
+ * prefetched into L1; the job pairs no tasks there (kernel_list.inc) */
+void rows16_gemv128_avx512vnni_l1pf(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, float *y) {
+    const sets16_call C = {sets16_1_1_PF_L1, NULL};
+    call_rows(&C, m, r0, r1, a, y);
+}
+
+void rows16_gemv256_avx512vnni_l1pf(const lowbit_matrix *m, int64_t r0, int64_t r1,
+                                    const lowbit_act *a, float *y) {
+    const sets16_call C = {sets16_2_1_PF_L1, NULL};
+    call_rows(&C, m, r0, r1, a, y);
+}
 
 /* The group-256 entries: on AMD cores only, where they read a token faster than the 8-row kernels
  * of the canonical layout (docs/PERFORMANCE.md) */
