@@ -326,7 +326,8 @@ typedef struct lowbit_kernel_info {
     int type;             /* weight type it reads, -1: any; role OP: the lowbit_op */
     int layout;           /* lowbit_layout */
     int role;             /* lowbit_role */
-    const char *requires; /* beyond the ISA: "", "intel" (a tuning), "vbmi" or "intel,vbmi" */
+    const char *requires; /* beyond the ISA: "", a tuning ("intel", "amd", "amd,l1-48k",
+                           * "not amd,l1-48k", "amd,not l1-48k"), "vbmi", "intel,vbmi", "asked" */
     const char *when;     /* the matrices it takes: "any" or a predicate's name */
 } lowbit_kernel_info;
 LOWBIT_API int lowbit_kernel_count(void);
@@ -343,7 +344,7 @@ LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packe
 LOWBIT_API int lowbit_kernel_selected(int isa, int type, int layout, int role, int64_t cols);
 /* Tests: entry i wins wherever it fits (its role, layout and type, its `when`, its variant in
  * the chain, an instruction set it requires), whatever its place in the list and a tuning it
- * requires ("intel"); -1 restores the list's order.
+ * requires (a vendor, an L1 size); -1 restores the list's order.
  * Applies to tables at once and to packed matrices packed afterwards.  Not meant to be called
  * while another thread multiplies.  LOWBIT_OK or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_prefer(int i);
