@@ -151,8 +151,8 @@ typedef union {
  * that pays only there); L1_48K, an L1 data cache of 48 KB or more (AMD_L1_48K: an AMD core with
  * one: a twin suffixed _l1pf prefetches into L1 as far ahead as the _amdpf one does into L2, a
  * distance a smaller L1 could not hold); NOT_AMD_L1_48K, any core but those (AMD_NOT_L1_48K: an
- * AMD core with a smaller L1): the pair entries of a GEMV that reads faster there as one run with
- * its _l1pf twin; VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
+ * AMD core with a smaller L1): the pair entries of a GEMV that reads faster there as one run (its
+ * _l1pf or _amdpf twin); VBMI, AVX512_VBMI, which the avx512vnni variant does not require.  ASKED is no CPU
  * condition: the kernel of a packed layout that the variant's CPUs read slower than the layout
  * they would get otherwise, so pack.c takes that layout only where it is asked for (PYLOWBIT_*);
  * a matrix packed so runs on it (tested like any entry, for the machines where it may win). */
