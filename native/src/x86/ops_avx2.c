@@ -50,7 +50,8 @@ AI float v16_hmax(v16 a) {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
 }
-AI __m256 clamp8(__m256 x) { /* attn_exp's clamp as an unsigned min (x not positive) */
+/* attn_exp's clamp, done as an unsigned min on the bits (x is never positive here) */
+AI __m256 clamp8(__m256 x) {
     return _mm256_castsi256_ps(_mm256_min_epu32(_mm256_castps_si256(x), _mm256_set1_epi32((int)0xC2AE0000u)));
 }
 AI v16 v16_exp(v16 x) { return (v16){exp8_clamped(clamp8(x.lo)), exp8_clamped(clamp8(x.hi))}; }
