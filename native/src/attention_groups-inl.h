@@ -1,7 +1,7 @@
 /* lowbit_attention's loop (ops_attention-inl.h's attention_loop, the same bits) with the query rows
  * that share a key / value head (grouped-query attention) run together, up to ATTN_GROUP at a time,
  * so that each key and value row is loaded once for all of them.  Shared by x86/ops_avx2.c,
- * x86/ops_attention_avx512.c and arm/ops_neon.c, each compiled with its own flags; the includer defines, after including
+ * x86/ops_avx512.c and arm/ops_neon.c, each compiled with its own flags; the includer defines, after including
  * ops_attention-inl.h and before this:
  *   v16                     16 float lanes: one zmm, two ymm or four NEON registers
  *   v16_zero(), v16_set1(x), v16_load(p), v16_store(p, v), v16_add(a, b), v16_sub(a, b),

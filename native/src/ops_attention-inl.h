@@ -1,5 +1,5 @@
 /* The attention loop of lowbit_attention (ops.c), compiled twice: in ops.c for the baseline ISA and
- * in x86/ops_avx2.c with AVX2 + FMA (the same C, 8 lanes wide); x86/ops_attention_avx512.c does its
+ * in x86/ops_avx2.c with AVX2 + FMA (the same C, 8 lanes wide); x86/ops_avx512.c does its
  * operations in its order with intrinsics.  It is O(T * S) per head: at prompt lengths the baseline
  * build was slower than numpy's BLAS had been.  Arguments are checked, and the new keys / values
  * stored, by lowbit_attention; p is scratch of attn_scratch_floats(pos, T). */
