@@ -178,6 +178,12 @@ def _op_gate_mul(act):
     return make
 
 
+def _op_rms_norm(rng, rows, n, with_w):
+    x = rng.uniform(-3, 3, (rows, n)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, n).astype(np.float32) if with_w else None
+    return lambda: [ops.rms_norm(x, w, 1e-5)]
+
+
 def _op_gdn(rng, T, d, chunked):
     f = lambda *s, lo=-1, hi=1: rng.uniform(lo, hi, s).astype(np.float32)  # noqa: E731
     Hk, Hv, C, K = 2, 4, 37, 4
@@ -202,6 +208,8 @@ OP_CASES = {
                                   (1, 3, 3, 16, 16, 20, 17, 0), (4, 12, 2, 128, 128, 90, 70, 0)]),
     "silu_mul": (_op_gate_mul("silu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
     "gelu_mul": (_op_gate_mul("gelu"), [(0,), (1,), (7,), (9,), (33,), (1000,)]),
+    "rms_norm": (_op_rms_norm, [(1, 1, True), (3, 7, True), (2, 8, False), (1, 9, True), (4, 33, True),
+                                (1, 1000, False), (2, 2560, True)]),
     "gdn": (_op_gdn, [(3, 16, False), (70, 16, True), (3, 128, False), (3, 12, False), (70, 36, True)]),
 }
 

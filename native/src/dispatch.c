@@ -234,6 +234,7 @@ static void build_table(int isa, lowbit_kernels *k) {
     k->attention = entry_fn(select_entry(isa, LOWBIT_OP_ATTENTION, no, op, NULL)).attention;
     k->silu_mul = entry_fn(select_entry(isa, LOWBIT_OP_SILU_MUL, no, op, NULL)).gate_mul;
     k->gelu_mul = entry_fn(select_entry(isa, LOWBIT_OP_GELU_MUL, no, op, NULL)).gate_mul;
+    k->rms_norm = entry_fn(select_entry(isa, LOWBIT_OP_RMS_NORM, no, op, NULL)).rms_norm;
     k->gdn = entry_fn(select_entry(isa, LOWBIT_OP_GDN, no, op, NULL)).gdn();
 }
 
@@ -397,7 +398,8 @@ const char *lowbit_role_name(int role) {
 const char *lowbit_op_name(int op) {
     static const char *const NAMES[LOWBIT_OP_COUNT] = {
         [LOWBIT_OP_ATTENTION] = "attention", [LOWBIT_OP_SILU_MUL] = "silu_mul",
-        [LOWBIT_OP_GELU_MUL] = "gelu_mul",   [LOWBIT_OP_GDN] = "gdn"};
+        [LOWBIT_OP_GELU_MUL] = "gelu_mul",   [LOWBIT_OP_GDN] = "gdn",
+        [LOWBIT_OP_RMS_NORM] = "rms_norm"};
     return op >= 0 && op < LOWBIT_OP_COUNT ? NAMES[op] : NULL;
 }
 

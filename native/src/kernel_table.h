@@ -91,6 +91,9 @@ typedef void lowbit_attention_sig(const float *q, int64_t H, int64_t Hkv, int64_
 /* out[i] = act(gate[i]) * up[i] (SiLU or GELU) for a prefix of the n values; returns its length
  * (the caller finishes with ops_silu / ops_gelu, the same bits). */
 typedef int64_t lowbit_gate_mul_sig(const float *gate, const float *up, int64_t n, float *out);
+/* y = x / sqrt(mean(x^2) + eps) * w (w NULL: no w) of one row of n, in ops_rms_row's operations
+ * (ops_common.h); y may be x. */
+typedef void lowbit_rms_norm_sig(const float *x, const float *w, int64_t n, float eps, float *y);
 /* The Gated-DeltaNet loops (gdn_kernels, ops_gdn-inl.h): returns the variant's table. */
 struct gdn_kernels;
 typedef const struct gdn_kernels *lowbit_gdn_sig(void);
@@ -107,6 +110,7 @@ typedef lowbit_read_sig *lowbit_read_fn;
 typedef lowbit_fwht_sig *lowbit_fwht_fn;
 typedef lowbit_attention_sig *lowbit_attention_fn;
 typedef lowbit_gate_mul_sig *lowbit_gate_mul_fn;
+typedef lowbit_rms_norm_sig *lowbit_rms_norm_fn;
 typedef lowbit_gdn_sig *lowbit_gdn_fn;
 
 /* The kernel slots of the weight types with quantized file-layout kernels, LOWBIT_K_##ID, in the
@@ -142,6 +146,7 @@ typedef union {
     lowbit_fwht_fn fwht;
     lowbit_attention_fn attention;
     lowbit_gate_mul_fn gate_mul;
+    lowbit_rms_norm_fn rms_norm;
     lowbit_gdn_fn gdn;
 } lowbit_kernel_fn;
 
@@ -191,6 +196,7 @@ typedef struct lowbit_kernels {
     lowbit_fwht_kernels fwht;
     lowbit_attention_fn attention;
     lowbit_gate_mul_fn silu_mul, gelu_mul;
+    lowbit_rms_norm_fn rms_norm;
     const struct gdn_kernels *gdn;
 } lowbit_kernels;
 

@@ -18,17 +18,8 @@
 
 int lowbit_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps, float *y) {
     if (!x || !y || rows < 0 || n <= 0 || !(eps >= 0)) return LOWBIT_EINVAL;
-    const float inv_n = 1.0f / (float)n;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * n;
-        float *yr = y + r * n;
-        const float inv = 1.0f / sqrtf(ops_sum_sq(xr, n) * inv_n + eps);
-        if (w) {
-            for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv * w[i];
-        } else {
-            for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv;
-        }
-    }
+    const lowbit_rms_norm_fn row = lowbit_active_kernels()->rms_norm;
+    for (int64_t r = 0; r < rows; r++) row(x + r * n, w, n, eps, y + r * n);
     return LOWBIT_OK;
 }
 

@@ -4,6 +4,7 @@
 #ifndef LOWBIT_OPS_COMMON_H
 #define LOWBIT_OPS_COMMON_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -20,6 +21,17 @@ static inline float ops_sum_sq(const float *x, int64_t n) {
     for (; i < n; i++) s += x[i] * x[i];
     for (int l = 0; l < 8; l++) s += acc[l];
     return s;
+}
+
+/* lowbit_rms_norm of one row: the sum of squares in ops_sum_sq's order, then x * inv * w left to
+ * right (the SIMD rows in x86/ops_avx2.c, ops_avx512.c: the same operations). */
+static inline void ops_rms_row(const float *x, const float *w, int64_t n, float eps, float *y) {
+    const float inv = 1.0f / sqrtf(ops_sum_sq(x, n) * (1.0f / (float)n) + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv;
+    }
 }
 
 /* sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, with e = e^-|g| from attn_exp (<= 1: no

@@ -397,6 +397,18 @@ static int64_t run_op_inputs(int op, int s, int isa, float **out) {
         st |= lowbit_sigmoid_mul(v, z, T * Hv * d, o += T * Hv * d);
         free(x), free(w), free(cstate), free(q), free(k), free(v), free(g), free(beta), free(state);
         free(z), free(nw);
+    } else if (op == LOWBIT_OP_RMS_NORM) {
+        static const int64_t SH[][4] = {/* rows, n, with w, in place */
+                                        {1, 1, 1, 0},    {3, 7, 1, 0},    {2, 8, 0, 0}, {1, 9, 1, 1},
+                                        {4, 33, 1, 0},   {1, 1000, 0, 1}, {2, 2560, 1, 1},
+                                        {1, 6912, 1, 0}};
+        if (s >= (int)(sizeof SH / sizeof SH[0])) return 0;
+        const int64_t rows = SH[s][0], len = SH[s][1];
+        float *x = rnd_floats(rows * len, -3, 3), *w = SH[s][2] ? rnd_floats(len, 0.5f, 1.5f) : NULL;
+        n = rows * len;
+        *out = SH[s][3] ? copy_floats(x, n) : (float *)xmalloc((size_t)n * sizeof(float));
+        st = lowbit_rms_norm(SH[s][3] ? *out : x, w, rows, len, 1e-5f, *out);
+        free(x), free(w);
     } else {
         return 0;
     }

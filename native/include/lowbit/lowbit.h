@@ -318,7 +318,8 @@ typedef enum lowbit_op {
     LOWBIT_OP_SILU_MUL = 1,  /* lowbit_act_mul(LOWBIT_ACT_SILU) */
     LOWBIT_OP_GELU_MUL = 2,  /* lowbit_act_mul(LOWBIT_ACT_GELU_TANH) */
     LOWBIT_OP_GDN = 3,       /* the Gated-DeltaNet ops' loops, one table */
-    LOWBIT_OP_COUNT = 4,
+    LOWBIT_OP_RMS_NORM = 4,  /* lowbit_rms_norm's row */
+    LOWBIT_OP_COUNT = 5,
 } lowbit_op;
 typedef struct lowbit_kernel_info {
     const char *name;     /* the C function's name: "packed_gemv256_avx2" */
