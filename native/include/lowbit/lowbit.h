@@ -335,7 +335,7 @@ LOWBIT_API int lowbit_kernel_count(void);
 /* Entry i (0 <= i < lowbit_kernel_count()) into *info: LOWBIT_OK, or LOWBIT_EINVAL. */
 LOWBIT_API int lowbit_kernel_get(int i, lowbit_kernel_info *info);
 LOWBIT_API const char *lowbit_role_name(int role);     /* "gemv", "pair_gemv", ...; NULL if unknown */
-LOWBIT_API const char *lowbit_op_name(int op);         /* "attention", "silu_mul", "gelu_mul", "gdn"; NULL if unknown */
+LOWBIT_API const char *lowbit_op_name(int op); /* "attention", "silu_mul", "gelu_mul", "gdn", "rms_norm"; NULL: unknown */
 LOWBIT_API const char *lowbit_layout_name(int layout); /* "none", "file", "packed", "base3", "rows16", "base3f", "rows64", "q8rows"; NULL if unknown */
 /* The entry variant `isa` runs for `role` on weights of `type` in `layout`, rows of `cols` weights
  * (packed: the matrix lowbit_matrix_pack would make of them; cols may be 0 where it does not
