@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
-#include "rms_norm-inl.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -83,6 +82,8 @@ AI void sv_store_run(float *dst, sv s, int lane0, int n) {
     _mm_storeu_ps(t, s);
     for (int i = 0; i < n; i++) dst[i] = t[lane0 + i];
 }
+#define RMS_ENTRY rms_norm_avx2
+#include "rms_norm-inl.h"
 #undef AI
 
 #define PV_VECS 1
@@ -119,19 +120,6 @@ static inline __attribute__((always_inline)) int64_t sigmoid_act_mul(const float
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(xv, s), _mm256_loadu_ps(up + i)));
     }
     return i;
-}
-
-/* lowbit_rms_norm's row (rms_norm-inl.h), the products 8 lanes wide */
-void rms_norm_avx2(const float *x, const float *w, int64_t n, float eps, float *y);
-void rms_norm_avx2(const float *x, const float *w, int64_t n, float eps, float *y) {
-    const float inv = rms_inv8(x, n, eps);
-    const __m256 vi = _mm256_set1_ps(inv);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vi);
-        _mm256_storeu_ps(y + i, w ? _mm256_mul_ps(v, _mm256_loadu_ps(w + i)) : v);
-    }
-    for (; i < n; i++) y[i] = w ? x[i] * inv * w[i] : x[i] * inv;
 }
 
 int64_t silu_mul_avx2(const float *gate, const float *up, int64_t n, float *out);

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
-#include "rms_norm-inl.h"
 
 typedef __m512 v16;
 #define AI static inline __attribute__((always_inline))
@@ -90,20 +89,6 @@ AI int64_t sigmoid_act_mul(const float *gate, const float *up, int64_t n, float 
     return i;
 }
 
-/* lowbit_rms_norm's row (rms_norm-inl.h), the products 16 lanes wide: twice the loads in flight
- * when w comes from DRAM, as it does a layer's weights later */
-void rms_norm_avx512(const float *x, const float *w, int64_t n, float eps, float *y);
-void rms_norm_avx512(const float *x, const float *w, int64_t n, float eps, float *y) {
-    const float inv = rms_inv8(x, n, eps);
-    const __m512 vi = _mm512_set1_ps(inv);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vi);
-        _mm512_storeu_ps(y + i, w ? _mm512_mul_ps(v, _mm512_loadu_ps(w + i)) : v);
-    }
-    for (; i < n; i++) y[i] = w ? x[i] * inv * w[i] : x[i] * inv;
-}
-
 int64_t silu_mul_avx512(const float *gate, const float *up, int64_t n, float *out);
 int64_t silu_mul_avx512(const float *gate, const float *up, int64_t n, float *out) {
     return sigmoid_act_mul(gate, up, n, out, 0);
@@ -112,6 +97,8 @@ int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *ou
 int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *out) {
     return sigmoid_act_mul(gate, up, n, out, 1);
 }
+#define RMS_ENTRY rms_norm_avx512
+#include "rms_norm-inl.h"
 #undef AI
 
 #define PV_VECS 4

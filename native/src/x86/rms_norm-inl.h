@@ -1,6 +1,8 @@
 /* lowbit_rms_norm's row on x86 (ops_rms_row in ../ops_common.h, the same operations): the 8
- * partial sums of squares are the 8 lanes of one ymm, then the tail and the lanes in order.
- * Shared by ops_avx2.c and ops_avx512.c, which multiply 8 or 16 lanes wide. */
+ * partial sums of squares are the 8 lanes of one ymm, then the tail and the lanes in order; the
+ * products 16 lanes a step in the includer's v16 (one zmm or two ymm: twice the loads in flight
+ * of the 4-lane C when w comes from DRAM, as a layer's norm weights do).  ops_avx2.c and
+ * ops_avx512.c include it after their v16 ops, with RMS_ENTRY the entry's name. */
 #ifndef LOWBIT_RMS_NORM_INL_H
 #define LOWBIT_RMS_NORM_INL_H
 #include <immintrin.h>
@@ -21,5 +23,17 @@ static inline __attribute__((always_inline)) float rms_inv8(const float *x, int6
     for (; i < n; i++) s += x[i] * x[i];
     for (int l = 0; l < 8; l++) s += lanes[l];
     return 1.0f / sqrtf(s * (1.0f / (float)n) + eps);
+}
+
+void RMS_ENTRY(const float *x, const float *w, int64_t n, float eps, float *y);
+void RMS_ENTRY(const float *x, const float *w, int64_t n, float eps, float *y) {
+    const float inv = rms_inv8(x, n, eps);
+    const v16 vi = v16_set1(inv);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const v16 v = v16_mul(v16_load(x + i), vi);
+        v16_store(y + i, w ? v16_mul(v, v16_load(w + i)) : v);
+    }
+    for (; i < n; i++) y[i] = w ? x[i] * inv * w[i] : x[i] * inv;
 }
 #endif
