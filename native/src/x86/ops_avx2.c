@@ -1,6 +1,6 @@
 /* lowbit_attention's loop on AVX2 + FMA (x86/attention_groups-inl.h, 16 lanes as two ymm, 4 (row,
- * key) scores a step), and SiLU(gate) * up and GELU(gate) * up, 8 lanes at a time.  All are
- * kernel-list entries (role OP). */
+ * key) scores a step), SiLU(gate) * up and GELU(gate) * up, 8 lanes at a time, and
+ * lowbit_rms_norm's row (rms_norm-inl.h).  All are kernel-list entries (role OP). */
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
@@ -82,6 +82,7 @@ AI void sv_store_run(float *dst, sv s, int lane0, int n) {
     _mm_storeu_ps(t, s);
     for (int i = 0; i < n; i++) dst[i] = t[lane0 + i];
 }
+
 #define RMS_ENTRY rms_norm_avx2
 #include "rms_norm-inl.h"
 #undef AI

@@ -1,6 +1,7 @@
 /* The decoder ops on AVX-512: lowbit_attention's loop (x86/attention_groups-inl.h; 16 lanes a
- * zmm, 16 (row, key) scores a step, folded in one register) and the gated activations of
- * lowbit_act_mul (silu / gelu times up), the operations of ops_avx2.c's 16 lanes at a time. */
+ * zmm, 16 (row, key) scores a step, folded in one register), the gated activations of
+ * lowbit_act_mul (silu / gelu times up: the operations of ops_avx2.c's, 16 lanes at a time) and
+ * lowbit_rms_norm's row (rms_norm-inl.h).  All are kernel-list entries (role OP). */
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
@@ -77,8 +78,9 @@ AI int64_t sigmoid_act_mul(const float *gate, const float *up, int64_t n, float 
                                  _mm512_add_ps(xv, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), xv), xv), xv)))
                  : xv);
         const __m512i nb = _mm512_or_si512(gb, sign); /* -|g| */
-        const __mmask16 tiny = _mm512_cmpgt_epu32_mask(nb, lim); /* |g| > 87 */
-        const __m512 e = v16_exp(_mm512_castsi512_ps(nb)); /* (clamps at -87 itself) */
+        /* tiny: |g| past attn_exp's clamp (v16_exp clamps by itself) */
+        const __mmask16 tiny = _mm512_cmpgt_epu32_mask(nb, lim);
+        const __m512 e = v16_exp(_mm512_castsi512_ps(nb));
         /* the sigmoid's numerator: g < 0 ? (|g| > 87 ? 0 : e) : 1 */
         const __mmask16 neg = _mm512_movepi32_mask(gb);
         const __m512i numb = _mm512_mask_blend_epi32(neg, one_bits,
@@ -97,6 +99,7 @@ int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *ou
 int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *out) {
     return sigmoid_act_mul(gate, up, n, out, 1);
 }
+
 #define RMS_ENTRY rms_norm_avx512
 #include "rms_norm-inl.h"
 #undef AI

@@ -34,7 +34,8 @@ static void q1_lut_build(const lowbit_act *a, uint8_t *tab) {
     _Alignas(64) uint8_t perm[64];
     for (int j = 0; j < 64; j++) perm[j] = (uint8_t)(4 * (j % 16) + j / 16);
     const __m512i P = _mm512_load_si512(perm);
-#else /* bytes to [lo A | hi A | lo B | hi B] in each 128-bit lane, then those dwords in order */
+#else
+    /* bytes to [lo A | hi A | lo B | hi B] in each 128-bit lane, then those dwords in order */
     const __m512i P = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     const __m512i D = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 #endif
