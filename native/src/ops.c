@@ -135,8 +135,8 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
     if (!gate || !up || !out || n < 0) return LOWBIT_EINVAL;
     switch (act) {
     case LOWBIT_ACT_SILU: {
-        int64_t i = lowbit_active_kernels()->silu_mul(gate, up, n, out); /* a prefix, same bits */
-        for (; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
+        const int64_t i = lowbit_active_kernels()->silu_mul(gate, up, n, out); /* a prefix, same bits */
+        ops_silu_mul(gate + i, up + i, n - i, out + i);
         break;
     }
     case LOWBIT_ACT_RELU2:
@@ -146,8 +146,8 @@ int lowbit_act_mul(int act, const float *gate, const float *up, int64_t n, float
         }
         break;
     case LOWBIT_ACT_GELU_TANH: {
-        int64_t i = lowbit_active_kernels()->gelu_mul(gate, up, n, out); /* a prefix, same bits */
-        for (; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
+        const int64_t i = lowbit_active_kernels()->gelu_mul(gate, up, n, out); /* a prefix, same bits */
+        ops_gelu_mul(gate + i, up + i, n - i, out + i);
         break;
     }
     default:

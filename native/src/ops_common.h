@@ -61,4 +61,16 @@ static inline float ops_silu(float g) { return g * ops_sigmoid(g); }
 static inline float ops_gelu_arg(float x) { return 1.5957691216057308f * (x + 0.044715f * x * x * x); }
 static inline float ops_gelu(float x) { return x * ops_sigmoid(ops_gelu_arg(x)); }
 
+/* out[i] = silu(gate[i]) * up[i] / gelu(gate[i]) * up[i]; return n.  The scalar entries, ops.c's
+ * tails, and the AVX-512 entries (x86/ops_avx512.c: this loop under its flags, which the compiler
+ * vectorizes as fast as written-out intrinsics) */
+static inline int64_t ops_silu_mul(const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
+    return n;
+}
+static inline int64_t ops_gelu_mul(const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
+    return n;
+}
+
 #endif

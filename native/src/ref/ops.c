@@ -16,13 +16,11 @@ void attention_loop_ref(const float *q, int64_t H, int64_t Hkv, int64_t hd, int6
 }
 
 int64_t silu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = ops_silu(gate[i]) * up[i];
-    return n;
+    return ops_silu_mul(gate, up, n, out);
 }
 
 int64_t gelu_mul_ref(const float *gate, const float *up, int64_t n, float *out) {
-    for (int64_t i = 0; i < n; i++) out[i] = ops_gelu(gate[i]) * up[i];
-    return n;
+    return ops_gelu_mul(gate, up, n, out);
 }
 
 void rms_norm_ref(const float *x, const float *w, int64_t n, float eps, float *y) {

@@ -1,10 +1,11 @@
 /* The decoder ops on AVX-512: lowbit_attention's loop (x86/attention_groups-inl.h; 16 lanes a
  * zmm, 16 (row, key) scores a step, folded in one register), the gated activations of
- * lowbit_act_mul (silu / gelu times up: the operations of ops_avx2.c's, 16 lanes at a time) and
+ * lowbit_act_mul (silu / gelu times up: ops_common.h's loops under this file's flags) and
  * lowbit_rms_norm's row (rms_norm-inl.h).  All are kernel-list entries (role OP). */
 #include <immintrin.h>
 
 #include "../ops_attention-inl.h"
+#include "../ops_common.h"
 
 typedef __m512 v16;
 #define AI static inline __attribute__((always_inline))
@@ -62,42 +63,14 @@ AI void sv_store_run(float *dst, sv s, int lane0, int n) {
     _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1), lane0 ? _mm512_permutexvar_ps(down, s) : s);
 }
 
-/* out[i] = silu(gate[i]) * up[i] (gelu: gelu(gate[i]) * up[i]) for the first n - n % 16 values;
- * returns how many.  ops_avx2.c's sigmoid_act_mul on 16 lanes: the same operations in the same
- * order (ops_silu, ops_gelu, attn_exp in ops_common.h), so the same bits; ops.c does the tail. */
-AI int64_t sigmoid_act_mul(const float *gate, const float *up, int64_t n, float *out, const int gelu) {
-    const __m512i one_bits = _mm512_set1_epi32(0x3f800000), lim = _mm512_set1_epi32((int)0xC2AE0000u);
-    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
-    const __m512 one = _mm512_set1_ps(1.0f);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 xv = _mm512_loadu_ps(gate + i);
-        /* the sigmoid's argument: x, or ops_gelu_arg(x) */
-        const __m512i gb = _mm512_castps_si512(
-            gelu ? _mm512_mul_ps(_mm512_set1_ps(1.5957691216057308f),
-                                 _mm512_add_ps(xv, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), xv), xv), xv)))
-                 : xv);
-        const __m512i nb = _mm512_or_si512(gb, sign); /* -|g| */
-        /* tiny: |g| past attn_exp's clamp (v16_exp clamps by itself) */
-        const __mmask16 tiny = _mm512_cmpgt_epu32_mask(nb, lim);
-        const __m512 e = v16_exp(_mm512_castsi512_ps(nb));
-        /* the sigmoid's numerator: g < 0 ? (|g| > 87 ? 0 : e) : 1 */
-        const __mmask16 neg = _mm512_movepi32_mask(gb);
-        const __m512i numb = _mm512_mask_blend_epi32(neg, one_bits,
-                                                     _mm512_maskz_mov_epi32((__mmask16)~tiny, _mm512_castps_si512(e)));
-        const __m512 s = _mm512_div_ps(_mm512_castsi512_ps(numb), _mm512_add_ps(one, e));
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(xv, s), _mm512_loadu_ps(up + i)));
-    }
-    return i;
-}
-
+/* the gated activations: ops_common.h's loops, vectorized under this file's flags */
 int64_t silu_mul_avx512(const float *gate, const float *up, int64_t n, float *out);
 int64_t silu_mul_avx512(const float *gate, const float *up, int64_t n, float *out) {
-    return sigmoid_act_mul(gate, up, n, out, 0);
+    return ops_silu_mul(gate, up, n, out);
 }
 int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *out);
 int64_t gelu_mul_avx512(const float *gate, const float *up, int64_t n, float *out) {
-    return sigmoid_act_mul(gate, up, n, out, 1);
+    return ops_gelu_mul(gate, up, n, out);
 }
 
 #define RMS_ENTRY rms_norm_avx512
